@@ -1,0 +1,119 @@
+//! `seckill dev`: the all-in-one local run.
+//!
+//! Starts Redis (append-only file) and the broker (SQLite log) as child
+//! processes with their data under one directory, then the three services in
+//! this process with embedded stores in the same directory. The ingress
+//! answers status queries from the projector's view directly, so one base URL
+//! serves everything. Running it again reuses the data.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::Args;
+use prometheus::Registry;
+use seckill_core::config::{HttpConfig, KafkaConfig, RedisConfig, StoreConfig};
+use seckill_core::shutdown;
+use seckill_devstack::{Broker, BrokerStorage, Redis, RedisPersistence};
+use seckill_ingress::{Dependencies, IngressConfig};
+use seckill_processor::ProcessorConfig;
+use seckill_projector::ProjectorConfig;
+use tokio::task::JoinSet;
+
+/// Flags of `seckill dev`.
+#[derive(Debug, Args)]
+pub(crate) struct DevArgs {
+    /// Where Redis, the broker and the stores keep their data.
+    #[arg(long, default_value = ".seckill")]
+    data_dir: PathBuf,
+    /// Port of the public API (ingress).
+    #[arg(long, default_value_t = 8080)]
+    port: u16,
+    /// Port of the processor's health and metrics.
+    #[arg(long, default_value_t = 8081)]
+    processor_port: u16,
+    /// Port of the projector's query API, health and metrics.
+    #[arg(long, default_value_t = 8082)]
+    projector_port: u16,
+    /// Port of the local Redis.
+    #[arg(long, default_value_t = 16379)]
+    redis_port: u16,
+    /// Port of the local broker.
+    #[arg(long, default_value_t = 19092)]
+    broker_port: u16,
+}
+
+pub(crate) async fn run(args: DevArgs) -> anyhow::Result<()> {
+    let data = std::path::absolute(&args.data_dir).context("resolving --data-dir")?;
+    std::fs::create_dir_all(&data).with_context(|| format!("creating {}", data.display()))?;
+    let mut redis = Redis::start(&data.join("redis"), args.redis_port, RedisPersistence::AppendOnly)
+        .context("starting Redis")?;
+    let mut broker =
+        Broker::start(&data.join("broker"), args.broker_port, BrokerStorage::Sqlite).context("starting the broker")?;
+    tracing::info!(redis = %redis.url(), broker = %broker.brokers(), data = %data.display(), "Local Redis and broker are up.");
+
+    let kafka = KafkaConfig { brokers: broker.brokers(), ..KafkaConfig::default() };
+    let redis_config = RedisConfig { url: redis.url(), ..RedisConfig::default() };
+
+    let result = serve(&args, &data, kafka, redis_config).await;
+    broker.stop();
+    redis.stop();
+    result
+}
+
+async fn serve(args: &DevArgs, data: &std::path::Path, kafka: KafkaConfig, redis: RedisConfig) -> anyhow::Result<()> {
+    let stock = seckill_store::open_stock_store(&StoreConfig::Embedded { path: data.join("processor.redb") })?;
+    let view = seckill_store::open_view_store(&StoreConfig::Embedded { path: data.join("view.redb") })?;
+
+    let processor = seckill_processor::App::build(
+        ProcessorConfig { http: HttpConfig::local(args.processor_port), kafka: kafka.clone(), ..ProcessorConfig::default() },
+        stock,
+        Registry::new(),
+    )
+    .await
+    .context("starting the processor")?;
+    let projector = seckill_projector::App::build(
+        ProjectorConfig { http: HttpConfig::local(args.projector_port), kafka: kafka.clone(), ..ProjectorConfig::default() },
+        view,
+        Registry::new(),
+    )
+    .await
+    .context("starting the projector")?;
+    let ingress = seckill_ingress::App::build(
+        IngressConfig { http: HttpConfig::local(args.port), redis, kafka, ..IngressConfig::default() },
+        Dependencies { registry: Registry::new(), view: projector.view() },
+    )
+    .await
+    .context("starting the ingress")?;
+
+    let base = format!("http://{}", ingress.local_addr());
+    println!("\nseckill is up: {base}\n");
+    println!("  # open a sale of 10 units, one per user, for the next hour");
+    println!(
+        "  curl -s -X POST {base}/api/v1/vouchers -H 'content-type: application/json' \\\n    -d \"{{\\\"stock\\\":10,\\\"per_user_limit\\\":1,\\\"begins_at\\\":\\\"$(date -u +%FT%TZ)\\\",\\\"ends_at\\\":\\\"$(date -u -d '+1 hour' +%FT%TZ)\\\"}}\""
+    );
+    println!("  # order as user alice (use the voucher_id from the answer), then poll the order");
+    println!("  curl -s -X POST {base}/api/v1/vouchers/VOUCHER_ID/orders -H 'x-user-id: alice'");
+    println!("  curl -s {base}/api/v1/orders/ORDER_ID\n");
+    println!("Metrics: {base}/metrics, http://{}/metrics, http://{}/metrics", processor.local_addr(), projector.local_addr());
+    println!("Ctrl-C stops everything.\n");
+
+    let shutdown = shutdown::on_signals()?;
+    let mut services = JoinSet::new();
+    let token = shutdown.clone();
+    services.spawn(async move { ingress.run(token).await.context("the ingress failed") });
+    let token = shutdown.clone();
+    services.spawn(async move { processor.run(token).await.context("the processor failed") });
+    let token = shutdown.clone();
+    services.spawn(async move { projector.run(token).await.context("the projector failed") });
+
+    let mut outcome = Ok(());
+    while let Some(joined) = services.join_next().await {
+        // Services end only on shutdown; one ending early stops the rest.
+        shutdown.cancel();
+        if let Err(error) = joined.context("a service task panicked").and_then(|result| result) {
+            tracing::error!(error = format!("{error:#}"), "Service stopped with an error.");
+            outcome = Err(error);
+        }
+    }
+    outcome
+}

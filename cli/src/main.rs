@@ -1,0 +1,34 @@
+//! `seckill`: the platform's command line.
+//!
+//! ```text
+//! seckill dev                    # Redis, broker and all three services, data in .seckill/
+//! seckill dev --data-dir /tmp/x  # elsewhere
+//! ```
+
+mod dev;
+
+use clap::{Parser, Subcommand};
+use seckill_core::telemetry;
+
+/// The seckill flash-sale platform.
+#[derive(Debug, Parser)]
+#[command(version, about, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Runs the whole platform on this machine: a local Redis and broker, the
+    /// ingress, processor and projector with embedded stores. Ctrl-C stops it.
+    Dev(dev::DevArgs),
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    telemetry::init_logging();
+    match Cli::parse().command {
+        Command::Dev(args) => dev::run(args).await,
+    }
+}

@@ -1,0 +1,273 @@
+//! Typed, layered configuration: built-in defaults, then an optional TOML
+//! file, then `SECKILL_`-prefixed environment variables (`__` separates
+//! nesting: `SECKILL_KAFKA__BROKERS=host:9092`). Command-line flags are
+//! applied by each binary on top. Unknown keys are errors that name the key.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use figment::providers::{Env, Format, Serialized, Toml};
+use figment::Figment;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use crate::topics::Topics;
+
+/// Prefix of every environment variable the services read.
+pub const ENV_PREFIX: &str = "SECKILL_";
+
+/// Why a configuration was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("config file {0} does not exist")]
+    MissingFile(PathBuf),
+    #[error("invalid configuration: {0}")]
+    Parse(#[from] Box<figment::Error>),
+    #[error("invalid configuration: `{key}` {problem}")]
+    Invalid { key: &'static str, problem: String },
+}
+
+/// Implemented by every service config: checks what types alone cannot.
+pub trait Validate {
+    /// Returns the first problem found, naming its key.
+    fn validate(&self) -> Result<(), ConfigError>;
+}
+
+/// Loads `T` from its defaults, `file` (if any) and the environment.
+pub fn load<T>(file: Option<&Path>) -> Result<T, ConfigError>
+where
+    T: Default + Serialize + DeserializeOwned + Validate,
+{
+    let mut figment = Figment::from(Serialized::defaults(T::default()));
+    if let Some(file) = file {
+        if !file.exists() {
+            return Err(ConfigError::MissingFile(file.to_owned()));
+        }
+        figment = figment.merge(Toml::file(file));
+    }
+    let config: T = figment
+        .merge(Env::prefixed(ENV_PREFIX).split("__"))
+        .extract()
+        .map_err(Box::new)?;
+    config.validate()?;
+    Ok(config)
+}
+
+/// Fails with a message naming `key` when `ok` is false.
+pub fn ensure(ok: bool, key: &'static str, problem: impl Into<String>) -> Result<(), ConfigError> {
+    if ok {
+        Ok(())
+    } else {
+        Err(ConfigError::Invalid {
+            key,
+            problem: problem.into(),
+        })
+    }
+}
+
+/// A string that never appears in logs or `Debug` output.
+#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wraps a secret value.
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+
+    /// The value, for the one place that must compare or send it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret([redacted])")
+    }
+}
+
+/// Where a service answers HTTP.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpConfig {
+    /// Address to bind; port 0 picks a free port (tests).
+    pub listen: SocketAddr,
+}
+
+impl HttpConfig {
+    /// Binds `127.0.0.1:port`.
+    pub fn local(port: u16) -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], port)),
+        }
+    }
+}
+
+/// How a service reaches the Kafka-protocol broker.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct KafkaConfig {
+    /// Bootstrap servers, comma separated.
+    pub brokers: String,
+    /// Topic names are `{prefix}.sales` and so on.
+    pub topic_prefix: String,
+    /// Partitions of each topic, fixed at creation: a topic's partition count
+    /// decides which partition a voucher's events land on, so it never grows.
+    pub partitions: i32,
+    /// Replication factor of each topic.
+    pub replication: i32,
+    /// How long a produce may wait for the broker's acknowledgement.
+    pub produce_timeout_ms: u64,
+    /// How long the producer waits to fill a batch.
+    pub linger_ms: u32,
+}
+
+impl Default for KafkaConfig {
+    fn default() -> Self {
+        Self {
+            brokers: "127.0.0.1:19092".to_owned(),
+            topic_prefix: "seckill".to_owned(),
+            partitions: 6,
+            replication: 1,
+            produce_timeout_ms: 5_000,
+            linger_ms: 1,
+        }
+    }
+}
+
+impl KafkaConfig {
+    /// The topic names under the configured prefix.
+    pub fn topics(&self) -> Topics {
+        Topics::with_prefix(&self.topic_prefix)
+    }
+}
+
+impl Validate for KafkaConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        ensure(!self.brokers.trim().is_empty(), "kafka.brokers", "must name at least one broker")?;
+        ensure(
+            !self.topic_prefix.is_empty()
+                && self.topic_prefix.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c)),
+            "kafka.topic_prefix",
+            "must be non-empty and use only A-Z a-z 0-9 . _ -",
+        )?;
+        ensure((1..=1024).contains(&self.partitions), "kafka.partitions", "must be 1 to 1024")?;
+        ensure((1..=16).contains(&self.replication), "kafka.replication", "must be 1 to 16")?;
+        ensure(
+            (100..=120_000).contains(&self.produce_timeout_ms),
+            "kafka.produce_timeout_ms",
+            "must be 100 to 120000",
+        )?;
+        ensure(self.linger_ms <= 1_000, "kafka.linger_ms", "must be at most 1000")
+    }
+}
+
+/// How a service reaches Redis.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RedisConfig {
+    /// `redis://host:port/db`.
+    pub url: String,
+    /// Prepended to every key, so several platforms (or tests) share a server.
+    pub key_prefix: String,
+}
+
+impl Default for RedisConfig {
+    fn default() -> Self {
+        Self {
+            url: "redis://127.0.0.1:16379/".to_owned(),
+            key_prefix: "seckill".to_owned(),
+        }
+    }
+}
+
+impl Validate for RedisConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        ensure(
+            self.url.starts_with("redis://") || self.url.starts_with("rediss://"),
+            "redis.url",
+            "must start with redis:// or rediss://",
+        )?;
+        ensure(
+            !self.key_prefix.is_empty() && !self.key_prefix.contains(['{', '}', ' ']),
+            "redis.key_prefix",
+            "must be non-empty without braces or spaces (braces are hash tags)",
+        )
+    }
+}
+
+/// Where a service keeps its derived state.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, tag = "backend", rename_all = "snake_case")]
+pub enum StoreConfig {
+    /// A redb file on local disk: one process owns it.
+    Embedded {
+        /// The database file; created when missing.
+        path: PathBuf,
+    },
+}
+
+impl Validate for StoreConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        match self {
+            Self::Embedded { path } => ensure(
+                !path.as_os_str().is_empty(),
+                "store.path",
+                "must name a file",
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, Default, Serialize, Deserialize)]
+    #[serde(deny_unknown_fields, default)]
+    struct Sample {
+        kafka: KafkaConfig,
+        redis: RedisConfig,
+    }
+
+    impl Validate for Sample {
+        fn validate(&self) -> Result<(), ConfigError> {
+            self.kafka.validate()?;
+            self.redis.validate()
+        }
+    }
+
+    #[test]
+    fn file_overrides_defaults() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("c.toml");
+        std::fs::write(&file, "[kafka]\npartitions = 3\n").expect("write");
+        let sample: Sample = load(Some(&file)).expect("loads");
+        assert_eq!(sample.kafka.partitions, 3);
+        assert_eq!(sample.redis, RedisConfig::default());
+    }
+
+    #[test]
+    fn unknown_and_out_of_range_keys_are_named() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("c.toml");
+        std::fs::write(&file, "[kafka]\npartitionz = 3\n").expect("write");
+        let err = load::<Sample>(Some(&file)).expect_err("unknown key").to_string();
+        assert!(err.contains("partitionz"), "{err}");
+
+        std::fs::write(&file, "[kafka]\npartitions = 0\n").expect("write");
+        let err = load::<Sample>(Some(&file)).expect_err("range").to_string();
+        assert!(err.contains("kafka.partitions"), "{err}");
+
+        let err = load::<Sample>(Some(&dir.path().join("absent.toml"))).expect_err("missing");
+        assert!(matches!(err, ConfigError::MissingFile(_)));
+    }
+
+    #[test]
+    fn secrets_do_not_print() {
+        assert_eq!(format!("{:?}", Secret::new("hunter2")), "Secret([redacted])");
+    }
+}

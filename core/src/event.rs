@@ -1,0 +1,295 @@
+//! The event schema: what the log says happened.
+//!
+//! Every record on a seckill topic is one JSON [`Envelope`]: a `type` tag, the
+//! schema version, a unique event id, when it was emitted, and the event's own
+//! fields, flat, so `kcat` users and analysts read it without a decoder.
+//!
+//! ```json
+//! {"schema":1,"event_id":"0192…","emitted_at":"2026-11-21T10:00:00.123Z",
+//!  "type":"OrderAccepted","order_id":"0192…","voucher_id":"0192…",
+//!  "user_id":"alice","quantity":1,"accepted_at":"2026-11-21T10:00:00.122Z"}
+//! ```
+//!
+//! Consumers call [`Envelope::decode`], which also checks ranges, so a record
+//! that parses but makes no sense is dead-lettered instead of applied.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::ids::{OrderId, UserId, VoucherId};
+
+/// The schema version this build writes and the newest it reads.
+pub const SCHEMA_VERSION: u16 = 1;
+/// Upper bound on a voucher's stock; keeps arithmetic far from overflow.
+pub const MAX_STOCK: u64 = 1_000_000_000;
+/// Upper bound on the units in one order and on a per-user limit.
+pub const MAX_QUANTITY: u32 = 10_000;
+/// Largest record a consumer decodes; anything bigger is dead-lettered unread.
+pub const MAX_EVENT_BYTES: usize = 64 * 1024;
+
+/// One record on a topic: metadata plus the event itself.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Envelope {
+    /// Lets readers refuse records from a newer, incompatible writer.
+    pub schema: u16,
+    /// Unique per emitted event; a re-emitted outcome keeps its first id so
+    /// duplicates on the topic are recognisable as such.
+    pub event_id: Uuid,
+    /// When the writer produced the record.
+    pub emitted_at: DateTime<Utc>,
+    /// The event, tagged by `type`.
+    #[serde(flatten)]
+    pub event: Event,
+}
+
+/// Everything that can happen to a voucher or an order.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type")]
+pub enum Event {
+    /// An admin opened a flash sale; carries the persistent stock.
+    VoucherCreated(VoucherCreated),
+    /// Redis admitted an order; the processor has yet to decide it.
+    OrderAccepted(OrderAccepted),
+    /// The processor took the order's units from the persistent stock.
+    OrderCreated(OrderCreated),
+    /// The processor refused the order; the units were never taken.
+    OrderFailed(OrderFailed),
+}
+
+/// A new flash-sale voucher.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct VoucherCreated {
+    pub voucher_id: VoucherId,
+    /// Units for sale.
+    pub stock: u64,
+    /// Most units one user may hold.
+    pub per_user_limit: u32,
+    pub begins_at: DateTime<Utc>,
+    pub ends_at: DateTime<Utc>,
+}
+
+/// An order admitted by the Redis gate.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OrderAccepted {
+    pub order_id: OrderId,
+    pub voucher_id: VoucherId,
+    pub user_id: UserId,
+    pub quantity: u32,
+    pub accepted_at: DateTime<Utc>,
+}
+
+/// An order that now holds its units.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OrderCreated {
+    /// The admitted order, repeated so a reader of this topic alone can
+    /// build the full order row.
+    #[serde(flatten)]
+    pub order: OrderAccepted,
+    pub decided_at: DateTime<Utc>,
+    /// Persistent stock left after this order.
+    pub remaining: u64,
+}
+
+/// An order the processor refused.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OrderFailed {
+    #[serde(flatten)]
+    pub order: OrderAccepted,
+    pub decided_at: DateTime<Utc>,
+    pub reason: FailReason,
+}
+
+/// Why the processor refused an order Redis had admitted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailReason {
+    /// The persistent stock had fewer units than the order asked for
+    /// (Redis and the store disagreed, e.g. after a Redis data loss).
+    SoldOut,
+    /// No `VoucherCreated` precedes the order on its partition.
+    UnknownVoucher,
+}
+
+impl FailReason {
+    /// The snake_case name used in events, API bodies and metric labels.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::SoldOut => "sold_out",
+            Self::UnknownVoucher => "unknown_voucher",
+        }
+    }
+}
+
+/// Why a record could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum EventError {
+    #[error("record is {0} bytes, over the {MAX_EVENT_BYTES}-byte limit")]
+    TooLarge(usize),
+    #[error("record is not a valid event: {0}")]
+    Malformed(#[from] serde_json::Error),
+    #[error("schema version {0} is not supported (newest known: {SCHEMA_VERSION})")]
+    UnsupportedSchema(u16),
+    #[error("event is out of range: {0}")]
+    Invalid(String),
+}
+
+impl Envelope {
+    /// Wraps `event` in fresh metadata.
+    pub fn new(event: Event) -> Self {
+        Self {
+            schema: SCHEMA_VERSION,
+            event_id: Uuid::now_v7(),
+            emitted_at: Utc::now(),
+            event,
+        }
+    }
+
+    /// Parses and validates one record.
+    pub fn decode(bytes: &[u8]) -> Result<Self, EventError> {
+        if bytes.len() > MAX_EVENT_BYTES {
+            return Err(EventError::TooLarge(bytes.len()));
+        }
+        let envelope: Self = serde_json::from_slice(bytes)?;
+        if envelope.schema == 0 || envelope.schema > SCHEMA_VERSION {
+            return Err(EventError::UnsupportedSchema(envelope.schema));
+        }
+        envelope.event.validate()?;
+        Ok(envelope)
+    }
+
+    /// The record's bytes.
+    pub fn encode(&self) -> Vec<u8> {
+        serde_json::to_vec(self).expect("events serialize: every field is plain data")
+    }
+
+    /// The `type` tag, for logs and metric labels.
+    pub fn kind(&self) -> &'static str {
+        self.event.kind()
+    }
+}
+
+impl Event {
+    /// The voucher this event belongs to: the partition key of every topic,
+    /// so all of a voucher's history is one ordered sequence.
+    pub fn voucher_id(&self) -> VoucherId {
+        match self {
+            Self::VoucherCreated(e) => e.voucher_id,
+            Self::OrderAccepted(e) => e.voucher_id,
+            Self::OrderCreated(e) => e.order.voucher_id,
+            Self::OrderFailed(e) => e.order.voucher_id,
+        }
+    }
+
+    /// The `type` tag.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::VoucherCreated(_) => "VoucherCreated",
+            Self::OrderAccepted(_) => "OrderAccepted",
+            Self::OrderCreated(_) => "OrderCreated",
+            Self::OrderFailed(_) => "OrderFailed",
+        }
+    }
+
+    fn validate(&self) -> Result<(), EventError> {
+        match self {
+            Self::VoucherCreated(v) => v.validate(),
+            Self::OrderAccepted(o) => o.validate(),
+            Self::OrderCreated(c) => {
+                c.order.validate()?;
+                check(c.decided_at >= c.order.accepted_at, "decided_at precedes accepted_at")?;
+                check(c.remaining <= MAX_STOCK, "remaining exceeds the largest stock")
+            }
+            Self::OrderFailed(f) => {
+                f.order.validate()?;
+                check(f.decided_at >= f.order.accepted_at, "decided_at precedes accepted_at")
+            }
+        }
+    }
+}
+
+impl VoucherCreated {
+    /// Checks the ranges an admin request and a log record must both meet.
+    pub fn validate(&self) -> Result<(), EventError> {
+        check(self.stock <= MAX_STOCK, "stock exceeds 1000000000")?;
+        check(
+            (1..=MAX_QUANTITY).contains(&self.per_user_limit),
+            "per_user_limit must be 1 to 10000",
+        )?;
+        check(self.ends_at > self.begins_at, "ends_at must be after begins_at")
+    }
+}
+
+impl OrderAccepted {
+    fn validate(&self) -> Result<(), EventError> {
+        check(
+            (1..=MAX_QUANTITY).contains(&self.quantity),
+            "quantity must be 1 to 10000",
+        )
+    }
+}
+
+fn check(ok: bool, what: &str) -> Result<(), EventError> {
+    if ok {
+        Ok(())
+    } else {
+        Err(EventError::Invalid(what.to_owned()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn accepted() -> OrderAccepted {
+        OrderAccepted {
+            order_id: OrderId::generate(),
+            voucher_id: VoucherId::generate(),
+            user_id: UserId::parse("alice").expect("valid"),
+            quantity: 1,
+            accepted_at: Utc::now(),
+        }
+    }
+
+    #[test]
+    fn envelope_is_flat_json_with_a_type_tag() {
+        let envelope = Envelope::new(Event::OrderAccepted(accepted()));
+        let json: serde_json::Value = serde_json::from_slice(&envelope.encode()).expect("json");
+        assert_eq!(json["type"], "OrderAccepted");
+        assert_eq!(json["schema"], 1);
+        assert_eq!(json["user_id"], "alice");
+        assert_eq!(Envelope::decode(&envelope.encode()).expect("decodes"), envelope);
+    }
+
+    #[test]
+    fn outcome_round_trips_with_flattened_order() {
+        let order = accepted();
+        let created = Envelope::new(Event::OrderCreated(OrderCreated {
+            decided_at: order.accepted_at,
+            order,
+            remaining: 9,
+        }));
+        let json: serde_json::Value = serde_json::from_slice(&created.encode()).expect("json");
+        assert_eq!(json["remaining"], 9);
+        assert!(json["order_id"].is_string());
+        assert_eq!(Envelope::decode(&created.encode()).expect("decodes"), created);
+    }
+
+    #[test]
+    fn decode_refuses_garbage_newer_schemas_and_bad_ranges() {
+        assert!(matches!(Envelope::decode(b"\xff\x00"), Err(EventError::Malformed(_))));
+        assert!(matches!(Envelope::decode(&vec![b' '; MAX_EVENT_BYTES + 1]), Err(EventError::TooLarge(_))));
+
+        let mut newer = Envelope::new(Event::OrderAccepted(accepted()));
+        newer.schema = SCHEMA_VERSION + 1;
+        assert!(matches!(Envelope::decode(&newer.encode()), Err(EventError::UnsupportedSchema(_))));
+
+        let mut zero = accepted();
+        zero.quantity = 0;
+        let zero = Envelope::new(Event::OrderAccepted(zero));
+        assert!(matches!(Envelope::decode(&zero.encode()), Err(EventError::Invalid(_))));
+
+        let unknown_type = br#"{"schema":1,"event_id":"0192f0c4-7a7e-7cc1-8000-000000000000","emitted_at":"2026-01-01T00:00:00Z","type":"Nope"}"#;
+        assert!(matches!(Envelope::decode(unknown_type), Err(EventError::Malformed(_))));
+    }
+}

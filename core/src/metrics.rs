@@ -1,0 +1,220 @@
+//! Every metric the platform exports, defined once.
+//!
+//! Names follow Prometheus conventions (`_total` counters, `_seconds`
+//! histograms in base units). Labels are bounded: routes are templates,
+//! statuses are classes, outcomes and event types are closed enums; user,
+//! order and voucher ids never become labels. Each service's metrics carry a
+//! constant `service` label, so one registry can hold all three in the
+//! all-in-one local run.
+
+use prometheus::{
+    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, Opts, Registry,
+    TextEncoder,
+};
+
+/// Buckets for request-path latencies: 100 µs to 2.5 s.
+const FAST_BUCKETS: &[f64] = &[
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+];
+/// Buckets for pipeline latencies (accept to decision, accept to visible).
+const PIPELINE_BUCKETS: &[f64] = &[
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+];
+/// Buckets for consumer batch sizes.
+const BATCH_BUCKETS: &[f64] = &[1.0, 2.0, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0];
+
+/// Renders a registry in the Prometheus text format.
+pub fn render(registry: &Registry) -> String {
+    let mut buffer = Vec::new();
+    TextEncoder::new()
+        .encode(&registry.gather(), &mut buffer)
+        .expect("the text encoder writes into a Vec");
+    String::from_utf8(buffer).expect("the text format is UTF-8")
+}
+
+fn opts(service: &str, name: &str, help: &str) -> Opts {
+    Opts::new(name, help).const_label("service", service)
+}
+
+fn histogram_opts(service: &str, name: &str, help: &str, buckets: &[f64]) -> HistogramOpts {
+    HistogramOpts::from(opts(service, name, help)).buckets(buckets.to_vec())
+}
+
+fn register<C: prometheus::core::Collector + Clone + 'static>(registry: &Registry, collector: C) -> C {
+    registry
+        .register(Box::new(collector.clone()))
+        .expect("each metric is registered once per service and registry");
+    collector
+}
+
+/// HTTP metrics, one set per service.
+#[derive(Clone, Debug)]
+pub struct HttpMetrics {
+    /// `seckill_http_requests_total{route, status}`: status is `2xx`..`5xx`.
+    pub requests: IntCounterVec,
+    /// `seckill_http_request_duration_seconds{route}`.
+    pub duration: HistogramVec,
+}
+
+impl HttpMetrics {
+    pub fn register(registry: &Registry, service: &str) -> Self {
+        Self {
+            requests: register(
+                registry,
+                IntCounterVec::new(
+                    opts(service, "seckill_http_requests_total", "HTTP requests answered, by route template and status class."),
+                    &["route", "status"],
+                )
+                .expect("valid metric"),
+            ),
+            duration: register(
+                registry,
+                HistogramVec::new(
+                    histogram_opts(service, "seckill_http_request_duration_seconds", "Time to answer an HTTP request, by route template.", FAST_BUCKETS),
+                    &["route"],
+                )
+                .expect("valid metric"),
+            ),
+        }
+    }
+
+    /// Records one answered request.
+    pub fn observe(&self, route: &str, status: u16, seconds: f64) {
+        let class = match status {
+            100..=199 => "1xx",
+            200..=299 => "2xx",
+            300..=399 => "3xx",
+            400..=499 => "4xx",
+            _ => "5xx",
+        };
+        self.requests.with_label_values(&[route, class]).inc();
+        self.duration.with_label_values(&[route]).observe(seconds);
+    }
+}
+
+/// The ingress's admission metrics.
+#[derive(Clone, Debug)]
+pub struct AdmissionMetrics {
+    /// `seckill_admissions_total{outcome}`: `admitted` or a rejection code.
+    pub outcomes: IntCounterVec,
+    /// `seckill_redis_script_duration_seconds{script}`.
+    pub script_duration: HistogramVec,
+    /// `seckill_kafka_produce_duration_seconds`: send to acknowledgement.
+    pub produce_duration: Histogram,
+    /// `seckill_kafka_produce_errors_total`.
+    pub produce_errors: IntCounter,
+}
+
+impl AdmissionMetrics {
+    pub fn register(registry: &Registry) -> Self {
+        let service = "ingress";
+        Self {
+            outcomes: register(
+                registry,
+                IntCounterVec::new(
+                    opts(service, "seckill_admissions_total", "Order requests by admission outcome (admitted or the rejection code)."),
+                    &["outcome"],
+                )
+                .expect("valid metric"),
+            ),
+            script_duration: register(
+                registry,
+                HistogramVec::new(
+                    histogram_opts(service, "seckill_redis_script_duration_seconds", "Round trip of one Redis Lua script call.", FAST_BUCKETS),
+                    &["script"],
+                )
+                .expect("valid metric"),
+            ),
+            produce_duration: register(
+                registry,
+                Histogram::with_opts(histogram_opts(
+                    service,
+                    "seckill_kafka_produce_duration_seconds",
+                    "Time from producing an event to the broker's acknowledgement.",
+                    FAST_BUCKETS,
+                ))
+                .expect("valid metric"),
+            ),
+            produce_errors: register(
+                registry,
+                IntCounter::with_opts(opts(service, "seckill_kafka_produce_errors_total", "Events the broker did not acknowledge in time."))
+                    .expect("valid metric"),
+            ),
+        }
+    }
+}
+
+/// Metrics of a consuming service (processor, projector).
+#[derive(Clone, Debug)]
+pub struct ConsumerMetrics {
+    /// `seckill_events_total{type, result}`: result is `applied`,
+    /// `duplicate` or `dead_lettered`.
+    pub events: IntCounterVec,
+    /// `seckill_consumer_batch_size`: records handled per batch.
+    pub batch_size: Histogram,
+    /// `seckill_dead_letters_total`.
+    pub dead_letters: IntCounter,
+    /// `seckill_order_latency_seconds{stage}`: from acceptance to `decided`
+    /// (processor) or to `visible` in the status view (projector).
+    pub order_latency: HistogramVec,
+    /// `seckill_kafka_produce_errors_total`.
+    pub produce_errors: IntCounter,
+}
+
+impl ConsumerMetrics {
+    pub fn register(registry: &Registry, service: &str) -> Self {
+        Self {
+            events: register(
+                registry,
+                IntCounterVec::new(
+                    opts(service, "seckill_events_total", "Events consumed, by event type and result."),
+                    &["type", "result"],
+                )
+                .expect("valid metric"),
+            ),
+            batch_size: register(
+                registry,
+                Histogram::with_opts(histogram_opts(service, "seckill_consumer_batch_size", "Records handled per consumer batch.", BATCH_BUCKETS))
+                    .expect("valid metric"),
+            ),
+            dead_letters: register(
+                registry,
+                IntCounter::with_opts(opts(service, "seckill_dead_letters_total", "Records sent to the dead-letter topic."))
+                    .expect("valid metric"),
+            ),
+            order_latency: register(
+                registry,
+                HistogramVec::new(
+                    histogram_opts(service, "seckill_order_latency_seconds", "Time from an order's acceptance to a pipeline stage.", PIPELINE_BUCKETS),
+                    &["stage"],
+                )
+                .expect("valid metric"),
+            ),
+            produce_errors: register(
+                registry,
+                IntCounter::with_opts(opts(service, "seckill_kafka_produce_errors_total", "Events the broker did not acknowledge in time."))
+                    .expect("valid metric"),
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn services_share_one_registry() {
+        let registry = Registry::new();
+        let ingress = HttpMetrics::register(&registry, "ingress");
+        let projector = HttpMetrics::register(&registry, "projector");
+        ConsumerMetrics::register(&registry, "processor");
+        ConsumerMetrics::register(&registry, "projector");
+        AdmissionMetrics::register(&registry);
+        ingress.observe("/healthz", 200, 0.001);
+        projector.observe("/healthz", 503, 0.001);
+        let text = render(&registry);
+        assert!(text.contains(r#"seckill_http_requests_total{route="/healthz",service="ingress",status="2xx"} 1"#), "{text}");
+        assert!(text.contains(r#"service="projector",status="5xx"} 1"#), "{text}");
+    }
+}

@@ -1,0 +1,159 @@
+//! A child server process: started, awaited on its port, stopped.
+
+use std::fs::File;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Why a local server could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum DevstackError {
+    #[error("`{0}` is not installed; run scripts/setup")]
+    NotInstalled(String),
+    #[error("cannot start {what}: {source}")]
+    Spawn {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{what} did not accept connections on {addr} within {timeout:?}; see {log}")]
+    NotReady {
+        what: String,
+        addr: SocketAddr,
+        timeout: Duration,
+        log: PathBuf,
+    },
+    #[error("{what} exited during startup ({status}); see {log}")]
+    Exited {
+        what: String,
+        status: std::process::ExitStatus,
+        log: PathBuf,
+    },
+}
+
+/// A port nobody listens on right now.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .map(|addr| addr.port())
+        .expect("the loopback interface has free ports")
+}
+
+/// Finds `name` on PATH or in cargo's bin directory.
+pub(crate) fn find_binary(name: &str) -> Option<PathBuf> {
+    let cargo_bin = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cargo")))
+        .map(|home| home.join("bin"));
+    std::env::var_os("PATH")
+        .map(|path| std::env::split_paths(&path).collect::<Vec<_>>())
+        .unwrap_or_default()
+        .into_iter()
+        .chain(cargo_bin)
+        .map(|dir| dir.join(name))
+        .find(|candidate| candidate.is_file())
+}
+
+/// A running server; killed when dropped.
+#[derive(Debug)]
+pub(crate) struct Server {
+    what: String,
+    child: Option<Child>,
+    pid_file: PathBuf,
+}
+
+impl Server {
+    /// Starts `command` in `dir`, logging to `dir/{name}.log`, and waits
+    /// until `addr` accepts connections.
+    pub(crate) fn start(
+        what: &str,
+        mut command: Command,
+        dir: &Path,
+        name: &str,
+        addr: SocketAddr,
+    ) -> Result<Self, DevstackError> {
+        let log = dir.join(format!("{name}.log"));
+        let spawn_error = |source| DevstackError::Spawn { what: what.to_owned(), source };
+        let log_file = File::options().create(true).append(true).open(&log).map_err(spawn_error)?;
+        // Its own process group: a Ctrl-C in the terminal reaches only our
+        // process, which then stops the server after the services drained.
+        let child = command
+            .process_group(0)
+            .current_dir(dir)
+            .stdin(Stdio::null())
+            .stdout(log_file.try_clone().map_err(spawn_error)?)
+            .stderr(log_file)
+            .spawn()
+            .map_err(spawn_error)?;
+        let pid_file = dir.join(format!("{name}.pid"));
+        std::fs::write(&pid_file, child.id().to_string()).map_err(spawn_error)?;
+        let mut server = Self {
+            what: what.to_owned(),
+            child: Some(child),
+            pid_file,
+        };
+        server.wait_ready(addr, &log)?;
+        Ok(server)
+    }
+
+    fn wait_ready(&mut self, addr: SocketAddr, log: &Path) -> Result<(), DevstackError> {
+        let timeout = Duration::from_secs(20);
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if let Some(child) = self.child.as_mut() {
+                if let Ok(Some(status)) = child.try_wait() {
+                    self.child = None;
+                    return Err(DevstackError::Exited { what: self.what.clone(), status, log: log.to_owned() });
+                }
+            }
+            if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        Err(DevstackError::NotReady { what: self.what.clone(), addr, timeout, log: log.to_owned() })
+    }
+
+    /// The process id, for signals.
+    pub(crate) fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Asks the process to stop (SIGTERM) and waits up to `grace`, then
+    /// kills it.
+    pub(crate) fn stop(&mut self, grace: Duration) {
+        let Some(mut child) = self.child.take() else { return };
+        let _ = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status();
+        let deadline = Instant::now() + grace;
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = child.try_wait() {
+                let _ = std::fs::remove_file(&self.pid_file);
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        tracing::warn!(what = %self.what, "Did not stop in time; killing it.");
+        self.kill_child(child);
+    }
+
+    /// Kills the process at once (SIGKILL), as a crash would.
+    pub(crate) fn kill(&mut self) {
+        if let Some(child) = self.child.take() {
+            self.kill_child(child);
+        }
+    }
+
+    fn kill_child(&self, mut child: Child) {
+        let _ = child.kill();
+        let _ = child.wait();
+        let _ = std::fs::remove_file(&self.pid_file);
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}

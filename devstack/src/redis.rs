@@ -1,0 +1,73 @@
+//! A local `redis-server`.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use crate::process::{find_binary, free_port, Server};
+use crate::DevstackError;
+
+/// How the server keeps its data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RedisPersistence {
+    /// Memory only: fastest, for tests that never restart Redis.
+    None,
+    /// Append-only file fsynced every second, in the data directory.
+    AppendOnly,
+}
+
+/// A running Redis; stopped when dropped.
+#[derive(Debug)]
+pub struct Redis {
+    server: Server,
+    port: u16,
+    dir: PathBuf,
+    persistence: RedisPersistence,
+}
+
+impl Redis {
+    /// Starts Redis on `port` (0: a free one) with its data in `dir`.
+    pub fn start(dir: &Path, port: u16, persistence: RedisPersistence) -> Result<Self, DevstackError> {
+        std::fs::create_dir_all(dir).map_err(|source| DevstackError::Spawn { what: "redis".into(), source })?;
+        let port = if port == 0 { free_port() } else { port };
+        let server = Self::spawn(dir, port, persistence)?;
+        Ok(Self { server, port, dir: dir.to_owned(), persistence })
+    }
+
+    fn spawn(dir: &Path, port: u16, persistence: RedisPersistence) -> Result<Server, DevstackError> {
+        let binary = find_binary("redis-server").ok_or_else(|| DevstackError::NotInstalled("redis-server".into()))?;
+        let mut command = Command::new(binary);
+        command
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--daemonize", "no"])
+            .args(["--dir", &dir.to_string_lossy(), "--protected-mode", "yes"]);
+        match persistence {
+            RedisPersistence::None => command.args(["--appendonly", "no"]),
+            RedisPersistence::AppendOnly => command.args(["--appendonly", "yes", "--appendfsync", "everysec"]),
+        };
+        Server::start("redis", command, dir, "redis", SocketAddr::from(([127, 0, 0, 1], port)))
+    }
+
+    /// `redis://127.0.0.1:PORT/`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// Stops and starts the server on the same port and data (persistence
+    /// tests).
+    pub fn restart(&mut self) -> Result<(), DevstackError> {
+        self.server.stop(Duration::from_secs(10));
+        self.server = Self::spawn(&self.dir, self.port, self.persistence)?;
+        Ok(())
+    }
+
+    /// Stops the server gracefully.
+    pub fn stop(&mut self) {
+        self.server.stop(Duration::from_secs(10));
+    }
+
+    /// The server's pid.
+    pub fn pid(&self) -> Option<u32> {
+        self.server.pid()
+    }
+}

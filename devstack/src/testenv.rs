@@ -1,0 +1,55 @@
+//! What every integration test starts with: its own Redis and broker in a
+//! fresh directory, and names nobody else uses.
+
+use std::path::Path;
+
+use crate::{Broker, BrokerStorage, DevstackError, Redis, RedisPersistence};
+
+/// A Redis and a broker owned by one test; stopped when dropped.
+#[derive(Debug)]
+pub struct TestInfra {
+    pub redis: Redis,
+    pub broker: Broker,
+    /// Unique per test: topic prefix, key prefix and group suffix.
+    pub namespace: String,
+    /// Holds the servers' data; removed when dropped.
+    pub dir: TempDir,
+}
+
+/// A temporary directory under `SECKILL_TEST_DIR` (set by `scripts/test`,
+/// which cleans up after killed runs) or the system temp dir.
+#[derive(Debug)]
+pub struct TempDir(std::path::PathBuf);
+
+impl TempDir {
+    fn new() -> std::io::Result<Self> {
+        let base = std::env::var_os("SECKILL_TEST_DIR")
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(std::env::temp_dir);
+        let dir = base.join(format!("t-{}", uuid::Uuid::now_v7().simple()));
+        std::fs::create_dir_all(&dir)?;
+        Ok(Self(dir))
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+impl TestInfra {
+    /// Starts a memory-only Redis and a SQLite-backed broker on free ports.
+    pub fn start() -> Result<Self, DevstackError> {
+        let dir = TempDir::new().map_err(|source| DevstackError::Spawn { what: "test dir".into(), source })?;
+        let redis = Redis::start(&dir.path().join("redis"), 0, RedisPersistence::None)?;
+        let broker = Broker::start(&dir.path().join("broker"), 0, BrokerStorage::Sqlite)?;
+        let namespace = format!("t{}", &uuid::Uuid::now_v7().simple().to_string()[20..]);
+        Ok(Self { redis, broker, namespace, dir })
+    }
+}

@@ -1,0 +1,294 @@
+//! A whole platform per test: its own Redis and broker, the three services
+//! in-process on their own ports, and typed request helpers.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use prometheus::Registry;
+use reqwest::StatusCode;
+use seckill_core::config::{HttpConfig, KafkaConfig, RedisConfig, StoreConfig};
+use seckill_devstack::{free_port, TestInfra};
+use seckill_ingress::{Dependencies, IngressConfig};
+use seckill_processor::ProcessorConfig;
+use seckill_projector::ProjectorConfig;
+use seckill_web::RemoteView;
+use serde_json::{json, Value};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// How long a test waits for the pipeline to settle before failing.
+pub const DEADLINE: Duration = Duration::from_secs(60);
+
+/// A running service and the means to stop it.
+pub struct Running {
+    shutdown: CancellationToken,
+    task: JoinHandle<()>,
+}
+
+impl Running {
+    /// Graceful stop: finish the batch, commit, leave the group.
+    pub async fn stop(self) {
+        self.shutdown.cancel();
+        self.task.await.expect("service task finished cleanly");
+    }
+
+    /// Crash-like stop: the task is dropped wherever it is; nothing is
+    /// flushed or committed.
+    pub async fn abort(self) {
+        self.task.abort();
+        let _ = self.task.await;
+    }
+}
+
+/// The platform under test.
+pub struct Platform {
+    pub infra: TestInfra,
+    pub kafka: KafkaConfig,
+    pub redis: RedisConfig,
+    pub base: String,
+    pub processor_addr: SocketAddr,
+    pub projector_addr: SocketAddr,
+    pub http: reqwest::Client,
+    pub ingress: Option<Running>,
+    pub processor: Option<Running>,
+    pub projector: Option<Running>,
+}
+
+impl Platform {
+    /// Starts Redis, the broker and the three services.
+    pub async fn start() -> Self {
+        let infra = TestInfra::start().expect("Redis and the broker start (run scripts/setup)");
+        let kafka = KafkaConfig {
+            brokers: infra.broker.brokers(),
+            topic_prefix: infra.namespace.clone(),
+            partitions: 3,
+            ..KafkaConfig::default()
+        };
+        let redis = RedisConfig {
+            url: infra.redis.url(),
+            key_prefix: infra.namespace.clone(),
+        };
+        let processor_addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let projector_addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let mut platform = Self {
+            infra,
+            kafka,
+            redis,
+            base: String::new(),
+            processor_addr,
+            projector_addr,
+            http: reqwest::Client::builder()
+                .pool_max_idle_per_host(1024)
+                .timeout(Duration::from_secs(30))
+                .build()
+                .expect("client"),
+            ingress: None,
+            processor: None,
+            projector: None,
+        };
+        platform.start_processor().await;
+        platform.start_projector().await;
+        platform.start_ingress().await;
+        platform
+    }
+
+    pub async fn start_ingress(&mut self) {
+        let config = IngressConfig {
+            http: HttpConfig::local(0),
+            redis: self.redis.clone(),
+            kafka: self.kafka.clone(),
+            ..IngressConfig::default()
+        };
+        let view = Arc::new(RemoteView::new(&format!("http://{}", self.projector_addr)).expect("view client"));
+        let app = seckill_ingress::App::build(config, Dependencies { registry: Registry::new(), view })
+            .await
+            .expect("ingress builds");
+        self.base = format!("http://{}", app.local_addr());
+        let shutdown = CancellationToken::new();
+        let token = shutdown.clone();
+        let task = tokio::spawn(async move { app.run(token).await.expect("ingress runs") });
+        self.ingress = Some(Running { shutdown, task });
+    }
+
+    pub async fn start_processor(&mut self) {
+        let config = ProcessorConfig {
+            http: HttpConfig { listen: self.processor_addr },
+            kafka: self.kafka.clone(),
+            group: format!("{}-processor", self.infra.namespace),
+            ..ProcessorConfig::default()
+        };
+        let store_config = self.store("processor.redb");
+        // After a simulated crash a blocking store call may still hold the
+        // file for a moment.
+        let store = eventually(|| async { seckill_store::open_stock_store(&store_config).ok() }).await;
+        let app = seckill_processor::App::build(config, store, Registry::new())
+            .await
+            .expect("processor builds");
+        let shutdown = CancellationToken::new();
+        let token = shutdown.clone();
+        let task = tokio::spawn(async move { app.run(token).await.expect("processor runs") });
+        self.processor = Some(Running { shutdown, task });
+    }
+
+    pub async fn start_projector(&mut self) {
+        let config = ProjectorConfig {
+            http: HttpConfig { listen: self.projector_addr },
+            kafka: self.kafka.clone(),
+            group: format!("{}-projector", self.infra.namespace),
+            ..ProjectorConfig::default()
+        };
+        let store_config = self.store("view.redb");
+        let view = eventually(|| async { seckill_store::open_view_store(&store_config).ok() }).await;
+        let app = seckill_projector::App::build(config, view, Registry::new())
+            .await
+            .expect("projector builds");
+        let shutdown = CancellationToken::new();
+        let token = shutdown.clone();
+        let task = tokio::spawn(async move { app.run(token).await.expect("projector runs") });
+        self.projector = Some(Running { shutdown, task });
+    }
+
+    fn store(&self, file: &str) -> StoreConfig {
+        StoreConfig::Embedded { path: self.infra.dir.path().join(file) }
+    }
+
+    /// Creates a voucher open from now for an hour.
+    pub async fn create_voucher(&self, stock: u64, per_user_limit: u32) -> String {
+        let begins = Utc::now() - chrono::Duration::seconds(1);
+        self.create_voucher_between(stock, per_user_limit, begins, begins + chrono::Duration::hours(1))
+            .await
+    }
+
+    pub async fn create_voucher_between(
+        &self,
+        stock: u64,
+        per_user_limit: u32,
+        begins_at: DateTime<Utc>,
+        ends_at: DateTime<Utc>,
+    ) -> String {
+        let (status, body) = self
+            .post(
+                "/api/v1/vouchers",
+                None,
+                Some(json!({"stock": stock, "per_user_limit": per_user_limit, "begins_at": begins_at, "ends_at": ends_at})),
+            )
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+        body["voucher_id"].as_str().expect("voucher_id").to_owned()
+    }
+
+    /// Places an order as `user`.
+    pub async fn order(&self, voucher: &str, user: &str) -> (StatusCode, Value) {
+        self.post(&format!("/api/v1/vouchers/{voucher}/orders"), Some(user), None).await
+    }
+
+    pub async fn post(&self, path: &str, user: Option<&str>, body: Option<Value>) -> (StatusCode, Value) {
+        let mut request = self.http.post(format!("{}{path}", self.base));
+        if let Some(user) = user {
+            request = request.header("x-user-id", user);
+        }
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await.expect("ingress answers");
+        let status = response.status();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    pub async fn get(&self, url: &str) -> (StatusCode, Value) {
+        let response = self.http.get(url).send().await.expect("service answers");
+        let status = response.status();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    /// Polls the order until it has a final status.
+    pub async fn wait_final(&self, order_id: &str) -> Value {
+        let url = format!("{}/api/v1/orders/{order_id}", self.base);
+        eventually(|| async {
+            let (status, body) = self.get(&url).await;
+            (status == StatusCode::OK && body["status"] != "PENDING").then_some(body)
+        })
+        .await
+    }
+
+    /// The voucher as the view shows it, once `ready` accepts it.
+    pub async fn wait_voucher(&self, voucher: &str, ready: impl Fn(&Value) -> bool) -> Value {
+        let url = format!("{}/api/v1/vouchers/{voucher}", self.base);
+        eventually(|| async {
+            let (status, body) = self.get(&url).await;
+            (status == StatusCode::OK && ready(&body)).then_some(body)
+        })
+        .await
+    }
+
+    /// The processor's persistent remaining stock.
+    pub async fn persistent_remaining(&self, voucher: &str) -> u64 {
+        let (status, body) = self.get(&format!("http://{}/api/v1/stock/{voucher}", self.processor_addr)).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        body["remaining"].as_u64().expect("remaining")
+    }
+
+    /// The admission gate's remaining stock in Redis.
+    pub async fn redis_remaining(&self, voucher: &str) -> u64 {
+        let client = redis::Client::open(self.redis.url.as_str()).expect("redis url");
+        let mut connection = client.get_multiplexed_async_connection().await.expect("redis connects");
+        let key = format!("{}:{{v:{voucher}}}:voucher", self.redis.key_prefix);
+        let remaining: u64 = redis::cmd("HGET")
+            .arg(key)
+            .arg("remaining")
+            .query_async(&mut connection)
+            .await
+            .expect("remaining is set");
+        remaining
+    }
+}
+
+/// Polls `probe` until it yields a value, failing the test after
+/// [`DEADLINE`].
+pub async fn eventually<T, F, Fut>(mut probe: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    loop {
+        if let Some(value) = probe().await {
+            return value;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "condition not met within {DEADLINE:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+impl Platform {
+    /// Reads `topic` from the beginning with a fresh group until `enough`
+    /// accepts what was read, failing the test after [`DEADLINE`].
+    pub async fn read_topic(
+        &self,
+        topic: &str,
+        enough: impl Fn(&[seckill_kafka::OwnedMessage]) -> bool,
+    ) -> Vec<seckill_kafka::OwnedMessage> {
+        let reader = seckill_kafka::BatchConsumer::subscribe(
+            &seckill_kafka::ConsumerSettings {
+                brokers: self.kafka.brokers.clone(),
+                group: format!("{}-reader-{}", self.infra.namespace, uuid::Uuid::now_v7().simple()),
+                max_batch: 500,
+                max_wait: Duration::from_millis(50),
+            },
+            &[topic],
+        )
+        .expect("reader subscribes");
+        let never = CancellationToken::new();
+        let deadline = tokio::time::Instant::now() + DEADLINE;
+        let mut read = Vec::new();
+        while !enough(&read) {
+            assert!(tokio::time::Instant::now() < deadline, "{topic} did not have the records within {DEADLINE:?}");
+            if let Ok(Ok(batch)) = tokio::time::timeout(Duration::from_secs(1), reader.next_batch(&never)).await {
+                read.extend(batch);
+            }
+        }
+        read
+    }
+}

@@ -1,0 +1,11 @@
+//! End-to-end tests: each starts its own Redis, broker and services and
+//! checks behaviour from the outside, through the HTTP API and the topics.
+
+// Test helpers are `pub` for the test modules; nothing is exported.
+#![allow(unreachable_pub)]
+
+mod contention;
+mod dead_letters;
+mod helpers;
+mod orders;
+mod restart;

@@ -1,0 +1,170 @@
+//! The order path from request to final status.
+
+use std::time::Duration;
+
+use chrono::Utc;
+use reqwest::StatusCode;
+use seckill_core::event::{Event, OrderAccepted};
+use seckill_core::{Envelope, OrderId, UserId};
+use seckill_kafka::{EventProducer, Message, OwnedMessage, ProducerSettings};
+
+use crate::helpers::Platform;
+
+#[tokio::test]
+async fn an_order_becomes_created_and_is_queryable() {
+    let platform = Platform::start().await;
+    let voucher = platform.create_voucher(2, 1).await;
+
+    let (status, body) = platform.order(&voucher, "alice").await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    assert_eq!(body["status"], "PENDING");
+    let order_id = body["order_id"].as_str().expect("order_id").to_owned();
+
+    let order = platform.wait_final(&order_id).await;
+    assert_eq!(order["status"], "CREATED", "{order}");
+    assert_eq!(order["voucher_id"], voucher.as_str());
+    assert_eq!(order["user_id"], "alice");
+    assert!(order["accepted_at"].is_string() && order["decided_at"].is_string(), "{order}");
+
+    let listed = platform.get(&format!("{}/api/v1/users/alice/orders", platform.base)).await.1;
+    assert_eq!(listed["orders"][0]["order_id"], order_id.as_str(), "{listed}");
+
+    let shown = platform.wait_voucher(&voucher, |v| v["created"] == 1).await;
+    assert_eq!((shown["stock"].as_u64(), shown["remaining"].as_u64()), (Some(2), Some(1)), "{shown}");
+    assert_eq!(platform.persistent_remaining(&voucher).await, 1);
+    assert_eq!(platform.redis_remaining(&voucher).await, 1);
+
+    let unknown = platform.get(&format!("{}/api/v1/orders/{}", platform.base, OrderId::generate())).await;
+    assert_eq!(unknown.0, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn rejections_use_the_documented_codes() {
+    let platform = Platform::start().await;
+    let voucher = platform.create_voucher(1, 1).await;
+
+    let (first, body) = platform.order(&voucher, "u1").await;
+    assert_eq!(first, StatusCode::ACCEPTED, "{body}");
+    let (status, sold_out) = platform.order(&voucher, "u2").await;
+    assert_eq!((status, sold_out["error"].as_str()), (StatusCode::CONFLICT, Some("sold_out")), "{sold_out}");
+    let (status, duplicate) = platform.order(&voucher, "u1").await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    assert_eq!(duplicate["error"], "duplicate_order");
+    assert_eq!(duplicate["order_id"], body["order_id"], "the retrying user learns their order id");
+
+    let unknown = platform.order(&OrderId::generate().to_string(), "u1").await;
+    assert_eq!((unknown.0, unknown.1["error"].as_str()), (StatusCode::NOT_FOUND, Some("unknown_voucher")));
+    let bad = platform.order("not-a-uuid", "u1").await;
+    assert_eq!((bad.0, bad.1["error"].as_str()), (StatusCode::BAD_REQUEST, Some("invalid_request")));
+    let anonymous = platform.post(&format!("/api/v1/vouchers/{voucher}/orders"), None, None).await;
+    assert_eq!(anonymous.0, StatusCode::UNAUTHORIZED);
+
+    let later = Utc::now() + chrono::Duration::hours(1);
+    let future = platform.create_voucher_between(5, 1, later, later + chrono::Duration::hours(1)).await;
+    let (status, body) = platform.order(&future, "u1").await;
+    assert_eq!((status, body["error"].as_str()), (StatusCode::CONFLICT, Some("not_started")));
+
+    let bad_voucher = platform
+        .post(
+            "/api/v1/vouchers",
+            None,
+            Some(serde_json::json!({"stock": 1, "begins_at": later, "ends_at": later, "per_user_limit": 1})),
+        )
+        .await;
+    assert_eq!(bad_voucher.0, StatusCode::BAD_REQUEST, "{}", bad_voucher.1);
+    let unknown_field = platform
+        .post(
+            "/api/v1/vouchers",
+            None,
+            Some(serde_json::json!({"stock": 1, "begins_at": later, "ends_at": later, "colour": "red"})),
+        )
+        .await;
+    assert_eq!(unknown_field.1["error"], "invalid_request", "{}", unknown_field.1);
+
+    // Nothing a rejected request did moved the stock.
+    assert_eq!(platform.redis_remaining(&voucher).await, 0);
+    assert_eq!(platform.redis_remaining(&future).await, 5);
+    let order = platform.wait_final(body_order_id(&platform, "u1", &voucher).await.as_str()).await;
+    assert_eq!(order["status"], "CREATED");
+}
+
+async fn body_order_id(platform: &Platform, user: &str, voucher: &str) -> String {
+    let listed = platform.get(&format!("{}/api/v1/users/{user}/orders", platform.base)).await.1;
+    let orders = listed["orders"].as_array().expect("orders").clone();
+    let order = orders.iter().find(|o| o["voucher_id"] == voucher).expect("the user's order is listed");
+    order["order_id"].as_str().expect("order_id").to_owned()
+}
+
+#[tokio::test]
+async fn an_order_delivered_twice_is_decided_once() {
+    let platform = Platform::start().await;
+    let voucher = platform.create_voucher(5, 1).await;
+    let accepted = OrderAccepted {
+        order_id: OrderId::generate(),
+        voucher_id: voucher.parse().expect("uuid"),
+        user_id: UserId::parse("twice").expect("valid"),
+        quantity: 1,
+        accepted_at: Utc::now(),
+    };
+    let producer = EventProducer::new(&ProducerSettings {
+        brokers: platform.kafka.brokers.clone(),
+        timeout: Duration::from_secs(5),
+        linger_ms: 0,
+    })
+    .expect("producer");
+    let envelope = Envelope::new(Event::OrderAccepted(accepted.clone()));
+    let topics = platform.kafka.topics();
+    producer.send(&topics.sales, &envelope).await.expect("first delivery");
+    producer.send(&topics.sales, &envelope).await.expect("second delivery");
+
+    let order = platform.wait_final(&accepted.order_id.to_string()).await;
+    assert_eq!(order["status"], "CREATED");
+
+    // Both deliveries were answered, with the very same outcome event.
+    let ours = |messages: &[OwnedMessage]| -> Vec<Envelope> {
+        messages
+            .iter()
+            .map(|m| Envelope::decode(m.payload().expect("payload")).expect("valid outcome"))
+            .filter(|e| e.event.voucher_id() == accepted.voucher_id)
+            .collect()
+    };
+    let read = platform.read_topic(&topics.orders, |read| ours(read).len() >= 2).await;
+    let outcomes_seen = ours(&read);
+    assert_eq!(outcomes_seen.len(), 2, "one outcome per delivery");
+    assert_eq!(outcomes_seen[0], outcomes_seen[1], "the redelivery re-emits the original outcome");
+
+    let shown = platform.wait_voucher(&voucher, |v| v["created"] == 1).await;
+    assert_eq!(shown["remaining"], 4, "{shown}");
+    assert_eq!(platform.persistent_remaining(&voucher).await, 4, "one decrement only");
+}
+
+#[tokio::test]
+async fn every_service_reports_health_and_metrics() {
+    let platform = Platform::start().await;
+    let voucher = platform.create_voucher(1, 1).await;
+    let (_, body) = platform.order(&voucher, "m1").await;
+    platform.wait_final(body["order_id"].as_str().expect("order_id")).await;
+
+    for base in [
+        platform.base.clone(),
+        format!("http://{}", platform.processor_addr),
+        format!("http://{}", platform.projector_addr),
+    ] {
+        let (status, health) = platform.get(&format!("{base}/healthz")).await;
+        assert_eq!((status, health["status"].as_str()), (StatusCode::OK, Some("ok")), "{base}");
+    }
+    let text = |url: String| {
+        let http = platform.http.clone();
+        async move { http.get(url).send().await.expect("metrics").text().await.expect("text") }
+    };
+    let ingress = text(format!("{}/metrics", platform.base)).await;
+    assert!(ingress.contains(r#"seckill_admissions_total{outcome="admitted",service="ingress"} 1"#), "{ingress}");
+    assert!(ingress.contains("seckill_http_requests_total"), "{ingress}");
+    let processor = text(format!("http://{}/metrics", platform.processor_addr)).await;
+    assert!(
+        processor.contains(r#"seckill_events_total{result="applied",service="processor",type="OrderAccepted"} 1"#),
+        "{processor}"
+    );
+    let projector = text(format!("http://{}/metrics", platform.projector_addr)).await;
+    assert!(projector.contains(r#"service="projector",type="OrderCreated"} 1"#), "{projector}");
+}

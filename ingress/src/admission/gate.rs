@@ -1,0 +1,213 @@
+//! The scripts, loaded once and called by EVALSHA.
+//!
+//! `redis::Script` sends EVALSHA and, on NOSCRIPT (a restarted or failed-over
+//! Redis), loads the script and retries once, so a Redis restart is
+//! recovered without the caller noticing. The scripts are also loaded at
+//! startup, so the first order pays no load.
+
+use std::time::Instant;
+
+use chrono::{DateTime, Utc};
+use redis::aio::ConnectionManager;
+use redis::Script;
+use seckill_core::metrics::AdmissionMetrics;
+use seckill_core::{OrderId, UserId, VoucherId};
+
+use super::VoucherKeys;
+
+const ADMIT: &str = include_str!("../../../lua/admit.lua");
+const LOAD_VOUCHER: &str = include_str!("../../../lua/load_voucher.lua");
+const RELEASE: &str = include_str!("../../../lua/release.lua");
+
+/// The gate's verdict on one order request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Admission {
+    /// Stock and the user's count were taken.
+    Admitted { remaining: u64 },
+    /// Refused; nothing changed.
+    Rejected(Rejection),
+}
+
+/// Why the gate refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Rejection {
+    UnknownVoucher,
+    NotStarted,
+    Ended,
+    /// The user holds the whole limit already; `existing` is their order.
+    DuplicateOrder { existing: Option<OrderId> },
+    /// The requested quantity would take the user past the limit.
+    LimitExceeded { limit: u32 },
+    SoldOut,
+}
+
+impl Rejection {
+    /// The API error code and metric label.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::UnknownVoucher => "unknown_voucher",
+            Self::NotStarted => "not_started",
+            Self::Ended => "ended",
+            Self::DuplicateOrder { .. } => "duplicate_order",
+            Self::LimitExceeded { .. } => "limit_exceeded",
+            Self::SoldOut => "sold_out",
+        }
+    }
+}
+
+/// Redis with the admission scripts loaded.
+#[derive(Clone)]
+pub struct Gate {
+    redis: ConnectionManager,
+    prefix: String,
+    admit: Script,
+    load_voucher: Script,
+    release: Script,
+    metrics: Option<AdmissionMetrics>,
+}
+
+impl std::fmt::Debug for Gate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gate").field("prefix", &self.prefix).finish_non_exhaustive()
+    }
+}
+
+impl Gate {
+    /// Loads the scripts into `redis` (SCRIPT LOAD) once.
+    pub async fn new(mut redis: ConnectionManager, prefix: &str) -> redis::RedisResult<Self> {
+        let gate = Self {
+            admit: Script::new(ADMIT),
+            load_voucher: Script::new(LOAD_VOUCHER),
+            release: Script::new(RELEASE),
+            prefix: prefix.to_owned(),
+            metrics: None,
+            redis: redis.clone(),
+        };
+        for script in [&gate.admit, &gate.load_voucher, &gate.release] {
+            script.load_async(&mut redis).await?;
+        }
+        Ok(gate)
+    }
+
+    /// Records script latencies in `metrics`.
+    pub fn with_metrics(mut self, metrics: AdmissionMetrics) -> Self {
+        self.metrics = Some(metrics);
+        self
+    }
+
+    /// The keys of `voucher`.
+    pub fn keys(&self, voucher: VoucherId) -> VoucherKeys {
+        VoucherKeys::new(&self.prefix, voucher)
+    }
+
+    /// Makes a voucher admissible; false if it was loaded before.
+    pub async fn load_voucher(
+        &self,
+        voucher: VoucherId,
+        stock: u64,
+        begins_at: DateTime<Utc>,
+        ends_at: DateTime<Utc>,
+        per_user_limit: u32,
+    ) -> redis::RedisResult<bool> {
+        let keys = self.keys(voucher);
+        let started = Instant::now();
+        let loaded: i64 = self
+            .load_voucher
+            .key(&keys.voucher)
+            .arg(stock)
+            .arg(begins_at.timestamp_millis())
+            .arg(ends_at.timestamp_millis())
+            .arg(per_user_limit)
+            .invoke_async(&mut self.redis.clone())
+            .await?;
+        self.observe("load_voucher", started);
+        Ok(loaded == 1)
+    }
+
+    /// Runs the admission check for one request.
+    pub async fn admit(
+        &self,
+        voucher: VoucherId,
+        user: &UserId,
+        quantity: u32,
+        order: OrderId,
+    ) -> redis::RedisResult<Admission> {
+        let keys = self.keys(voucher);
+        let started = Instant::now();
+        let (code, detail): (String, String) = self
+            .admit
+            .key(&keys.voucher)
+            .key(&keys.bought)
+            .key(&keys.orders)
+            .arg(user.as_str())
+            .arg(quantity)
+            .arg(order.to_string())
+            .invoke_async(&mut self.redis.clone())
+            .await?;
+        self.observe("admit", started);
+        let rejected = |rejection| Ok(Admission::Rejected(rejection));
+        match code.as_str() {
+            "admitted" => Ok(Admission::Admitted {
+                remaining: detail.parse().unwrap_or_default(),
+            }),
+            "unknown_voucher" => rejected(Rejection::UnknownVoucher),
+            "not_started" => rejected(Rejection::NotStarted),
+            "ended" => rejected(Rejection::Ended),
+            "duplicate_order" => rejected(Rejection::DuplicateOrder {
+                existing: detail.parse().ok(),
+            }),
+            "limit_exceeded" => rejected(Rejection::LimitExceeded {
+                limit: detail.parse().unwrap_or_default(),
+            }),
+            "sold_out" => rejected(Rejection::SoldOut),
+            other => Err(redis::RedisError::from((
+                redis::ErrorKind::UnexpectedReturnType,
+                "admit.lua returned an unknown code",
+                other.to_owned(),
+            ))),
+        }
+    }
+
+    /// Gives an admitted order's units back; false if it was released before.
+    pub async fn release(
+        &self,
+        voucher: VoucherId,
+        user: &UserId,
+        quantity: u32,
+        order: OrderId,
+    ) -> redis::RedisResult<bool> {
+        let keys = self.keys(voucher);
+        let started = Instant::now();
+        let released: i64 = self
+            .release
+            .key(&keys.voucher)
+            .key(&keys.bought)
+            .key(&keys.orders)
+            .key(&keys.released)
+            .arg(user.as_str())
+            .arg(quantity)
+            .arg(order.to_string())
+            .invoke_async(&mut self.redis.clone())
+            .await?;
+        self.observe("release", started);
+        Ok(released == 1)
+    }
+
+    /// Units the gate still admits for `voucher` (None: not loaded).
+    pub async fn remaining(&self, voucher: VoucherId) -> redis::RedisResult<Option<u64>> {
+        redis::cmd("HGET")
+            .arg(self.keys(voucher).voucher)
+            .arg("remaining")
+            .query_async(&mut self.redis.clone())
+            .await
+    }
+
+    fn observe(&self, script: &str, started: Instant) {
+        if let Some(metrics) = &self.metrics {
+            metrics
+                .script_duration
+                .with_label_values(&[script])
+                .observe(started.elapsed().as_secs_f64());
+        }
+    }
+}

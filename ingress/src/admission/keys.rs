@@ -1,0 +1,51 @@
+//! Redis key layout.
+//!
+//! Every key of one voucher carries the hash tag `{v:<voucher id>}`, so a
+//! voucher's keys live in one Redis Cluster slot and one script can touch
+//! them all atomically. Scripts receive every key in KEYS; none is built in
+//! Lua.
+
+use seckill_core::VoucherId;
+
+/// The keys of one voucher under a prefix.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VoucherKeys {
+    /// Hash: stock, remaining, begins_ms, ends_ms, limit.
+    pub voucher: String,
+    /// Hash: user id → units admitted.
+    pub bought: String,
+    /// Hash: user id → latest admitted order id.
+    pub orders: String,
+    /// Set: order ids whose units were given back.
+    pub released: String,
+}
+
+impl VoucherKeys {
+    /// The keys of `voucher` under `prefix`.
+    pub fn new(prefix: &str, voucher: VoucherId) -> Self {
+        let base = format!("{prefix}:{{v:{voucher}}}");
+        Self {
+            voucher: format!("{base}:voucher"),
+            bought: format!("{base}:bought"),
+            orders: format!("{base}:orders"),
+            released: format!("{base}:released"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_share_one_hash_tag() {
+        let voucher = VoucherId::generate();
+        let keys = VoucherKeys::new("t1", voucher);
+        let tag = format!("{{v:{voucher}}}");
+        for key in [&keys.voucher, &keys.bought, &keys.orders, &keys.released] {
+            assert!(key.starts_with("t1:"), "{key}");
+            assert_eq!(key.matches('{').count(), 1, "{key}");
+            assert!(key.contains(&tag), "{key}");
+        }
+    }
+}

@@ -1,0 +1,59 @@
+//! The ingress's configuration.
+
+use seckill_core::config::{ensure, ConfigError, HttpConfig, KafkaConfig, RedisConfig, Secret, Validate};
+use serde::{Deserialize, Serialize};
+
+/// Everything the ingress needs; see `config/ingress.toml` for an example.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct IngressConfig {
+    pub http: HttpConfig,
+    pub redis: RedisConfig,
+    pub kafka: KafkaConfig,
+    /// Bearer token required on admin routes. Unset: admin routes are open,
+    /// acceptable only on a developer's machine (a warning is logged).
+    pub admin_token: Option<Secret>,
+    /// Largest request body accepted, in bytes.
+    pub max_body_bytes: u64,
+    /// Base URL of the projector's query API, used for status queries when
+    /// the view is not in this process.
+    pub view_url: String,
+    /// How long in-flight requests may take to finish at shutdown.
+    pub drain_ms: u64,
+}
+
+impl Default for IngressConfig {
+    fn default() -> Self {
+        Self {
+            http: HttpConfig::local(8080),
+            redis: RedisConfig::default(),
+            kafka: KafkaConfig::default(),
+            admin_token: None,
+            max_body_bytes: 16 * 1024,
+            view_url: "http://127.0.0.1:8082".to_owned(),
+            drain_ms: 10_000,
+        }
+    }
+}
+
+impl Validate for IngressConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        self.redis.validate()?;
+        self.kafka.validate()?;
+        ensure(
+            (256..=1024 * 1024).contains(&self.max_body_bytes),
+            "max_body_bytes",
+            "must be 256 to 1048576",
+        )?;
+        ensure(
+            self.view_url.starts_with("http://") || self.view_url.starts_with("https://"),
+            "view_url",
+            "must be an http(s) URL",
+        )?;
+        ensure(self.drain_ms <= 120_000, "drain_ms", "must be at most 120000")?;
+        if let Some(token) = &self.admin_token {
+            ensure(token.expose().len() >= 16, "admin_token", "must be at least 16 characters")?;
+        }
+        Ok(())
+    }
+}

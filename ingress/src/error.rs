@@ -1,0 +1,49 @@
+//! Errors of building and running the ingress.
+
+/// Why the ingress could not start or stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum IngressError {
+    #[error("cannot bind {addr}: {source}")]
+    Bind {
+        addr: std::net::SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("Redis: {0}")]
+    Redis(#[from] redis::RedisError),
+    #[error(transparent)]
+    Kafka(#[from] seckill_kafka::KafkaError),
+    #[error(transparent)]
+    Store(#[from] seckill_store::StoreError),
+}
+
+use seckill_web::ApiError;
+use warp::http::StatusCode;
+
+use crate::admission::Rejection;
+
+/// How each gate rejection is answered. State conflicts are `409`; an
+/// unknown voucher is `404`.
+impl From<Rejection> for ApiError {
+    fn from(rejection: Rejection) -> Self {
+        let code = rejection.code();
+        match rejection {
+            Rejection::UnknownVoucher => ApiError::new(StatusCode::NOT_FOUND, code, "no such voucher"),
+            Rejection::NotStarted => ApiError::new(StatusCode::CONFLICT, code, "the sale has not started"),
+            Rejection::Ended => ApiError::new(StatusCode::CONFLICT, code, "the sale has ended"),
+            Rejection::SoldOut => ApiError::new(StatusCode::CONFLICT, code, "sold out"),
+            Rejection::LimitExceeded { limit } => ApiError::new(
+                StatusCode::CONFLICT,
+                code,
+                format!("this quantity would exceed the per-user limit of {limit}"),
+            ),
+            Rejection::DuplicateOrder { existing } => {
+                let error = ApiError::new(StatusCode::CONFLICT, code, "this user already holds the per-user limit");
+                match existing {
+                    Some(order) => error.with_detail("order_id", order.to_string()),
+                    None => error,
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,65 @@
+//! Strict JSON bodies: bounded size, unknown fields refused, every problem
+//! answered as `invalid_request` with serde's description.
+
+use bytes::{Buf, Bytes, BytesMut};
+use futures::{Stream, StreamExt};
+use seckill_web::ApiError;
+use serde::de::DeserializeOwned;
+use warp::http::StatusCode;
+use warp::{Filter, Rejection};
+
+/// The raw body, refused with `413` above `max_bytes` whether or not the
+/// client declared a length (a body-less POST needs no Content-Length).
+pub(super) fn bounded(max_bytes: u64) -> impl Filter<Extract = (Bytes,), Error = Rejection> + Clone {
+    warp::header::optional::<u64>("content-length")
+        .and(warp::body::stream())
+        .and_then(move |declared: Option<u64>, stream| async move {
+            if declared.is_some_and(|length| length > max_bytes) {
+                return Err(too_large(max_bytes));
+            }
+            collect(stream, max_bytes).await
+        })
+}
+
+async fn collect<S, B>(stream: S, max_bytes: u64) -> Result<Bytes, Rejection>
+where
+    S: Stream<Item = Result<B, warp::Error>>,
+    B: Buf,
+{
+    let mut body = BytesMut::new();
+    let mut stream = std::pin::pin!(stream);
+    while let Some(chunk) = stream.next().await {
+        let mut chunk = chunk.map_err(|e| ApiError::invalid(format!("unreadable body: {e}")))?;
+        if (body.len() + chunk.remaining()) as u64 > max_bytes {
+            return Err(too_large(max_bytes));
+        }
+        while chunk.has_remaining() {
+            let part = chunk.chunk();
+            let taken = part.len();
+            body.extend_from_slice(part);
+            chunk.advance(taken);
+        }
+    }
+    Ok(body.freeze())
+}
+
+fn too_large(max_bytes: u64) -> Rejection {
+    ApiError::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "payload_too_large",
+        format!("request bodies are limited to {max_bytes} bytes"),
+    )
+    .into()
+}
+
+/// Parses `body`; an empty body is `T::default()` when `empty_ok`.
+pub(super) fn parse<T: DeserializeOwned + Default>(body: &[u8], empty_ok: bool) -> Result<T, Rejection> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return if empty_ok {
+            Ok(T::default())
+        } else {
+            Err(ApiError::invalid("a JSON body is required").into())
+        };
+    }
+    serde_json::from_slice(body).map_err(|e| ApiError::invalid(format!("invalid JSON body: {e}")).into())
+}

@@ -1,0 +1,118 @@
+//! `POST /api/v1/vouchers/{voucher_id}/orders`: the flash-sale hot path.
+//!
+//! One EVALSHA decides; an admitted order is published as `OrderAccepted`
+//! (keyed by voucher) and acknowledged by the broker before the client hears
+//! `202`. When publishing fails, the admission is rolled back in Redis
+//! (`release.lua`, exactly once per order) and the client gets `503`: a `202`
+//! always means the order is in the log.
+
+use std::sync::Arc;
+
+use chrono::Utc;
+use seckill_core::event::{Event, OrderAccepted, MAX_QUANTITY};
+use seckill_core::{Envelope, OrderId, UserId, VoucherId};
+use seckill_web::ApiError;
+use serde::Deserialize;
+use warp::http::StatusCode;
+use warp::{Filter, Rejection, Reply};
+
+use super::{auth, body, Ingress};
+use crate::admission::Admission;
+
+/// The client's request body (optional: an empty body orders one unit).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PlaceOrder {
+    #[serde(default = "one")]
+    quantity: u32,
+}
+
+impl Default for PlaceOrder {
+    fn default() -> Self {
+        Self { quantity: 1 }
+    }
+}
+
+fn one() -> u32 {
+    1
+}
+
+pub(super) fn place(
+    ingress: Arc<Ingress>,
+    max_body_bytes: u64,
+) -> impl Filter<Extract = (impl Reply,), Error = Rejection> + Clone {
+    warp::path!("api" / "v1" / "vouchers" / String / "orders")
+        .and(warp::post())
+        .and(auth::user())
+        .and(body::bounded(max_body_bytes))
+        .and(warp::any().map(move || Arc::clone(&ingress)))
+        .and_then(handle)
+}
+
+async fn handle(
+    voucher: String,
+    user: UserId,
+    raw: bytes::Bytes,
+    ingress: Arc<Ingress>,
+) -> Result<warp::reply::Response, Rejection> {
+    let voucher: VoucherId = voucher
+        .parse()
+        .map_err(|e| ApiError::invalid(format!("voucher_id: {e}")))?;
+    let request: PlaceOrder = body::parse(&raw, true)?;
+    if !(1..=MAX_QUANTITY).contains(&request.quantity) {
+        return Err(ApiError::invalid(format!("quantity must be 1 to {MAX_QUANTITY}")).into());
+    }
+
+    let order_id = OrderId::generate();
+    let admission = ingress
+        .gate
+        .admit(voucher, &user, request.quantity, order_id)
+        .await
+        .map_err(|e| {
+            ingress.metrics.outcomes.with_label_values(&["unavailable"]).inc();
+            tracing::warn!(error = %e, "Admission check failed.");
+            ApiError::unavailable("the admission gate is unavailable; retry the request")
+        })?;
+    if let Admission::Rejected(rejection) = admission {
+        ingress.metrics.outcomes.with_label_values(&[rejection.code()]).inc();
+        return Err(ApiError::from(rejection).into());
+    }
+
+    let accepted = OrderAccepted {
+        order_id,
+        voucher_id: voucher,
+        user_id: user,
+        quantity: request.quantity,
+        accepted_at: Utc::now(),
+    };
+    publish(&ingress, accepted).await?;
+    ingress.metrics.outcomes.with_label_values(&["admitted"]).inc();
+    let body = serde_json::json!({ "order_id": order_id, "status": "PENDING" });
+    Ok(warp::reply::with_status(warp::reply::json(&body), StatusCode::ACCEPTED).into_response())
+}
+
+/// Publishes the admitted order, or gives its units back and answers `503`.
+async fn publish(ingress: &Ingress, accepted: OrderAccepted) -> Result<(), Rejection> {
+    let envelope = Envelope::new(Event::OrderAccepted(accepted.clone()));
+    match ingress.producer.send(&ingress.topics.sales, &envelope).await {
+        Ok(took) => {
+            ingress.metrics.produce_duration.observe(took.as_secs_f64());
+            Ok(())
+        }
+        Err(error) => {
+            ingress.metrics.produce_errors.inc();
+            ingress.metrics.outcomes.with_label_values(&["unavailable"]).inc();
+            tracing::warn!(%error, order_id = %accepted.order_id, "Admitted order not published; releasing it.");
+            let released = ingress
+                .gate
+                .release(accepted.voucher_id, &accepted.user_id, accepted.quantity, accepted.order_id)
+                .await;
+            if let Err(release_error) = released {
+                // The units stay taken in Redis until `reconcile` rebuilds the
+                // gate from the log; the gate can undersell, never oversell.
+                tracing::error!(%release_error, order_id = %accepted.order_id, "Could not release an unpublished order.");
+            }
+            Err(ApiError::unavailable("the event log is unavailable; the order was not placed").into())
+        }
+    }
+}

@@ -1,0 +1,198 @@
+//! At-least-once batch consumption.
+//!
+//! The loop every consumer runs: [`BatchConsumer::next_batch`], make the
+//! batch's effects durable (store writes, produced outcomes acknowledged),
+//! then [`BatchConsumer::store`] its offsets. Stored offsets are committed in
+//! the background and on shutdown, so a crash replays at most the batches
+//! whose effects were not yet acknowledged.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
+use rdkafka::error::{KafkaError as RdKafkaError, RDKafkaErrorCode};
+use rdkafka::message::{Message, OwnedMessage};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::KafkaError;
+
+/// How a consumer joins its group and sizes its batches.
+#[derive(Clone, Debug)]
+pub struct ConsumerSettings {
+    /// Bootstrap servers.
+    pub brokers: String,
+    /// Consumer group; one instance owns each partition.
+    pub group: String,
+    /// Most records per batch: bounds memory and the work redone after a crash.
+    pub max_batch: usize,
+    /// How long to wait for more records once a batch has one.
+    pub max_wait: Duration,
+}
+
+/// A group member that hands out batches and stores offsets on request.
+pub struct BatchConsumer {
+    consumer: StreamConsumer,
+    max_batch: usize,
+    max_wait: Duration,
+}
+
+impl std::fmt::Debug for BatchConsumer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BatchConsumer")
+            .field("max_batch", &self.max_batch)
+            .field("max_wait", &self.max_wait)
+            .finish_non_exhaustive()
+    }
+}
+
+impl BatchConsumer {
+    /// Joins `settings.group` and subscribes to `topics`.
+    pub fn subscribe(settings: &ConsumerSettings, topics: &[&str]) -> Result<Self, KafkaError> {
+        let consumer: StreamConsumer = ClientConfig::new()
+            .set("bootstrap.servers", &settings.brokers)
+            .set("group.id", &settings.group)
+            .set("enable.auto.commit", "true")
+            .set("auto.commit.interval.ms", "500")
+            // Offsets are stored by `store` only once a batch's effects are
+            // durable; the background commit then only sends those.
+            .set("enable.auto.offset.store", "false")
+            .set("auto.offset.reset", "earliest")
+            .set("enable.partition.eof", "false")
+            // A short fetch wait keeps decision latency low on a quiet topic.
+            .set("fetch.wait.max.ms", "20")
+            .set("session.timeout.ms", "10000")
+            .set("heartbeat.interval.ms", "1000")
+            .create()
+            .map_err(KafkaError::Client)?;
+        consumer.subscribe(topics).map_err(KafkaError::Consume)?;
+        Ok(Self {
+            consumer,
+            max_batch: settings.max_batch.max(1),
+            max_wait: settings.max_wait,
+        })
+    }
+
+    /// Waits for the next batch; empty when `shutdown` fires first.
+    pub async fn next_batch(&self, shutdown: &CancellationToken) -> Result<Vec<OwnedMessage>, KafkaError> {
+        let first = tokio::select! {
+            biased;
+            _ = shutdown.cancelled() => return Ok(Vec::new()),
+            received = self.consumer.recv() => received.map_err(KafkaError::Consume)?.detach(),
+        };
+        let mut batch = Vec::with_capacity(self.max_batch.min(64));
+        batch.push(first);
+        let deadline = Instant::now() + self.max_wait;
+        while batch.len() < self.max_batch {
+            match tokio::time::timeout_at(deadline, self.consumer.recv()).await {
+                Ok(Ok(message)) => batch.push(message.detach()),
+                Ok(Err(error)) => {
+                    tracing::warn!(%error, "Consumer error while filling a batch.");
+                    break;
+                }
+                Err(_) => break,
+            }
+        }
+        Ok(batch)
+    }
+
+    /// Marks every record of `batch` as done: its offsets go out with the
+    /// next commit.
+    pub fn store(&self, batch: &[OwnedMessage]) {
+        let mut next: HashMap<(&str, i32), i64> = HashMap::new();
+        for message in batch {
+            let entry = next.entry((message.topic(), message.partition())).or_insert(message.offset());
+            *entry = (*entry).max(message.offset());
+        }
+        for ((topic, partition), offset) in next {
+            // After a rebalance the partition may belong to another member;
+            // it will replay these records, which consumers tolerate.
+            if let Err(error) = self.consumer.store_offset(topic, partition, offset) {
+                tracing::debug!(%error, topic, partition, offset, "Offset not stored (partition revoked).");
+            }
+        }
+    }
+
+    /// Commits the stored offsets now (shutdown).
+    pub fn commit(&self) -> Result<(), KafkaError> {
+        match self.consumer.commit_consumer_state(CommitMode::Sync) {
+            Ok(()) => Ok(()),
+            Err(RdKafkaError::ConsumerCommit(RDKafkaErrorCode::NoOffset)) => Ok(()),
+            Err(error) => Err(KafkaError::Commit(error)),
+        }
+    }
+}
+
+/// Returned by a [`BatchHandler`] that gave up on a batch because shutdown
+/// began: the batch's offsets stay unstored and it will be replayed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Interrupted;
+
+/// Pause between attempts when a dependency fails.
+const RETRY_PAUSE: Duration = Duration::from_millis(250);
+
+/// Waits before a retry; fails when shutdown begins meanwhile.
+pub async fn retry_pause(shutdown: &CancellationToken) -> Result<(), Interrupted> {
+    tokio::select! {
+        () = shutdown.cancelled() => Err(Interrupted),
+        () = tokio::time::sleep(RETRY_PAUSE) => Ok(()),
+    }
+}
+
+/// What a consuming service does with a batch.
+pub trait BatchHandler {
+    /// Makes every effect of `batch` durable, retrying failures until they
+    /// succeed or `shutdown` begins. Must be idempotent: a batch is handled
+    /// again after a crash or rebalance.
+    fn handle(
+        &self,
+        batch: &[OwnedMessage],
+        shutdown: &CancellationToken,
+    ) -> impl std::future::Future<Output = Result<(), Interrupted>> + Send;
+}
+
+impl BatchConsumer {
+    /// The at-least-once loop: batch, handle, store offsets; on shutdown,
+    /// commit what was stored and leave the group.
+    pub async fn run<H: BatchHandler>(self, handler: &H, shutdown: &CancellationToken) {
+        loop {
+            let batch = match self.next_batch(shutdown).await {
+                Ok(batch) if batch.is_empty() => break,
+                Ok(batch) => batch,
+                Err(error) => {
+                    tracing::warn!(%error, "Consuming failed; retrying.");
+                    if retry_pause(shutdown).await.is_err() {
+                        break;
+                    }
+                    continue;
+                }
+            };
+            if handler.handle(&batch, shutdown).await.is_err() {
+                break;
+            }
+            self.store(&batch);
+        }
+        if let Err(error) = self.commit() {
+            tracing::warn!(%error, "Final offset commit failed; the last batches will be replayed.");
+        }
+        self.close(CLOSE_TIMEOUT).await;
+    }
+
+    /// Leaves the group. librdkafka's close blocks until the broker answers,
+    /// so it runs on its own thread and is abandoned after `timeout` (the
+    /// group then expires the member by its session timeout).
+    pub async fn close(self, timeout: Duration) {
+        let (done, closed) = tokio::sync::oneshot::channel();
+        std::thread::spawn(move || {
+            drop(self.consumer);
+            let _ = done.send(());
+        });
+        if tokio::time::timeout(timeout, closed).await.is_err() {
+            tracing::warn!(?timeout, "The consumer did not leave its group in time; abandoning it.");
+        }
+    }
+}
+
+/// Longest wait for a consumer to leave its group at shutdown.
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);

@@ -1,0 +1,20 @@
+//! Kafka plumbing shared by the services.
+//!
+//! The delivery contract is at-least-once everywhere: producers are
+//! idempotent with `acks=all` and callers wait for the acknowledgement;
+//! consumers store an offset only after everything the record caused is
+//! durable ([`BatchConsumer::store`]). Consumers are therefore written to be
+//! idempotent. Kafka transactions are deliberately not used (see the README).
+
+mod admin;
+mod consumer;
+mod dead_letter;
+mod error;
+mod producer;
+
+pub use admin::ensure_topics;
+pub use consumer::{retry_pause, BatchConsumer, BatchHandler, ConsumerSettings, Interrupted};
+pub use dead_letter::DeadLetter;
+pub use error::KafkaError;
+pub use producer::{EventProducer, ProducerSettings};
+pub use rdkafka::message::{Headers, Message, OwnedHeaders, OwnedMessage};

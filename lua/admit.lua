@@ -1,0 +1,61 @@
+-- admit.lua: the flash-sale admission gate, one atomic call per order request.
+--
+-- KEYS[1]  voucher hash  <prefix>:{v:<id>}:voucher  fields: stock, remaining, begins_ms, ends_ms, limit
+-- KEYS[2]  bought hash   <prefix>:{v:<id>}:bought   user id -> units admitted to that user
+-- KEYS[3]  orders hash   <prefix>:{v:<id>}:orders   user id -> the user's latest admitted order id
+-- ARGV[1]  user id
+-- ARGV[2]  quantity, an integer >= 1
+-- ARGV[3]  the order id to record when admitted
+--
+-- Returns a two-element array {code, detail}, both strings:
+--   {"admitted", remaining_after}          stock and the user's count were taken
+--   {"unknown_voucher", ""}                no such voucher loaded
+--   {"not_started", begins_ms}             before the sale window
+--   {"ended", ends_ms}                     after the sale window
+--   {"duplicate_order", order_id}          the user already holds the whole limit
+--   {"limit_exceeded", limit}              this quantity would pass the user's limit
+--   {"sold_out", remaining}                fewer units left than asked for
+--
+-- The window is judged by the Redis server clock (TIME), one clock for every
+-- ingress instance. All keys share one hash tag, so the script runs unchanged
+-- on Redis Cluster; it builds no key names itself.
+if #KEYS ~= 3 or #ARGV ~= 3 then
+  return redis.error_reply("admit.lua: expects 3 KEYS and 3 ARGV")
+end
+local quantity = tonumber(ARGV[2])
+if not quantity or quantity < 1 or quantity ~= math.floor(quantity) then
+  return redis.error_reply("admit.lua: quantity must be a positive integer")
+end
+
+local voucher = redis.call("HMGET", KEYS[1], "remaining", "begins_ms", "ends_ms", "limit")
+if not voucher[1] then
+  return {"unknown_voucher", ""}
+end
+
+local clock = redis.call("TIME")
+local now_ms = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+if now_ms < tonumber(voucher[2]) then
+  return {"not_started", voucher[2]}
+end
+if now_ms >= tonumber(voucher[3]) then
+  return {"ended", voucher[3]}
+end
+
+local limit = tonumber(voucher[4])
+local bought = tonumber(redis.call("HGET", KEYS[2], ARGV[1]) or "0")
+if bought + quantity > limit then
+  if bought >= limit then
+    return {"duplicate_order", redis.call("HGET", KEYS[3], ARGV[1]) or ""}
+  end
+  return {"limit_exceeded", voucher[4]}
+end
+
+local remaining = tonumber(voucher[1])
+if remaining < quantity then
+  return {"sold_out", voucher[1]}
+end
+
+redis.call("HINCRBY", KEYS[1], "remaining", -quantity)
+redis.call("HINCRBY", KEYS[2], ARGV[1], quantity)
+redis.call("HSET", KEYS[3], ARGV[1], ARGV[3])
+return {"admitted", tostring(remaining - quantity)}

@@ -1,0 +1,32 @@
+-- release.lua: gives an admitted order's units back to the gate, exactly once.
+-- Used when an admitted order cannot be published, so the stock it took is
+-- not lost.
+--
+-- KEYS[1]  voucher hash   <prefix>:{v:<id>}:voucher
+-- KEYS[2]  bought hash    <prefix>:{v:<id>}:bought
+-- KEYS[3]  orders hash    <prefix>:{v:<id>}:orders
+-- KEYS[4]  released set   <prefix>:{v:<id>}:released   order ids already released
+-- ARGV[1]  user id
+-- ARGV[2]  quantity the order took
+-- ARGV[3]  order id
+--
+-- Returns 1 when the units were returned, 0 when this order was released
+-- before (a retry changes nothing).
+if #KEYS ~= 4 or #ARGV ~= 3 then
+  return redis.error_reply("release.lua: expects 4 KEYS and 3 ARGV")
+end
+local quantity = tonumber(ARGV[2])
+if not quantity or quantity < 1 then
+  return redis.error_reply("release.lua: quantity must be a positive integer")
+end
+if redis.call("SADD", KEYS[4], ARGV[3]) == 0 then
+  return 0
+end
+redis.call("HINCRBY", KEYS[1], "remaining", quantity)
+if redis.call("HINCRBY", KEYS[2], ARGV[1], -quantity) <= 0 then
+  redis.call("HDEL", KEYS[2], ARGV[1])
+end
+if redis.call("HGET", KEYS[3], ARGV[1]) == ARGV[3] then
+  redis.call("HDEL", KEYS[3], ARGV[1])
+end
+return 1

@@ -1,0 +1,121 @@
+//! Building and running the processor.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use prometheus::Registry;
+use seckill_core::metrics::{ConsumerMetrics, HttpMetrics};
+use seckill_core::VoucherId;
+use seckill_kafka::{ensure_topics, BatchConsumer, ConsumerSettings, DeadLetter, EventProducer, ProducerSettings};
+use seckill_store::StockStore;
+use seckill_web::{healthz, instrumented, metrics, recover, ApiError};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::AbortOnDropHandle;
+use warp::{Filter, Rejection};
+
+use crate::pipeline::Pipeline;
+use crate::{ProcessorConfig, ProcessorError};
+
+const ROUTES: &[&str] = &["/api/v1/stock/{id}", "/healthz", "/metrics"];
+
+/// A built processor: subscribed and bound, not yet consuming.
+#[derive(Debug)]
+pub struct App {
+    listener: TcpListener,
+    consumer: BatchConsumer,
+    pipeline: Pipeline,
+    registry: Registry,
+    http_metrics: HttpMetrics,
+}
+
+impl App {
+    /// Creates the topics, joins the consumer group and binds the HTTP
+    /// listener. `store` is the persistent stock.
+    pub async fn build(
+        config: ProcessorConfig,
+        store: Arc<dyn StockStore>,
+        registry: Registry,
+    ) -> Result<Self, ProcessorError> {
+        let topics = config.kafka.topics();
+        ensure_topics(&config.kafka.brokers, &topics.all(), config.kafka.partitions, config.kafka.replication).await?;
+        let producer = EventProducer::new(&ProducerSettings {
+            brokers: config.kafka.brokers.clone(),
+            timeout: Duration::from_millis(config.kafka.produce_timeout_ms),
+            linger_ms: config.kafka.linger_ms,
+        })?;
+        let consumer = BatchConsumer::subscribe(
+            &ConsumerSettings {
+                brokers: config.kafka.brokers.clone(),
+                group: config.group.clone(),
+                max_batch: config.max_batch,
+                max_wait: Duration::from_millis(config.max_wait_ms),
+            },
+            &[&topics.sales],
+        )?;
+        let listener = TcpListener::bind(config.http.listen)
+            .await
+            .map_err(|source| ProcessorError::Bind { addr: config.http.listen, source })?;
+        let pipeline = Pipeline {
+            dead_letter: DeadLetter::new(producer.clone(), topics.dead_letters.clone(), "processor"),
+            producer,
+            store,
+            topics,
+            metrics: ConsumerMetrics::register(&registry, "processor"),
+        };
+        Ok(Self {
+            listener,
+            consumer,
+            pipeline,
+            http_metrics: HttpMetrics::register(&registry, "processor"),
+            registry,
+        })
+    }
+
+    /// The address of the health, metrics and stock routes.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.listener.local_addr().expect("a bound listener has an address")
+    }
+
+    /// Consumes until `shutdown`; the batch in progress completes (or is
+    /// left for replay), offsets are committed, the producer flushed.
+    pub async fn run(self, shutdown: CancellationToken) -> Result<(), ProcessorError> {
+        let addr = self.local_addr();
+        let store = Arc::clone(&self.pipeline.store);
+        let stock = warp::path!("api" / "v1" / "stock" / String)
+            .and(warp::get())
+            .and(warp::any().map(move || Arc::clone(&store)))
+            .and_then(get_stock);
+        let routes = stock
+            .or(healthz())
+            .or(metrics(self.registry))
+            .recover(recover)
+            .with(instrumented(self.http_metrics, ROUTES));
+        tracing::info!(%addr, "Processor consuming.");
+        // Aborted when `run` is dropped (a crash in tests), like a process.
+        let http = AbortOnDropHandle::new(tokio::spawn(seckill_web::serve(
+            self.listener,
+            routes,
+            shutdown.clone(),
+            Duration::from_secs(2),
+        )));
+        self.pipeline.run(self.consumer, shutdown).await;
+        let _ = http.await;
+        Ok(())
+    }
+}
+
+/// `GET /api/v1/stock/{voucher_id}`: the persistent stock, for operators and
+/// the invariant checks.
+async fn get_stock(raw: String, store: Arc<dyn StockStore>) -> Result<warp::reply::Json, Rejection> {
+    let voucher: VoucherId = raw.parse().map_err(|e| ApiError::invalid(format!("voucher_id: {e}")))?;
+    match store.stock(voucher).await.map_err(|e| ApiError::internal(&e))? {
+        Some(level) => Ok(warp::reply::json(&serde_json::json!({
+            "voucher_id": voucher,
+            "stock": level.stock,
+            "remaining": level.remaining,
+        }))),
+        None => Err(ApiError::new(warp::http::StatusCode::NOT_FOUND, "unknown_voucher", "no such voucher").into()),
+    }
+}

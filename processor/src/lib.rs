@@ -1,0 +1,18 @@
+//! The processor: turns admitted orders into decisions.
+//!
+//! It consumes the sales topic in a consumer group (a voucher's events are
+//! one partition, so one instance decides all of a voucher's orders, in
+//! order), applies each batch to the persistent stock atomically, produces
+//! the outcomes to the orders topic, waits for their acknowledgement, and
+//! only then stores the batch's offsets. A crash replays unacknowledged
+//! batches; the store recognises decided orders and re-emits their original
+//! outcome, so a replay changes nothing.
+
+mod app;
+pub mod config;
+mod error;
+mod pipeline;
+
+pub use app::App;
+pub use config::ProcessorConfig;
+pub use error::ProcessorError;

@@ -1,0 +1,30 @@
+//! `seckill-processor`: runs the processor alone.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::Parser;
+use seckill_core::{config, shutdown, telemetry};
+use seckill_processor::{App, ProcessorConfig};
+
+/// The seckill processor.
+#[derive(Debug, Parser)]
+#[command(version, about)]
+struct Args {
+    /// TOML config file; `SECKILL_*` environment variables override it.
+    #[arg(long, env = "SECKILL_CONFIG")]
+    config: Option<PathBuf>,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    telemetry::init_logging();
+    let args = Args::parse();
+    let config: ProcessorConfig = config::load(args.config.as_deref()).context("loading the processor config")?;
+    let store = seckill_store::open_stock_store(&config.store).context("opening the stock store")?;
+    let app = App::build(config, store, prometheus::Registry::new())
+        .await
+        .context("starting the processor")?;
+    app.run(shutdown::on_signals()?).await?;
+    Ok(())
+}

@@ -1,0 +1,130 @@
+//! The processor's consume → decide → produce → store-offsets loop.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::join_all;
+use seckill_core::event::Event;
+use seckill_core::metrics::ConsumerMetrics;
+use seckill_core::topics::Topics;
+use seckill_core::Envelope;
+use seckill_kafka::{
+    retry_pause, BatchConsumer, BatchHandler, DeadLetter, EventProducer, Interrupted, Message, OwnedMessage,
+};
+use seckill_store::{Decided, StockInput, StockStore};
+use tokio_util::sync::CancellationToken;
+
+/// The loop's parts.
+#[derive(Debug)]
+pub(crate) struct Pipeline {
+    pub(crate) producer: EventProducer,
+    pub(crate) dead_letter: DeadLetter,
+    pub(crate) store: Arc<dyn StockStore>,
+    pub(crate) topics: Topics,
+    pub(crate) metrics: ConsumerMetrics,
+}
+
+impl Pipeline {
+    /// Runs until `shutdown`, then commits the stored offsets.
+    pub(crate) async fn run(self, consumer: BatchConsumer, shutdown: CancellationToken) {
+        consumer.run(&self, &shutdown).await;
+        self.producer.flush(Duration::from_secs(5));
+        tracing::info!("Processor stopped.");
+    }
+
+    /// Produces every outcome and waits for all acknowledgements; retries
+    /// those that failed (duplicates on the topic are harmless).
+    async fn emit(&self, decided: &[Decided], shutdown: &CancellationToken) -> Result<(), Interrupted> {
+        let mut pending: Vec<&Decided> = decided.iter().collect();
+        while !pending.is_empty() {
+            let mut sends = Vec::with_capacity(pending.len());
+            for decision in &pending {
+                sends.push(self.producer.send(&self.topics.orders, &decision.outcome));
+            }
+            let results = join_all(sends).await;
+            let mut failed = Vec::new();
+            for (decision, result) in pending.into_iter().zip(results) {
+                match result {
+                    Ok(_) => self.record(decision),
+                    Err(error) => {
+                        self.metrics.produce_errors.inc();
+                        tracing::warn!(%error, "Outcome not acknowledged; retrying.");
+                        failed.push(decision);
+                    }
+                }
+            }
+            pending = failed;
+            if !pending.is_empty() {
+                retry_pause(shutdown).await?;
+            }
+        }
+        Ok(())
+    }
+
+    fn record(&self, decision: &Decided) {
+        let result = if decision.replayed { "duplicate" } else { "applied" };
+        self.metrics.events.with_label_values(&["OrderAccepted", result]).inc();
+        if decision.replayed {
+            return;
+        }
+        let (accepted_at, decided_at) = match &decision.outcome.event {
+            Event::OrderCreated(c) => (c.order.accepted_at, c.decided_at),
+            Event::OrderFailed(f) => (f.order.accepted_at, f.decided_at),
+            _ => return,
+        };
+        let micros = (decided_at - accepted_at).num_microseconds().unwrap_or(0);
+        self.metrics
+            .order_latency
+            .with_label_values(&["decided"])
+            .observe(micros as f64 / 1e6);
+    }
+}
+
+impl BatchHandler for Pipeline {
+    /// Makes every effect of `batch` durable: decisions stored, outcomes and
+    /// dead letters acknowledged.
+    async fn handle(&self, batch: &[OwnedMessage], shutdown: &CancellationToken) -> Result<(), Interrupted> {
+        self.metrics.batch_size.observe(batch.len() as f64);
+        let mut inputs = Vec::with_capacity(batch.len());
+        let mut rejects = Vec::new();
+        for message in batch {
+            match classify(message) {
+                Ok(input) => inputs.push(input),
+                Err(reason) => rejects.push((message, reason)),
+            }
+        }
+
+        let decided = loop {
+            match self.store.apply(inputs.clone()).await {
+                Ok(decided) => break decided,
+                Err(error) => {
+                    tracing::error!(%error, "Applying a batch to the stock store failed; retrying.");
+                    retry_pause(shutdown).await?;
+                }
+            }
+        };
+        self.emit(&decided, shutdown).await?;
+        for (message, reason) in rejects {
+            self.dead_letter.park_until_done(message, &reason, shutdown).await?;
+            self.metrics.dead_letters.inc();
+            self.metrics.events.with_label_values(&["invalid", "dead_lettered"]).inc();
+        }
+        for input in &inputs {
+            if let StockInput::Voucher(_) = input {
+                self.metrics.events.with_label_values(&["VoucherCreated", "applied"]).inc();
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What a sales-topic record asks of the processor, or why it cannot be used.
+fn classify(message: &OwnedMessage) -> Result<StockInput, String> {
+    let payload = message.payload().ok_or_else(|| "record has no payload".to_owned())?;
+    let envelope = Envelope::decode(payload).map_err(|e| e.to_string())?;
+    match envelope.event {
+        Event::VoucherCreated(voucher) => Ok(StockInput::Voucher(voucher)),
+        Event::OrderAccepted(order) => Ok(StockInput::Order(order)),
+        other => Err(format!("{} does not belong on the sales topic", other.kind())),
+    }
+}

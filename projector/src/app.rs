@@ -1,0 +1,113 @@
+//! Building and running the projector.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use prometheus::Registry;
+use seckill_core::metrics::{ConsumerMetrics, HttpMetrics};
+use seckill_kafka::{ensure_topics, BatchConsumer, ConsumerSettings, DeadLetter, EventProducer, ProducerSettings};
+use seckill_store::{ViewReader, ViewStore};
+use seckill_web::{healthz, instrumented, metrics, query_routes, recover};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::AbortOnDropHandle;
+use warp::Filter;
+
+use crate::pipeline::Projection;
+use crate::{ProjectorConfig, ProjectorError};
+
+const ROUTES: &[&str] = &[
+    "/api/v1/orders/{id}",
+    "/api/v1/users/{id}/orders",
+    "/api/v1/vouchers/{id}",
+    "/healthz",
+    "/metrics",
+];
+
+/// A built projector: subscribed and bound, not yet consuming.
+#[derive(Debug)]
+pub struct App {
+    listener: TcpListener,
+    consumer: BatchConsumer,
+    projection: Projection,
+    producer: EventProducer,
+    registry: Registry,
+    http_metrics: HttpMetrics,
+}
+
+impl App {
+    /// Creates the topics, joins the consumer group and binds the query API.
+    pub async fn build(
+        config: ProjectorConfig,
+        view: Arc<dyn ViewStore>,
+        registry: Registry,
+    ) -> Result<Self, ProjectorError> {
+        let topics = config.kafka.topics();
+        ensure_topics(&config.kafka.brokers, &topics.all(), config.kafka.partitions, config.kafka.replication).await?;
+        let producer = EventProducer::new(&ProducerSettings {
+            brokers: config.kafka.brokers.clone(),
+            timeout: Duration::from_millis(config.kafka.produce_timeout_ms),
+            linger_ms: config.kafka.linger_ms,
+        })?;
+        let consumer = BatchConsumer::subscribe(
+            &ConsumerSettings {
+                brokers: config.kafka.brokers.clone(),
+                group: config.group.clone(),
+                max_batch: config.max_batch,
+                max_wait: Duration::from_millis(config.max_wait_ms),
+            },
+            &[&topics.sales, &topics.orders],
+        )?;
+        let listener = TcpListener::bind(config.http.listen)
+            .await
+            .map_err(|source| ProjectorError::Bind { addr: config.http.listen, source })?;
+        let projection = Projection {
+            view,
+            dead_letter: DeadLetter::new(producer.clone(), topics.dead_letters.clone(), "projector"),
+            metrics: ConsumerMetrics::register(&registry, "projector"),
+        };
+        Ok(Self {
+            listener,
+            consumer,
+            projection,
+            producer,
+            http_metrics: HttpMetrics::register(&registry, "projector"),
+            registry,
+        })
+    }
+
+    /// The address of the query API.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.listener.local_addr().expect("a bound listener has an address")
+    }
+
+    /// The view this projector maintains, for serving queries in-process.
+    pub fn view(&self) -> Arc<dyn ViewReader> {
+        let view: Arc<dyn ViewStore> = Arc::clone(&self.projection.view);
+        view
+    }
+
+    /// Consumes and serves until `shutdown`; commits offsets on the way out.
+    pub async fn run(self, shutdown: CancellationToken) -> Result<(), ProjectorError> {
+        let addr = self.local_addr();
+        let routes = query_routes(self.view())
+            .or(healthz())
+            .or(metrics(self.registry))
+            .recover(recover)
+            .with(instrumented(self.http_metrics, ROUTES));
+        tracing::info!(%addr, "Projector consuming and serving queries.");
+        // Aborted when `run` is dropped (a crash in tests), like a process.
+        let http = AbortOnDropHandle::new(tokio::spawn(seckill_web::serve(
+            self.listener,
+            routes,
+            shutdown.clone(),
+            Duration::from_secs(5),
+        )));
+        self.consumer.run(&self.projection, &shutdown).await;
+        self.producer.flush(Duration::from_secs(5));
+        let _ = http.await;
+        tracing::info!("Projector stopped.");
+        Ok(())
+    }
+}

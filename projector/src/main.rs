@@ -1,0 +1,30 @@
+//! `seckill-projector`: runs the projector alone.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::Parser;
+use seckill_core::{config, shutdown, telemetry};
+use seckill_projector::{App, ProjectorConfig};
+
+/// The seckill projector.
+#[derive(Debug, Parser)]
+#[command(version, about)]
+struct Args {
+    /// TOML config file; `SECKILL_*` environment variables override it.
+    #[arg(long, env = "SECKILL_CONFIG")]
+    config: Option<PathBuf>,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    telemetry::init_logging();
+    let args = Args::parse();
+    let config: ProjectorConfig = config::load(args.config.as_deref()).context("loading the projector config")?;
+    let store = seckill_store::open_view_store(&config.store).context("opening the view store")?;
+    let app = App::build(config, store, prometheus::Registry::new())
+        .await
+        .context("starting the projector")?;
+    app.run(shutdown::on_signals()?).await?;
+    Ok(())
+}

@@ -1,0 +1,39 @@
+//! The platform's derived state, behind traits.
+//!
+//! * [`StockStore`]: the processor's persistent stock and the outcome of
+//!   every order it decided (its idempotency record).
+//! * [`ViewStore`] / [`ViewReader`]: the projector's order-status view.
+//!
+//! Both are derived from the log and can be rebuilt from it. The embedded
+//! backend ([`embedded`], a redb file owned by one process) is the default for
+//! the local run; the ScyllaDB backend implements the same traits.
+
+pub mod embedded;
+mod error;
+mod stock;
+mod view;
+
+pub use error::StoreError;
+pub use stock::{Decided, StockInput, StockStore};
+pub use view::{
+    merge_order, OrderStatus, OrderView, Transition, ViewReader, ViewStore, VoucherCounters, VoucherView,
+    MAX_PAGE,
+};
+
+use std::sync::Arc;
+
+use seckill_core::config::StoreConfig;
+
+/// Opens the stock store `config` names.
+pub fn open_stock_store(config: &StoreConfig) -> Result<Arc<dyn StockStore>, StoreError> {
+    match config {
+        StoreConfig::Embedded { path } => Ok(Arc::new(embedded::EmbeddedStockStore::open(path)?)),
+    }
+}
+
+/// Opens the view store `config` names.
+pub fn open_view_store(config: &StoreConfig) -> Result<Arc<dyn ViewStore>, StoreError> {
+    match config {
+        StoreConfig::Embedded { path } => Ok(Arc::new(embedded::EmbeddedViewStore::open(path)?)),
+    }
+}

@@ -1,0 +1,20 @@
+//! HTTP pieces shared by the services.
+//!
+//! One error shape for every response (`{"error": CODE, "message": ...}`,
+//! mapped in [`error`] only), the operational routes (`/healthz`,
+//! `/metrics`), the order-status query API over any [`ViewReader`], and
+//! [`serve`], which runs a filter on a bound listener until shutdown.
+//!
+//! [`ViewReader`]: seckill_store::ViewReader
+
+pub mod error;
+mod ops;
+mod query;
+mod remote_view;
+mod server;
+
+pub use error::{recover, ApiError};
+pub use ops::{healthz, instrumented, metrics};
+pub use query::query_routes;
+pub use remote_view::RemoteView;
+pub use server::serve;
