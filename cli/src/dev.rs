@@ -45,8 +45,8 @@ pub(crate) struct DevArgs {
 pub(crate) async fn run(args: DevArgs) -> anyhow::Result<()> {
     let data = std::path::absolute(&args.data_dir).context("resolving --data-dir")?;
     std::fs::create_dir_all(&data).with_context(|| format!("creating {}", data.display()))?;
-    let mut redis = Redis::start(&data.join("redis"), args.redis_port, RedisPersistence::AppendOnly)
-        .context("starting Redis")?;
+    let mut redis =
+        Redis::start(&data.join("redis"), args.redis_port, RedisPersistence::AppendOnly).context("starting Redis")?;
     let mut broker =
         Broker::start(&data.join("broker"), args.broker_port, BrokerStorage::Sqlite).context("starting the broker")?;
     tracing::info!(redis = %redis.url(), broker = %broker.brokers(), data = %data.display(), "Local Redis and broker are up.");
@@ -65,14 +65,22 @@ async fn serve(args: &DevArgs, data: &std::path::Path, kafka: KafkaConfig, redis
     let view = seckill_store::open_view_store(&StoreConfig::Embedded { path: data.join("view.redb") })?;
 
     let processor = seckill_processor::App::build(
-        ProcessorConfig { http: HttpConfig::local(args.processor_port), kafka: kafka.clone(), ..ProcessorConfig::default() },
+        ProcessorConfig {
+            http: HttpConfig::local(args.processor_port),
+            kafka: kafka.clone(),
+            ..ProcessorConfig::default()
+        },
         stock,
         Registry::new(),
     )
     .await
     .context("starting the processor")?;
     let projector = seckill_projector::App::build(
-        ProjectorConfig { http: HttpConfig::local(args.projector_port), kafka: kafka.clone(), ..ProjectorConfig::default() },
+        ProjectorConfig {
+            http: HttpConfig::local(args.projector_port),
+            kafka: kafka.clone(),
+            ..ProjectorConfig::default()
+        },
         view,
         Registry::new(),
     )
@@ -94,7 +102,11 @@ async fn serve(args: &DevArgs, data: &std::path::Path, kafka: KafkaConfig, redis
     println!("  # order as user alice (use the voucher_id from the answer), then poll the order");
     println!("  curl -s -X POST {base}/api/v1/vouchers/VOUCHER_ID/orders -H 'x-user-id: alice'");
     println!("  curl -s {base}/api/v1/orders/ORDER_ID\n");
-    println!("Metrics: {base}/metrics, http://{}/metrics, http://{}/metrics", processor.local_addr(), projector.local_addr());
+    println!(
+        "Metrics: {base}/metrics, http://{}/metrics, http://{}/metrics",
+        processor.local_addr(),
+        projector.local_addr()
+    );
     println!("Ctrl-C stops everything.\n");
 
     let shutdown = shutdown::on_signals()?;

@@ -46,10 +46,7 @@ where
         }
         figment = figment.merge(Toml::file(file));
     }
-    let config: T = figment
-        .merge(Env::prefixed(ENV_PREFIX).split("__"))
-        .extract()
-        .map_err(Box::new)?;
+    let config: T = figment.merge(Env::prefixed(ENV_PREFIX).split("__")).extract().map_err(Box::new)?;
     config.validate()?;
     Ok(config)
 }
@@ -59,10 +56,7 @@ pub fn ensure(ok: bool, key: &'static str, problem: impl Into<String>) -> Result
     if ok {
         Ok(())
     } else {
-        Err(ConfigError::Invalid {
-            key,
-            problem: problem.into(),
-        })
+        Err(ConfigError::Invalid { key, problem: problem.into() })
     }
 }
 
@@ -100,9 +94,7 @@ pub struct HttpConfig {
 impl HttpConfig {
     /// Binds `127.0.0.1:port`.
     pub fn local(port: u16) -> Self {
-        Self {
-            listen: SocketAddr::from(([127, 0, 0, 1], port)),
-        }
+        Self { listen: SocketAddr::from(([127, 0, 0, 1], port)) }
     }
 }
 
@@ -177,10 +169,7 @@ pub struct RedisConfig {
 
 impl Default for RedisConfig {
     fn default() -> Self {
-        Self {
-            url: "redis://127.0.0.1:16379/".to_owned(),
-            key_prefix: "seckill".to_owned(),
-        }
+        Self { url: "redis://127.0.0.1:16379/".to_owned(), key_prefix: "seckill".to_owned() }
     }
 }
 
@@ -213,11 +202,7 @@ pub enum StoreConfig {
 impl Validate for StoreConfig {
     fn validate(&self) -> Result<(), ConfigError> {
         match self {
-            Self::Embedded { path } => ensure(
-                !path.as_os_str().is_empty(),
-                "store.path",
-                "must name a file",
-            ),
+            Self::Embedded { path } => ensure(!path.as_os_str().is_empty(), "store.path", "must name a file"),
         }
     }
 }

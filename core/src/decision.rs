@@ -32,16 +32,8 @@ pub fn outcome(order: OrderAccepted, decision: Result<u64, FailReason>, decided_
     // between the ingress and processor hosts.
     let decided_at = decided_at.max(order.accepted_at);
     Envelope::new(match decision {
-        Ok(remaining) => Event::OrderCreated(OrderCreated {
-            order,
-            decided_at,
-            remaining,
-        }),
-        Err(reason) => Event::OrderFailed(OrderFailed {
-            order,
-            decided_at,
-            reason,
-        }),
+        Ok(remaining) => Event::OrderCreated(OrderCreated { order, decided_at, remaining }),
+        Err(reason) => Event::OrderFailed(OrderFailed { order, decided_at, reason }),
     })
 }
 

@@ -137,12 +137,7 @@ pub enum EventError {
 impl Envelope {
     /// Wraps `event` in fresh metadata.
     pub fn new(event: Event) -> Self {
-        Self {
-            schema: SCHEMA_VERSION,
-            event_id: Uuid::now_v7(),
-            emitted_at: Utc::now(),
-            event,
-        }
+        Self { schema: SCHEMA_VERSION, event_id: Uuid::now_v7(), emitted_at: Utc::now(), event }
     }
 
     /// Parses and validates one record.
@@ -212,20 +207,14 @@ impl VoucherCreated {
     /// Checks the ranges an admin request and a log record must both meet.
     pub fn validate(&self) -> Result<(), EventError> {
         check(self.stock <= MAX_STOCK, "stock exceeds 1000000000")?;
-        check(
-            (1..=MAX_QUANTITY).contains(&self.per_user_limit),
-            "per_user_limit must be 1 to 10000",
-        )?;
+        check((1..=MAX_QUANTITY).contains(&self.per_user_limit), "per_user_limit must be 1 to 10000")?;
         check(self.ends_at > self.begins_at, "ends_at must be after begins_at")
     }
 }
 
 impl OrderAccepted {
     fn validate(&self) -> Result<(), EventError> {
-        check(
-            (1..=MAX_QUANTITY).contains(&self.quantity),
-            "quantity must be 1 to 10000",
-        )
+        check((1..=MAX_QUANTITY).contains(&self.quantity), "quantity must be 1 to 10000")
     }
 }
 
@@ -264,11 +253,8 @@ mod tests {
     #[test]
     fn outcome_round_trips_with_flattened_order() {
         let order = accepted();
-        let created = Envelope::new(Event::OrderCreated(OrderCreated {
-            decided_at: order.accepted_at,
-            order,
-            remaining: 9,
-        }));
+        let created =
+            Envelope::new(Event::OrderCreated(OrderCreated { decided_at: order.accepted_at, order, remaining: 9 }));
         let json: serde_json::Value = serde_json::from_slice(&created.encode()).expect("json");
         assert_eq!(json["remaining"], 9);
         assert!(json["order_id"].is_string());

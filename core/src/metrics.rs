@@ -8,27 +8,22 @@
 //! all-in-one local run.
 
 use prometheus::{
-    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, Opts, Registry,
-    TextEncoder,
+    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, Opts, Registry, TextEncoder,
 };
 
 /// Buckets for request-path latencies: 100 µs to 2.5 s.
-const FAST_BUCKETS: &[f64] = &[
-    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
-];
+const FAST_BUCKETS: &[f64] =
+    &[0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5];
 /// Buckets for pipeline latencies (accept to decision, accept to visible).
-const PIPELINE_BUCKETS: &[f64] = &[
-    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
-];
+const PIPELINE_BUCKETS: &[f64] =
+    &[0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0];
 /// Buckets for consumer batch sizes.
 const BATCH_BUCKETS: &[f64] = &[1.0, 2.0, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0];
 
 /// Renders a registry in the Prometheus text format.
 pub fn render(registry: &Registry) -> String {
     let mut buffer = Vec::new();
-    TextEncoder::new()
-        .encode(&registry.gather(), &mut buffer)
-        .expect("the text encoder writes into a Vec");
+    TextEncoder::new().encode(&registry.gather(), &mut buffer).expect("the text encoder writes into a Vec");
     String::from_utf8(buffer).expect("the text format is UTF-8")
 }
 
@@ -41,9 +36,7 @@ fn histogram_opts(service: &str, name: &str, help: &str, buckets: &[f64]) -> His
 }
 
 fn register<C: prometheus::core::Collector + Clone + 'static>(registry: &Registry, collector: C) -> C {
-    registry
-        .register(Box::new(collector.clone()))
-        .expect("each metric is registered once per service and registry");
+    registry.register(Box::new(collector.clone())).expect("each metric is registered once per service and registry");
     collector
 }
 
@@ -62,7 +55,11 @@ impl HttpMetrics {
             requests: register(
                 registry,
                 IntCounterVec::new(
-                    opts(service, "seckill_http_requests_total", "HTTP requests answered, by route template and status class."),
+                    opts(
+                        service,
+                        "seckill_http_requests_total",
+                        "HTTP requests answered, by route template and status class.",
+                    ),
                     &["route", "status"],
                 )
                 .expect("valid metric"),
@@ -70,7 +67,12 @@ impl HttpMetrics {
             duration: register(
                 registry,
                 HistogramVec::new(
-                    histogram_opts(service, "seckill_http_request_duration_seconds", "Time to answer an HTTP request, by route template.", FAST_BUCKETS),
+                    histogram_opts(
+                        service,
+                        "seckill_http_request_duration_seconds",
+                        "Time to answer an HTTP request, by route template.",
+                        FAST_BUCKETS,
+                    ),
                     &["route"],
                 )
                 .expect("valid metric"),
@@ -112,7 +114,11 @@ impl AdmissionMetrics {
             outcomes: register(
                 registry,
                 IntCounterVec::new(
-                    opts(service, "seckill_admissions_total", "Order requests by admission outcome (admitted or the rejection code)."),
+                    opts(
+                        service,
+                        "seckill_admissions_total",
+                        "Order requests by admission outcome (admitted or the rejection code).",
+                    ),
                     &["outcome"],
                 )
                 .expect("valid metric"),
@@ -120,7 +126,12 @@ impl AdmissionMetrics {
             script_duration: register(
                 registry,
                 HistogramVec::new(
-                    histogram_opts(service, "seckill_redis_script_duration_seconds", "Round trip of one Redis Lua script call.", FAST_BUCKETS),
+                    histogram_opts(
+                        service,
+                        "seckill_redis_script_duration_seconds",
+                        "Round trip of one Redis Lua script call.",
+                        FAST_BUCKETS,
+                    ),
                     &["script"],
                 )
                 .expect("valid metric"),
@@ -137,8 +148,12 @@ impl AdmissionMetrics {
             ),
             produce_errors: register(
                 registry,
-                IntCounter::with_opts(opts(service, "seckill_kafka_produce_errors_total", "Events the broker did not acknowledge in time."))
-                    .expect("valid metric"),
+                IntCounter::with_opts(opts(
+                    service,
+                    "seckill_kafka_produce_errors_total",
+                    "Events the broker did not acknowledge in time.",
+                ))
+                .expect("valid metric"),
             ),
         }
     }
@@ -174,26 +189,44 @@ impl ConsumerMetrics {
             ),
             batch_size: register(
                 registry,
-                Histogram::with_opts(histogram_opts(service, "seckill_consumer_batch_size", "Records handled per consumer batch.", BATCH_BUCKETS))
-                    .expect("valid metric"),
+                Histogram::with_opts(histogram_opts(
+                    service,
+                    "seckill_consumer_batch_size",
+                    "Records handled per consumer batch.",
+                    BATCH_BUCKETS,
+                ))
+                .expect("valid metric"),
             ),
             dead_letters: register(
                 registry,
-                IntCounter::with_opts(opts(service, "seckill_dead_letters_total", "Records sent to the dead-letter topic."))
-                    .expect("valid metric"),
+                IntCounter::with_opts(opts(
+                    service,
+                    "seckill_dead_letters_total",
+                    "Records sent to the dead-letter topic.",
+                ))
+                .expect("valid metric"),
             ),
             order_latency: register(
                 registry,
                 HistogramVec::new(
-                    histogram_opts(service, "seckill_order_latency_seconds", "Time from an order's acceptance to a pipeline stage.", PIPELINE_BUCKETS),
+                    histogram_opts(
+                        service,
+                        "seckill_order_latency_seconds",
+                        "Time from an order's acceptance to a pipeline stage.",
+                        PIPELINE_BUCKETS,
+                    ),
                     &["stage"],
                 )
                 .expect("valid metric"),
             ),
             produce_errors: register(
                 registry,
-                IntCounter::with_opts(opts(service, "seckill_kafka_produce_errors_total", "Events the broker did not acknowledge in time."))
-                    .expect("valid metric"),
+                IntCounter::with_opts(opts(
+                    service,
+                    "seckill_kafka_produce_errors_total",
+                    "Events the broker did not acknowledge in time.",
+                ))
+                .expect("valid metric"),
             ),
         }
     }
@@ -214,7 +247,10 @@ mod tests {
         ingress.observe("/healthz", 200, 0.001);
         projector.observe("/healthz", 503, 0.001);
         let text = render(&registry);
-        assert!(text.contains(r#"seckill_http_requests_total{route="/healthz",service="ingress",status="2xx"} 1"#), "{text}");
+        assert!(
+            text.contains(r#"seckill_http_requests_total{route="/healthz",service="ingress",status="2xx"} 1"#),
+            "{text}"
+        );
         assert!(text.contains(r#"service="projector",status="5xx"} 1"#), "{text}");
     }
 }

@@ -2,8 +2,8 @@
 
 use std::fs::File;
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
 use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -19,18 +19,9 @@ pub enum DevstackError {
         source: std::io::Error,
     },
     #[error("{what} did not accept connections on {addr} within {timeout:?}; see {log}")]
-    NotReady {
-        what: String,
-        addr: SocketAddr,
-        timeout: Duration,
-        log: PathBuf,
-    },
+    NotReady { what: String, addr: SocketAddr, timeout: Duration, log: PathBuf },
     #[error("{what} exited during startup ({status}); see {log}")]
-    Exited {
-        what: String,
-        status: std::process::ExitStatus,
-        log: PathBuf,
-    },
+    Exited { what: String, status: std::process::ExitStatus, log: PathBuf },
 }
 
 /// A port nobody listens on right now.
@@ -89,11 +80,7 @@ impl Server {
             .map_err(spawn_error)?;
         let pid_file = dir.join(format!("{name}.pid"));
         std::fs::write(&pid_file, child.id().to_string()).map_err(spawn_error)?;
-        let mut server = Self {
-            what: what.to_owned(),
-            child: Some(child),
-            pid_file,
-        };
+        let mut server = Self { what: what.to_owned(), child: Some(child), pid_file };
         server.wait_ready(addr, &log)?;
         Ok(server)
     }

@@ -38,9 +38,12 @@ impl Redis {
     fn spawn(dir: &Path, port: u16, persistence: RedisPersistence) -> Result<Server, DevstackError> {
         let binary = find_binary("redis-server").ok_or_else(|| DevstackError::NotInstalled("redis-server".into()))?;
         let mut command = Command::new(binary);
-        command
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--daemonize", "no"])
-            .args(["--dir", &dir.to_string_lossy(), "--protected-mode", "yes"]);
+        command.args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--daemonize", "no"]).args([
+            "--dir",
+            &dir.to_string_lossy(),
+            "--protected-mode",
+            "yes",
+        ]);
         match persistence {
             RedisPersistence::None => command.args(["--appendonly", "no"]),
             RedisPersistence::AppendOnly => command.args(["--appendonly", "yes", "--appendfsync", "everysec"]),

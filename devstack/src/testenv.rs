@@ -22,10 +22,9 @@ pub struct TestInfra {
 pub struct TempDir(std::path::PathBuf);
 
 impl TempDir {
-    fn new() -> std::io::Result<Self> {
-        let base = std::env::var_os("SECKILL_TEST_DIR")
-            .map(std::path::PathBuf::from)
-            .unwrap_or_else(std::env::temp_dir);
+    pub fn new() -> std::io::Result<Self> {
+        let base =
+            std::env::var_os("SECKILL_TEST_DIR").map(std::path::PathBuf::from).unwrap_or_else(std::env::temp_dir);
         let dir = base.join(format!("t-{}", uuid::Uuid::now_v7().simple()));
         std::fs::create_dir_all(&dir)?;
         Ok(Self(dir))

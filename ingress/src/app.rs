@@ -65,20 +65,8 @@ impl App {
             .await
             .map_err(|source| IngressError::Bind { addr: config.http.listen, source })?;
         let http_metrics = HttpMetrics::register(&deps.registry, "ingress");
-        let ingress = Arc::new(Ingress {
-            gate,
-            producer,
-            topics,
-            metrics,
-            admin_token: config.admin_token.clone(),
-        });
-        Ok(Self {
-            listener,
-            ingress,
-            deps,
-            http_metrics,
-            config,
-        })
+        let ingress = Arc::new(Ingress { gate, producer, topics, metrics, admin_token: config.admin_token.clone() });
+        Ok(Self { listener, ingress, deps, http_metrics, config })
     }
 
     /// The address the ingress answers on.

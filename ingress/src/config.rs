@@ -40,11 +40,7 @@ impl Validate for IngressConfig {
     fn validate(&self) -> Result<(), ConfigError> {
         self.redis.validate()?;
         self.kafka.validate()?;
-        ensure(
-            (256..=1024 * 1024).contains(&self.max_body_bytes),
-            "max_body_bytes",
-            "must be 256 to 1048576",
-        )?;
+        ensure((256..=1024 * 1024).contains(&self.max_body_bytes), "max_body_bytes", "must be 256 to 1048576")?;
         ensure(
             self.view_url.starts_with("http://") || self.view_url.starts_with("https://"),
             "view_url",

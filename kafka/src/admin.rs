@@ -20,29 +20,17 @@ pub async fn ensure_topics(
     partitions: i32,
     replication: i32,
 ) -> Result<(), KafkaError> {
-    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-        .set("bootstrap.servers", brokers)
-        .create()
-        .map_err(KafkaError::Client)?;
-    let new_topics: Vec<NewTopic<'_>> = topics
-        .iter()
-        .map(|name| NewTopic::new(name, partitions, TopicReplication::Fixed(replication)))
-        .collect();
+    let admin: AdminClient<DefaultClientContext> =
+        ClientConfig::new().set("bootstrap.servers", brokers).create().map_err(KafkaError::Client)?;
+    let new_topics: Vec<NewTopic<'_>> =
+        topics.iter().map(|name| NewTopic::new(name, partitions, TopicReplication::Fixed(replication))).collect();
     let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
-    let results = admin
-        .create_topics(&new_topics, &options)
-        .await
-        .map_err(KafkaError::Client)?;
+    let results = admin.create_topics(&new_topics, &options).await.map_err(KafkaError::Client)?;
     for result in results {
         match result {
             Ok(topic) => tracing::info!(%topic, partitions, "Created topic."),
             Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
-            Err((topic, code)) => {
-                return Err(KafkaError::CreateTopic {
-                    topic,
-                    reason: code.to_string(),
-                })
-            }
+            Err((topic, code)) => return Err(KafkaError::CreateTopic { topic, reason: code.to_string() }),
         }
     }
     Ok(())

@@ -33,7 +33,8 @@ pub struct ConsumerSettings {
 
 /// A group member that hands out batches and stores offsets on request.
 pub struct BatchConsumer {
-    consumer: StreamConsumer,
+    /// Always `Some` until dropped; see the `Drop` impl.
+    consumer: Option<StreamConsumer>,
     max_batch: usize,
     max_wait: Duration,
 }
@@ -67,11 +68,11 @@ impl BatchConsumer {
             .create()
             .map_err(KafkaError::Client)?;
         consumer.subscribe(topics).map_err(KafkaError::Consume)?;
-        Ok(Self {
-            consumer,
-            max_batch: settings.max_batch.max(1),
-            max_wait: settings.max_wait,
-        })
+        Ok(Self { consumer: Some(consumer), max_batch: settings.max_batch.max(1), max_wait: settings.max_wait })
+    }
+
+    fn consumer(&self) -> &StreamConsumer {
+        self.consumer.as_ref().expect("the consumer exists until drop")
     }
 
     /// Waits for the next batch; empty when `shutdown` fires first.
@@ -79,13 +80,13 @@ impl BatchConsumer {
         let first = tokio::select! {
             biased;
             _ = shutdown.cancelled() => return Ok(Vec::new()),
-            received = self.consumer.recv() => received.map_err(KafkaError::Consume)?.detach(),
+            received = self.consumer().recv() => received.map_err(KafkaError::Consume)?.detach(),
         };
         let mut batch = Vec::with_capacity(self.max_batch.min(64));
         batch.push(first);
         let deadline = Instant::now() + self.max_wait;
         while batch.len() < self.max_batch {
-            match tokio::time::timeout_at(deadline, self.consumer.recv()).await {
+            match tokio::time::timeout_at(deadline, self.consumer().recv()).await {
                 Ok(Ok(message)) => batch.push(message.detach()),
                 Ok(Err(error)) => {
                     tracing::warn!(%error, "Consumer error while filling a batch.");
@@ -108,7 +109,7 @@ impl BatchConsumer {
         for ((topic, partition), offset) in next {
             // After a rebalance the partition may belong to another member;
             // it will replay these records, which consumers tolerate.
-            if let Err(error) = self.consumer.store_offset(topic, partition, offset) {
+            if let Err(error) = self.consumer().store_offset(topic, partition, offset) {
                 tracing::debug!(%error, topic, partition, offset, "Offset not stored (partition revoked).");
             }
         }
@@ -116,7 +117,7 @@ impl BatchConsumer {
 
     /// Commits the stored offsets now (shutdown).
     pub fn commit(&self) -> Result<(), KafkaError> {
-        match self.consumer.commit_consumer_state(CommitMode::Sync) {
+        match self.consumer().commit_consumer_state(CommitMode::Sync) {
             Ok(()) => Ok(()),
             Err(RdKafkaError::ConsumerCommit(RDKafkaErrorCode::NoOffset)) => Ok(()),
             Err(error) => Err(KafkaError::Commit(error)),
@@ -182,16 +183,32 @@ impl BatchConsumer {
     /// Leaves the group. librdkafka's close blocks until the broker answers,
     /// so it runs on its own thread and is abandoned after `timeout` (the
     /// group then expires the member by its session timeout).
-    pub async fn close(self, timeout: Duration) {
-        let (done, closed) = tokio::sync::oneshot::channel();
-        std::thread::spawn(move || {
-            drop(self.consumer);
-            let _ = done.send(());
-        });
+    pub async fn close(mut self, timeout: Duration) {
+        let closed = close_in_background(self.consumer.take());
         if tokio::time::timeout(timeout, closed).await.is_err() {
             tracing::warn!(?timeout, "The consumer did not leave its group in time; abandoning it.");
         }
     }
+}
+
+impl Drop for BatchConsumer {
+    /// Dropping a librdkafka consumer blocks until it has left its group,
+    /// indefinitely if the broker is gone; never do that on a runtime thread.
+    fn drop(&mut self) {
+        drop(close_in_background(self.consumer.take()));
+    }
+}
+
+/// Drops `consumer` on its own thread; the receiver fires when it is closed.
+fn close_in_background(consumer: Option<StreamConsumer>) -> tokio::sync::oneshot::Receiver<()> {
+    let (done, closed) = tokio::sync::oneshot::channel();
+    if let Some(consumer) = consumer {
+        std::thread::spawn(move || {
+            drop(consumer);
+            let _ = done.send(());
+        });
+    }
+    closed
 }
 
 /// Longest wait for a consumer to leave its group at shutdown.

@@ -21,11 +21,7 @@ pub struct DeadLetter {
 impl DeadLetter {
     /// Dead letters of `service` go to `topic`.
     pub fn new(producer: EventProducer, topic: String, service: &'static str) -> Self {
-        Self {
-            producer,
-            topic,
-            service,
-        }
+        Self { producer, topic, service }
     }
 
     /// Produces `message` to the dead-letter topic and waits for the

@@ -54,10 +54,7 @@ impl EventProducer {
             .set("message.timeout.ms", &timeout_ms)
             .create()
             .map_err(KafkaError::Client)?;
-        Ok(Self {
-            producer,
-            timeout: settings.timeout,
-        })
+        Ok(Self { producer, timeout: settings.timeout })
     }
 
     /// Produces `envelope` to `topic`, keyed by its voucher, and waits for
@@ -65,10 +62,7 @@ impl EventProducer {
     pub async fn send(&self, topic: &str, envelope: &Envelope) -> Result<Duration, KafkaError> {
         let key = envelope.event.voucher_id().to_string();
         let payload = envelope.encode();
-        let headers = OwnedHeaders::new().insert(Header {
-            key: "type",
-            value: Some(envelope.kind()),
-        });
+        let headers = OwnedHeaders::new().insert(Header { key: "type", value: Some(envelope.kind()) });
         self.send_raw(topic, Some(key.as_bytes()), &payload, headers).await
     }
 

@@ -64,13 +64,7 @@ impl App {
             topics,
             metrics: ConsumerMetrics::register(&registry, "processor"),
         };
-        Ok(Self {
-            listener,
-            consumer,
-            pipeline,
-            http_metrics: HttpMetrics::register(&registry, "processor"),
-            registry,
-        })
+        Ok(Self { listener, consumer, pipeline, http_metrics: HttpMetrics::register(&registry, "processor"), registry })
     }
 
     /// The address of the health, metrics and stock routes.

@@ -27,9 +27,7 @@ impl Default for ProcessorConfig {
         Self {
             http: HttpConfig::local(8081),
             kafka: KafkaConfig::default(),
-            store: StoreConfig::Embedded {
-                path: PathBuf::from(".seckill/processor.redb"),
-            },
+            store: StoreConfig::Embedded { path: PathBuf::from(".seckill/processor.redb") },
             group: "seckill-processor".to_owned(),
             max_batch: 500,
             max_wait_ms: 5,

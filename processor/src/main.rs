@@ -22,9 +22,7 @@ async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let config: ProcessorConfig = config::load(args.config.as_deref()).context("loading the processor config")?;
     let store = seckill_store::open_stock_store(&config.store).context("opening the stock store")?;
-    let app = App::build(config, store, prometheus::Registry::new())
-        .await
-        .context("starting the processor")?;
+    let app = App::build(config, store, prometheus::Registry::new()).await.context("starting the processor")?;
     app.run(shutdown::on_signals()?).await?;
     Ok(())
 }

@@ -73,10 +73,7 @@ impl Pipeline {
             _ => return,
         };
         let micros = (decided_at - accepted_at).num_microseconds().unwrap_or(0);
-        self.metrics
-            .order_latency
-            .with_label_values(&["decided"])
-            .observe(micros as f64 / 1e6);
+        self.metrics.order_latency.with_label_values(&["decided"]).observe(micros as f64 / 1e6);
     }
 }
 

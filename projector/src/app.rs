@@ -17,13 +17,8 @@ use warp::Filter;
 use crate::pipeline::Projection;
 use crate::{ProjectorConfig, ProjectorError};
 
-const ROUTES: &[&str] = &[
-    "/api/v1/orders/{id}",
-    "/api/v1/users/{id}/orders",
-    "/api/v1/vouchers/{id}",
-    "/healthz",
-    "/metrics",
-];
+const ROUTES: &[&str] =
+    &["/api/v1/orders/{id}", "/api/v1/users/{id}/orders", "/api/v1/vouchers/{id}", "/healthz", "/metrics"];
 
 /// A built projector: subscribed and bound, not yet consuming.
 #[derive(Debug)]

@@ -27,9 +27,7 @@ impl Default for ProjectorConfig {
         Self {
             http: HttpConfig::local(8082),
             kafka: KafkaConfig::default(),
-            store: StoreConfig::Embedded {
-                path: PathBuf::from(".seckill/view.redb"),
-            },
+            store: StoreConfig::Embedded { path: PathBuf::from(".seckill/view.redb") },
             group: "seckill-projector".to_owned(),
             max_batch: 1_000,
             max_wait_ms: 5,

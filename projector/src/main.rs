@@ -22,9 +22,7 @@ async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let config: ProjectorConfig = config::load(args.config.as_deref()).context("loading the projector config")?;
     let store = seckill_store::open_view_store(&config.store).context("opening the view store")?;
-    let app = App::build(config, store, prometheus::Registry::new())
-        .await
-        .context("starting the projector")?;
+    let app = App::build(config, store, prometheus::Registry::new()).await.context("starting the projector")?;
     app.run(shutdown::on_signals()?).await?;
     Ok(())
 }

@@ -49,10 +49,7 @@ impl BatchHandler for Projection {
             if let (true, Some(row)) = (changed, OrderView::from_event(&event.event)) {
                 if row.status != OrderStatus::Pending {
                     let micros = (now - row.accepted_at).num_microseconds().unwrap_or(0);
-                    self.metrics
-                        .order_latency
-                        .with_label_values(&["visible"])
-                        .observe(micros as f64 / 1e6);
+                    self.metrics.order_latency.with_label_values(&["visible"]).observe(micros as f64 / 1e6);
                 }
             }
         }

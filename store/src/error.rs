@@ -25,13 +25,7 @@ macro_rules! from_redb {
     )*};
 }
 
-from_redb!(
-    redb::DatabaseError,
-    redb::TransactionError,
-    redb::TableError,
-    redb::StorageError,
-    redb::CommitError
-);
+from_redb!(redb::DatabaseError, redb::TransactionError, redb::TableError, redb::StorageError, redb::CommitError);
 
 impl From<serde_json::Error> for StoreError {
     fn from(error: serde_json::Error) -> Self {

@@ -16,8 +16,7 @@ mod view;
 pub use error::StoreError;
 pub use stock::{Decided, StockInput, StockStore};
 pub use view::{
-    merge_order, OrderStatus, OrderView, Transition, ViewReader, ViewStore, VoucherCounters, VoucherView,
-    MAX_PAGE,
+    merge_order, OrderStatus, OrderView, Transition, ViewReader, ViewStore, VoucherCounters, VoucherView, MAX_PAGE,
 };
 
 use std::sync::Arc;

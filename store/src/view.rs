@@ -152,14 +152,8 @@ impl OrderView {
 pub fn merge_order(existing: Option<&OrderView>, incoming: &OrderView) -> Option<Transition> {
     match existing {
         Some(current) if current.status.rank() >= incoming.status.rank() => None,
-        Some(_) => Some(Transition {
-            first_seen: false,
-            to: incoming.status,
-        }),
-        None => Some(Transition {
-            first_seen: true,
-            to: incoming.status,
-        }),
+        Some(_) => Some(Transition { first_seen: false, to: incoming.status }),
+        None => Some(Transition { first_seen: true, to: incoming.status }),
     }
 }
 

@@ -33,19 +33,12 @@ struct Body<'a> {
 
 impl ApiError {
     pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
-        Self {
-            status,
-            code,
-            message: message.into(),
-            details: None,
-        }
+        Self { status, code, message: message.into(), details: None }
     }
 
     /// Adds one extra field to the body.
     pub fn with_detail(mut self, key: &str, value: impl Into<serde_json::Value>) -> Self {
-        self.details
-            .get_or_insert_with(serde_json::Map::new)
-            .insert(key.to_owned(), value.into());
+        self.details.get_or_insert_with(serde_json::Map::new).insert(key.to_owned(), value.into());
         self
     }
 
@@ -73,11 +66,7 @@ impl ApiError {
 
 impl Reply for ApiError {
     fn into_response(self) -> warp::reply::Response {
-        let body = Body {
-            error: self.code,
-            message: &self.message,
-            details: self.details.as_ref(),
-        };
+        let body = Body { error: self.code, message: &self.message, details: self.details.as_ref() };
         warp::reply::with_status(warp::reply::json(&body), self.status).into_response()
     }
 }

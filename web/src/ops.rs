@@ -9,17 +9,15 @@ use warp::{Filter, Rejection, Reply};
 
 /// `GET /healthz`: the process is up and serving.
 pub fn healthz() -> impl Filter<Extract = (impl Reply,), Error = Rejection> + Clone {
-    warp::path!("healthz")
-        .and(warp::get())
-        .map(|| warp::reply::json(&serde_json::json!({"status": "ok"})))
+    warp::path!("healthz").and(warp::get()).map(|| warp::reply::json(&serde_json::json!({"status": "ok"})))
 }
 
 /// `GET /metrics`: the registry in the Prometheus text format.
 pub fn metrics(registry: Registry) -> impl Filter<Extract = (impl Reply,), Error = Rejection> + Clone {
     let registry = Arc::new(registry);
-    warp::path!("metrics").and(warp::get()).map(move || {
-        warp::reply::with_header(render(&registry), "content-type", "text/plain; version=0.0.4")
-    })
+    warp::path!("metrics")
+        .and(warp::get())
+        .map(move || warp::reply::with_header(render(&registry), "content-type", "text/plain; version=0.0.4"))
 }
 
 /// Records every answered request in `metrics`, labelled by the route

@@ -23,19 +23,14 @@ struct ListQuery {
 /// The query routes, answering from `view`.
 pub fn query_routes(view: Arc<dyn ViewReader>) -> impl Filter<Extract = (impl Reply,), Error = Rejection> + Clone {
     let with_view = warp::any().map(move || Arc::clone(&view));
-    let order = warp::path!("api" / "v1" / "orders" / String)
-        .and(warp::get())
-        .and(with_view.clone())
-        .and_then(get_order);
+    let order =
+        warp::path!("api" / "v1" / "orders" / String).and(warp::get()).and(with_view.clone()).and_then(get_order);
     let user_orders = warp::path!("api" / "v1" / "users" / String / "orders")
         .and(warp::get())
         .and(warp::query::<ListQuery>())
         .and(with_view.clone())
         .and_then(list_user_orders);
-    let voucher = warp::path!("api" / "v1" / "vouchers" / String)
-        .and(warp::get())
-        .and(with_view)
-        .and_then(get_voucher);
+    let voucher = warp::path!("api" / "v1" / "vouchers" / String).and(warp::get()).and(with_view).and_then(get_voucher);
     order.or(user_orders).or(voucher)
 }
 
@@ -65,11 +60,9 @@ async fn get_voucher(raw: String, view: Arc<dyn ViewReader>) -> Result<warp::rep
     let id: VoucherId = raw.parse().map_err(|e| ApiError::invalid(format!("voucher_id: {e}")))?;
     match view.voucher(id).await.map_err(|e| ApiError::internal(&e))? {
         Some(voucher) => Ok(warp::reply::json(&voucher)),
-        None => Err(ApiError::new(
-            warp::http::StatusCode::NOT_FOUND,
-            "unknown_voucher",
-            format!("voucher {id} is unknown"),
-        )
-        .into()),
+        None => {
+            Err(ApiError::new(warp::http::StatusCode::NOT_FOUND, "unknown_voucher", format!("voucher {id} is unknown"))
+                .into())
+        }
     }
 }

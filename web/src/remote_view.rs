@@ -29,10 +29,7 @@ impl RemoteView {
             .timeout(Duration::from_secs(5))
             .build()
             .map_err(|e| StoreError::Backend(e.to_string()))?;
-        Ok(Self {
-            base_url: base_url.trim_end_matches('/').to_owned(),
-            client,
-        })
+        Ok(Self { base_url: base_url.trim_end_matches('/').to_owned(), client })
     }
 
     async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<Option<T>, StoreError> {
@@ -48,11 +45,7 @@ impl RemoteView {
         if !response.status().is_success() {
             return Err(StoreError::Backend(format!("view query answered {}", response.status())));
         }
-        response
-            .json()
-            .await
-            .map(Some)
-            .map_err(|e| StoreError::Corrupt(format!("view query body: {e}")))
+        response.json().await.map(Some).map_err(|e| StoreError::Corrupt(format!("view query body: {e}")))
     }
 }
 

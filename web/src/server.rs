@@ -14,10 +14,7 @@ where
     F::Extract: Reply,
 {
     let signal = shutdown.clone();
-    let server = warp::serve(routes)
-        .incoming(listener)
-        .graceful(async move { signal.cancelled().await })
-        .run();
+    let server = warp::serve(routes).incoming(listener).graceful(async move { signal.cancelled().await }).run();
     tokio::pin!(server);
     tokio::select! {
         () = &mut server => {}

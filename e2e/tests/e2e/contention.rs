@@ -22,10 +22,8 @@ async fn five_thousand_buyers_ten_units() {
     let platform = Arc::new(Platform::start().await);
     let voucher = Arc::new(platform.create_voucher(STOCK, 1).await);
 
-    let users: Vec<String> = (0..USERS)
-        .map(|i| format!("buyer-{i}"))
-        .chain((0..REPEATERS).map(|i| format!("buyer-{}", i * 7)))
-        .collect();
+    let users: Vec<String> =
+        (0..USERS).map(|i| format!("buyer-{i}")).chain((0..REPEATERS).map(|i| format!("buyer-{}", i * 7))).collect();
     let gate = Arc::new(Semaphore::new(CONCURRENCY));
     let requests = users.into_iter().map(|user| {
         let (platform, voucher, gate) = (Arc::clone(&platform), Arc::clone(&voucher), Arc::clone(&gate));

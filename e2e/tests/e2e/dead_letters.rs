@@ -21,10 +21,7 @@ async fn malformed_events_are_dead_lettered_and_the_partition_moves_on() {
     .expect("producer");
     // Same key as the voucher's real events: same partition.
     let key = voucher.as_bytes();
-    producer
-        .send_raw(&topics.sales, Some(key), b"{not json", OwnedHeaders::new())
-        .await
-        .expect("garbage produced");
+    producer.send_raw(&topics.sales, Some(key), b"{not json", OwnedHeaders::new()).await.expect("garbage produced");
     let zero_quantity = serde_json::json!({
         "schema": 1, "event_id": uuid::Uuid::now_v7(), "emitted_at": chrono::Utc::now(),
         "type": "OrderAccepted", "order_id": uuid::Uuid::now_v7(), "voucher_id": voucher,
@@ -56,7 +53,8 @@ async fn malformed_events_are_dead_lettered_and_the_partition_moves_on() {
                         .collect()
                 })
                 .unwrap_or_default();
-            fields.insert("payload".into(), String::from_utf8_lossy(message.payload().unwrap_or_default()).into_owned());
+            fields
+                .insert("payload".into(), String::from_utf8_lossy(message.payload().unwrap_or_default()).into_owned());
             fields
         })
         .collect();
@@ -68,8 +66,10 @@ async fn malformed_events_are_dead_lettered_and_the_partition_moves_on() {
         assert_eq!(record["dlq.source.topic"], topics.sales);
         assert!(record["dlq.source.offset"].parse::<i64>().is_ok(), "{record:?}");
     }
-    let garbage = from_processor.iter().find(|p| p["payload"] == "{not json").expect("the garbage is kept byte for byte");
+    let garbage =
+        from_processor.iter().find(|p| p["payload"] == "{not json").expect("the garbage is kept byte for byte");
     assert!(garbage["dlq.reason"].contains("not a valid event"), "{garbage:?}");
-    let invalid = from_processor.iter().find(|p| p["payload"].contains("mallory")).expect("the invalid event is parked");
+    let invalid =
+        from_processor.iter().find(|p| p["payload"].contains("mallory")).expect("the invalid event is parked");
     assert!(invalid["dlq.reason"].contains("quantity"), "{invalid:?}");
 }

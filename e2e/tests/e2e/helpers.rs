@@ -15,8 +15,8 @@ use seckill_processor::ProcessorConfig;
 use seckill_projector::ProjectorConfig;
 use seckill_web::RemoteView;
 use serde_json::{json, Value};
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::AbortOnDropHandle;
 
 /// How long a test waits for the pipeline to settle before failing.
 pub const DEADLINE: Duration = Duration::from_secs(60);
@@ -24,7 +24,8 @@ pub const DEADLINE: Duration = Duration::from_secs(60);
 /// A running service and the means to stop it.
 pub struct Running {
     shutdown: CancellationToken,
-    task: JoinHandle<()>,
+    /// Aborted if the test ends without stopping it.
+    task: AbortOnDropHandle<()>,
 }
 
 impl Running {
@@ -44,7 +45,6 @@ impl Running {
 
 /// The platform under test.
 pub struct Platform {
-    pub infra: TestInfra,
     pub kafka: KafkaConfig,
     pub redis: RedisConfig,
     pub base: String,
@@ -54,6 +54,8 @@ pub struct Platform {
     pub ingress: Option<Running>,
     pub processor: Option<Running>,
     pub projector: Option<Running>,
+    /// Last, so the servers outlive the services when a test ends.
+    pub infra: TestInfra,
 }
 
 impl Platform {
@@ -66,10 +68,7 @@ impl Platform {
             partitions: 3,
             ..KafkaConfig::default()
         };
-        let redis = RedisConfig {
-            url: infra.redis.url(),
-            key_prefix: infra.namespace.clone(),
-        };
+        let redis = RedisConfig { url: infra.redis.url(), key_prefix: infra.namespace.clone() };
         let processor_addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
         let projector_addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
         let mut platform = Self {
@@ -109,7 +108,7 @@ impl Platform {
         let shutdown = CancellationToken::new();
         let token = shutdown.clone();
         let task = tokio::spawn(async move { app.run(token).await.expect("ingress runs") });
-        self.ingress = Some(Running { shutdown, task });
+        self.ingress = Some(Running { shutdown, task: AbortOnDropHandle::new(task) });
     }
 
     pub async fn start_processor(&mut self) {
@@ -123,13 +122,11 @@ impl Platform {
         // After a simulated crash a blocking store call may still hold the
         // file for a moment.
         let store = eventually(|| async { seckill_store::open_stock_store(&store_config).ok() }).await;
-        let app = seckill_processor::App::build(config, store, Registry::new())
-            .await
-            .expect("processor builds");
+        let app = seckill_processor::App::build(config, store, Registry::new()).await.expect("processor builds");
         let shutdown = CancellationToken::new();
         let token = shutdown.clone();
         let task = tokio::spawn(async move { app.run(token).await.expect("processor runs") });
-        self.processor = Some(Running { shutdown, task });
+        self.processor = Some(Running { shutdown, task: AbortOnDropHandle::new(task) });
     }
 
     pub async fn start_projector(&mut self) {
@@ -141,13 +138,11 @@ impl Platform {
         };
         let store_config = self.store("view.redb");
         let view = eventually(|| async { seckill_store::open_view_store(&store_config).ok() }).await;
-        let app = seckill_projector::App::build(config, view, Registry::new())
-            .await
-            .expect("projector builds");
+        let app = seckill_projector::App::build(config, view, Registry::new()).await.expect("projector builds");
         let shutdown = CancellationToken::new();
         let token = shutdown.clone();
         let task = tokio::spawn(async move { app.run(token).await.expect("projector runs") });
-        self.projector = Some(Running { shutdown, task });
+        self.projector = Some(Running { shutdown, task: AbortOnDropHandle::new(task) });
     }
 
     fn store(&self, file: &str) -> StoreConfig {
@@ -157,8 +152,7 @@ impl Platform {
     /// Creates a voucher open from now for an hour.
     pub async fn create_voucher(&self, stock: u64, per_user_limit: u32) -> String {
         let begins = Utc::now() - chrono::Duration::seconds(1);
-        self.create_voucher_between(stock, per_user_limit, begins, begins + chrono::Duration::hours(1))
-            .await
+        self.create_voucher_between(stock, per_user_limit, begins, begins + chrono::Duration::hours(1)).await
     }
 
     pub async fn create_voucher_between(
@@ -235,12 +229,8 @@ impl Platform {
         let client = redis::Client::open(self.redis.url.as_str()).expect("redis url");
         let mut connection = client.get_multiplexed_async_connection().await.expect("redis connects");
         let key = format!("{}:{{v:{voucher}}}:voucher", self.redis.key_prefix);
-        let remaining: u64 = redis::cmd("HGET")
-            .arg(key)
-            .arg("remaining")
-            .query_async(&mut connection)
-            .await
-            .expect("remaining is set");
+        let remaining: u64 =
+            redis::cmd("HGET").arg(key).arg("remaining").query_async(&mut connection).await.expect("remaining is set");
         remaining
     }
 }

@@ -20,13 +20,16 @@ async fn consumers_restarted_mid_stream_finish_every_order_once() {
     // Clients keep ordering while the consumers go down and come back.
     let placed = Arc::new(AtomicUsize::new(0));
     let load = tokio::spawn({
-        let (voucher, base, http, placed) = (voucher.clone(), platform.base.clone(), platform.http.clone(), Arc::clone(&placed));
+        let (voucher, base, http, placed) =
+            (voucher.clone(), platform.base.clone(), platform.http.clone(), Arc::clone(&placed));
         async move {
             futures::stream::iter(0..ORDERS)
                 .map(|i| {
-                    let (url, http, placed) = (format!("{base}/api/v1/vouchers/{voucher}/orders"), http.clone(), Arc::clone(&placed));
+                    let (url, http, placed) =
+                        (format!("{base}/api/v1/vouchers/{voucher}/orders"), http.clone(), Arc::clone(&placed));
                     async move {
-                        let response = http.post(url).header("x-user-id", format!("r{i}")).send().await.expect("ingress answers");
+                        let response =
+                            http.post(url).header("x-user-id", format!("r{i}")).send().await.expect("ingress answers");
                         assert_eq!(response.status(), StatusCode::ACCEPTED);
                         let body: serde_json::Value = response.json().await.expect("json");
                         placed.fetch_add(1, Ordering::SeqCst);

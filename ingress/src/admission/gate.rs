@@ -35,9 +35,13 @@ pub enum Rejection {
     NotStarted,
     Ended,
     /// The user holds the whole limit already; `existing` is their order.
-    DuplicateOrder { existing: Option<OrderId> },
+    DuplicateOrder {
+        existing: Option<OrderId>,
+    },
     /// The requested quantity would take the user past the limit.
-    LimitExceeded { limit: u32 },
+    LimitExceeded {
+        limit: u32,
+    },
     SoldOut,
 }
 
@@ -147,18 +151,12 @@ impl Gate {
         self.observe("admit", started);
         let rejected = |rejection| Ok(Admission::Rejected(rejection));
         match code.as_str() {
-            "admitted" => Ok(Admission::Admitted {
-                remaining: detail.parse().unwrap_or_default(),
-            }),
+            "admitted" => Ok(Admission::Admitted { remaining: detail.parse().unwrap_or_default() }),
             "unknown_voucher" => rejected(Rejection::UnknownVoucher),
             "not_started" => rejected(Rejection::NotStarted),
             "ended" => rejected(Rejection::Ended),
-            "duplicate_order" => rejected(Rejection::DuplicateOrder {
-                existing: detail.parse().ok(),
-            }),
-            "limit_exceeded" => rejected(Rejection::LimitExceeded {
-                limit: detail.parse().unwrap_or_default(),
-            }),
+            "duplicate_order" => rejected(Rejection::DuplicateOrder { existing: detail.parse().ok() }),
+            "limit_exceeded" => rejected(Rejection::LimitExceeded { limit: detail.parse().unwrap_or_default() }),
             "sold_out" => rejected(Rejection::SoldOut),
             other => Err(redis::RedisError::from((
                 redis::ErrorKind::UnexpectedReturnType,
@@ -195,19 +193,12 @@ impl Gate {
 
     /// Units the gate still admits for `voucher` (None: not loaded).
     pub async fn remaining(&self, voucher: VoucherId) -> redis::RedisResult<Option<u64>> {
-        redis::cmd("HGET")
-            .arg(self.keys(voucher).voucher)
-            .arg("remaining")
-            .query_async(&mut self.redis.clone())
-            .await
+        redis::cmd("HGET").arg(self.keys(voucher).voucher).arg("remaining").query_async(&mut self.redis.clone()).await
     }
 
     fn observe(&self, script: &str, started: Instant) {
         if let Some(metrics) = &self.metrics {
-            metrics
-                .script_duration
-                .with_label_values(&[script])
-                .observe(started.elapsed().as_secs_f64());
+            metrics.script_duration.with_label_values(&[script]).observe(started.elapsed().as_secs_f64());
         }
     }
 }

@@ -11,14 +11,14 @@ use warp::{Filter, Rejection};
 /// The raw body, refused with `413` above `max_bytes` whether or not the
 /// client declared a length (a body-less POST needs no Content-Length).
 pub(super) fn bounded(max_bytes: u64) -> impl Filter<Extract = (Bytes,), Error = Rejection> + Clone {
-    warp::header::optional::<u64>("content-length")
-        .and(warp::body::stream())
-        .and_then(move |declared: Option<u64>, stream| async move {
+    warp::header::optional::<u64>("content-length").and(warp::body::stream()).and_then(
+        move |declared: Option<u64>, stream| async move {
             if declared.is_some_and(|length| length > max_bytes) {
                 return Err(too_large(max_bytes));
             }
             collect(stream, max_bytes).await
-        })
+        },
+    )
 }
 
 async fn collect<S, B>(stream: S, max_bytes: u64) -> Result<Bytes, Rejection>
@@ -55,11 +55,7 @@ fn too_large(max_bytes: u64) -> Rejection {
 /// Parses `body`; an empty body is `T::default()` when `empty_ok`.
 pub(super) fn parse<T: DeserializeOwned + Default>(body: &[u8], empty_ok: bool) -> Result<T, Rejection> {
     if body.iter().all(u8::is_ascii_whitespace) {
-        return if empty_ok {
-            Ok(T::default())
-        } else {
-            Err(ApiError::invalid("a JSON body is required").into())
-        };
+        return if empty_ok { Ok(T::default()) } else { Err(ApiError::invalid("a JSON body is required").into()) };
     }
     serde_json::from_slice(body).map_err(|e| ApiError::invalid(format!("invalid JSON body: {e}")).into())
 }

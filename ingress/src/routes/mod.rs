@@ -50,12 +50,13 @@ pub(crate) fn routes(
     let api = vouchers::create(Arc::clone(&ingress), max_body_bytes)
         .or(orders::place(ingress, max_body_bytes))
         .or(query_routes(view));
-    with_state_free_routes(api, registry)
-        .recover(recover)
-        .with(instrumented(http_metrics, ROUTES))
+    with_state_free_routes(api, registry).recover(recover).with(instrumented(http_metrics, ROUTES))
 }
 
-fn with_state_free_routes<F>(api: F, registry: Registry) -> impl Filter<Extract = (impl Reply,), Error = Rejection> + Clone
+fn with_state_free_routes<F>(
+    api: F,
+    registry: Registry,
+) -> impl Filter<Extract = (impl Reply,), Error = Rejection> + Clone
 where
     F: Filter<Error = Rejection> + Clone,
     F::Extract: Reply,

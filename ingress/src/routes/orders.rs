@@ -55,24 +55,18 @@ async fn handle(
     raw: bytes::Bytes,
     ingress: Arc<Ingress>,
 ) -> Result<warp::reply::Response, Rejection> {
-    let voucher: VoucherId = voucher
-        .parse()
-        .map_err(|e| ApiError::invalid(format!("voucher_id: {e}")))?;
+    let voucher: VoucherId = voucher.parse().map_err(|e| ApiError::invalid(format!("voucher_id: {e}")))?;
     let request: PlaceOrder = body::parse(&raw, true)?;
     if !(1..=MAX_QUANTITY).contains(&request.quantity) {
         return Err(ApiError::invalid(format!("quantity must be 1 to {MAX_QUANTITY}")).into());
     }
 
     let order_id = OrderId::generate();
-    let admission = ingress
-        .gate
-        .admit(voucher, &user, request.quantity, order_id)
-        .await
-        .map_err(|e| {
-            ingress.metrics.outcomes.with_label_values(&["unavailable"]).inc();
-            tracing::warn!(error = %e, "Admission check failed.");
-            ApiError::unavailable("the admission gate is unavailable; retry the request")
-        })?;
+    let admission = ingress.gate.admit(voucher, &user, request.quantity, order_id).await.map_err(|e| {
+        ingress.metrics.outcomes.with_label_values(&["unavailable"]).inc();
+        tracing::warn!(error = %e, "Admission check failed.");
+        ApiError::unavailable("the admission gate is unavailable; retry the request")
+    })?;
     if let Admission::Rejected(rejection) = admission {
         ingress.metrics.outcomes.with_label_values(&[rejection.code()]).inc();
         return Err(ApiError::from(rejection).into());

@@ -29,12 +29,7 @@ struct CreateVoucher {
 
 impl Default for CreateVoucher {
     fn default() -> Self {
-        Self {
-            stock: 0,
-            begins_at: DateTime::<Utc>::MIN_UTC,
-            ends_at: DateTime::<Utc>::MIN_UTC,
-            per_user_limit: 1,
-        }
+        Self { stock: 0, begins_at: DateTime::<Utc>::MIN_UTC, ends_at: DateTime::<Utc>::MIN_UTC, per_user_limit: 1 }
     }
 }
 
@@ -63,9 +58,7 @@ async fn handle(raw: bytes::Bytes, ingress: Arc<Ingress>) -> Result<warp::reply:
         begins_at: request.begins_at,
         ends_at: request.ends_at,
     };
-    definition
-        .validate()
-        .map_err(|e| ApiError::invalid(e.to_string().replace("event is out of range: ", "")))?;
+    definition.validate().map_err(|e| ApiError::invalid(e.to_string().replace("event is out of range: ", "")))?;
 
     let envelope = Envelope::new(Event::VoucherCreated(definition.clone()));
     ingress.producer.send(&ingress.topics.sales, &envelope).await.map_err(|e| {

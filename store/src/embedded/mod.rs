@@ -38,3 +38,6 @@ where
     let db = Arc::clone(db);
     tokio::task::spawn_blocking(move || work(&db)).await?
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,182 @@
+//! The admission scripts against a real Redis.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use futures::future::join_all;
+use redis::aio::ConnectionManager;
+use seckill_core::{OrderId, UserId, VoucherId};
+use seckill_devstack::{Redis, RedisPersistence, TempDir};
+use seckill_ingress::admission::{Admission, Gate, Rejection};
+
+struct Harness {
+    gate: Gate,
+    connection: ConnectionManager,
+    _redis: Redis,
+    _dir: TempDir,
+}
+
+async fn harness() -> Harness {
+    let dir = TempDir::new().expect("temp dir");
+    let redis = Redis::start(dir.path(), 0, RedisPersistence::None).expect("redis starts (run scripts/setup)");
+    let connection =
+        redis::Client::open(redis.url()).expect("url").get_connection_manager().await.expect("redis connects");
+    let prefix = format!("lua{}", &uuid::Uuid::now_v7().simple().to_string()[20..]);
+    let gate = Gate::new(connection.clone(), &prefix).await.expect("scripts load");
+    Harness { gate, connection, _redis: redis, _dir: dir }
+}
+
+fn user(name: &str) -> UserId {
+    UserId::parse(name).expect("valid user id")
+}
+
+fn open_window() -> (DateTime<Utc>, DateTime<Utc>) {
+    let now = Utc::now();
+    (now - chrono::Duration::minutes(1), now + chrono::Duration::hours(1))
+}
+
+async fn voucher(gate: &Gate, stock: u64, limit: u32) -> VoucherId {
+    let id = VoucherId::generate();
+    let (begins, ends) = open_window();
+    assert!(gate.load_voucher(id, stock, begins, ends, limit).await.expect("loads"));
+    id
+}
+
+#[tokio::test]
+async fn admits_until_exactly_zero_then_sold_out() {
+    let h = harness().await;
+    let v = voucher(&h.gate, 3, 1).await;
+    for (i, left) in [2, 1, 0].into_iter().enumerate() {
+        let admitted = h.gate.admit(v, &user(&format!("u{i}")), 1, OrderId::generate()).await.expect("admit");
+        assert_eq!(admitted, Admission::Admitted { remaining: left });
+    }
+    let refused = h.gate.admit(v, &user("late"), 1, OrderId::generate()).await.expect("admit");
+    assert_eq!(refused, Admission::Rejected(Rejection::SoldOut));
+    assert_eq!(h.gate.remaining(v).await.expect("read"), Some(0), "never below zero");
+}
+
+#[tokio::test]
+async fn a_second_order_by_the_same_user_is_a_duplicate_naming_the_first() {
+    let h = harness().await;
+    let v = voucher(&h.gate, 5, 1).await;
+    let first = OrderId::generate();
+    assert!(matches!(h.gate.admit(v, &user("alice"), 1, first).await.expect("admit"), Admission::Admitted { .. }));
+    let again = h.gate.admit(v, &user("alice"), 1, OrderId::generate()).await.expect("admit");
+    assert_eq!(again, Admission::Rejected(Rejection::DuplicateOrder { existing: Some(first) }));
+    assert_eq!(h.gate.remaining(v).await.expect("read"), Some(4), "the duplicate took nothing");
+}
+
+#[tokio::test]
+async fn outside_the_window_nothing_is_admitted() {
+    let h = harness().await;
+    let now = Utc::now();
+    let early = VoucherId::generate();
+    h.gate
+        .load_voucher(early, 5, now + chrono::Duration::minutes(5), now + chrono::Duration::hours(1), 1)
+        .await
+        .expect("loads");
+    let late = VoucherId::generate();
+    h.gate
+        .load_voucher(late, 5, now - chrono::Duration::hours(1), now - chrono::Duration::seconds(1), 1)
+        .await
+        .expect("loads");
+    let u = user("w");
+    assert_eq!(
+        h.gate.admit(early, &u, 1, OrderId::generate()).await.expect("admit"),
+        Admission::Rejected(Rejection::NotStarted)
+    );
+    assert_eq!(
+        h.gate.admit(late, &u, 1, OrderId::generate()).await.expect("admit"),
+        Admission::Rejected(Rejection::Ended)
+    );
+    assert_eq!(h.gate.remaining(early).await.expect("read"), Some(5));
+    assert_eq!(h.gate.remaining(late).await.expect("read"), Some(5));
+}
+
+#[tokio::test]
+async fn an_unknown_voucher_is_refused_and_nothing_is_written() {
+    let h = harness().await;
+    let v = VoucherId::generate();
+    let refused = h.gate.admit(v, &user("x"), 1, OrderId::generate()).await.expect("admit");
+    assert_eq!(refused, Admission::Rejected(Rejection::UnknownVoucher));
+    let keys = h.gate.keys(v);
+    let exists: u32 = redis::cmd("EXISTS")
+        .arg(&keys.voucher)
+        .arg(&keys.bought)
+        .arg(&keys.orders)
+        .query_async(&mut h.connection.clone())
+        .await
+        .expect("exists");
+    assert_eq!(exists, 0);
+}
+
+#[tokio::test]
+async fn limits_count_units_across_orders() {
+    let h = harness().await;
+    let v = voucher(&h.gate, 10, 3).await;
+    let u = user("bulk");
+    assert!(matches!(
+        h.gate.admit(v, &u, 2, OrderId::generate()).await.expect("admit"),
+        Admission::Admitted { remaining: 8 }
+    ));
+    assert_eq!(
+        h.gate.admit(v, &u, 2, OrderId::generate()).await.expect("admit"),
+        Admission::Rejected(Rejection::LimitExceeded { limit: 3 })
+    );
+    let last = OrderId::generate();
+    assert!(matches!(h.gate.admit(v, &u, 1, last).await.expect("admit"), Admission::Admitted { remaining: 7 }));
+    assert_eq!(
+        h.gate.admit(v, &u, 1, OrderId::generate()).await.expect("admit"),
+        Admission::Rejected(Rejection::DuplicateOrder { existing: Some(last) })
+    );
+}
+
+#[tokio::test]
+async fn loading_twice_never_resets_a_running_sale() {
+    let h = harness().await;
+    let v = voucher(&h.gate, 2, 1).await;
+    h.gate.admit(v, &user("a"), 1, OrderId::generate()).await.expect("admit");
+    let (begins, ends) = open_window();
+    assert!(!h.gate.load_voucher(v, 2, begins, ends, 1).await.expect("load"));
+    assert_eq!(h.gate.remaining(v).await.expect("read"), Some(1));
+}
+
+#[tokio::test]
+async fn release_returns_units_exactly_once() {
+    let h = harness().await;
+    let v = voucher(&h.gate, 1, 1).await;
+    let (u, order) = (user("r"), OrderId::generate());
+    h.gate.admit(v, &u, 1, order).await.expect("admit");
+    assert!(h.gate.release(v, &u, 1, order).await.expect("release"));
+    assert!(!h.gate.release(v, &u, 1, order).await.expect("second release"), "a retry changes nothing");
+    assert_eq!(h.gate.remaining(v).await.expect("read"), Some(1));
+    assert!(
+        matches!(h.gate.admit(v, &u, 1, OrderId::generate()).await.expect("admit"), Admission::Admitted { .. }),
+        "the user may order again"
+    );
+}
+
+#[tokio::test]
+async fn a_flushed_script_cache_is_recovered_transparently() {
+    let h = harness().await;
+    let v = voucher(&h.gate, 2, 1).await;
+    // What a Redis restart or failover does to the script cache.
+    let _: () = redis::cmd("SCRIPT").arg("FLUSH").query_async(&mut h.connection.clone()).await.expect("flush");
+    let admitted = h.gate.admit(v, &user("after-flush"), 1, OrderId::generate()).await.expect("EVALSHA falls back");
+    assert_eq!(admitted, Admission::Admitted { remaining: 1 });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_buyers_take_exactly_the_stock() {
+    let h = harness().await;
+    let v = voucher(&h.gate, 10, 1).await;
+    let attempts = (0..500).map(|i| {
+        let gate = h.gate.clone();
+        async move { gate.admit(v, &user(&format!("c{i}")), 1, OrderId::generate()).await.expect("admit") }
+    });
+    let results = tokio::time::timeout(Duration::from_secs(60), join_all(attempts)).await.expect("in time");
+    let admitted = results.iter().filter(|r| matches!(r, Admission::Admitted { .. })).count();
+    assert_eq!(admitted, 10);
+    assert!(results.iter().all(|r| matches!(r, Admission::Admitted { .. } | Admission::Rejected(Rejection::SoldOut))));
+    assert_eq!(h.gate.remaining(v).await.expect("read"), Some(0));
+}
