@@ -17,6 +17,10 @@ use crate::topics::Topics;
 /// Prefix of every environment variable the services read.
 pub const ENV_PREFIX: &str = "SECKILL_";
 
+/// `SECKILL_` variables that are not config keys: the config file path
+/// (`SECKILL_CONFIG`) and the test and setup tooling's own settings.
+const NOT_CONFIG_KEYS: &[&str] = &["config", "test_dir", "broker_bin"];
+
 /// Why a configuration was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -46,7 +50,8 @@ where
         }
         figment = figment.merge(Toml::file(file));
     }
-    let config: T = figment.merge(Env::prefixed(ENV_PREFIX).split("__")).extract().map_err(Box::new)?;
+    let config: T =
+        figment.merge(Env::prefixed(ENV_PREFIX).ignore(NOT_CONFIG_KEYS).split("__")).extract().map_err(Box::new)?;
     config.validate()?;
     Ok(config)
 }
