@@ -193,6 +193,35 @@ impl Validate for RedisConfig {
     }
 }
 
+/// How a consuming service (processor, projector) joins its group and sizes
+/// its batches.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConsumerConfig {
+    /// Consumer group of the service's instances.
+    pub group: String,
+    /// Most records per batch (one store transaction each): bounds memory
+    /// and the work redone after a crash.
+    pub max_batch: usize,
+    /// How long a batch waits to fill once it has a record.
+    pub max_wait_ms: u64,
+}
+
+impl ConsumerConfig {
+    /// A group named `group` with the default batch bounds.
+    pub fn new(group: &str) -> Self {
+        Self { group: group.to_owned(), max_batch: 500, max_wait_ms: 5 }
+    }
+}
+
+impl Validate for ConsumerConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        ensure(!self.group.trim().is_empty(), "consumer.group", "must not be empty")?;
+        ensure((1..=10_000).contains(&self.max_batch), "consumer.max_batch", "must be 1 to 10000")?;
+        ensure(self.max_wait_ms <= 1_000, "consumer.max_wait_ms", "must be at most 1000")
+    }
+}
+
 /// Where a service keeps its derived state.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, tag = "backend", rename_all = "snake_case")]

@@ -7,7 +7,6 @@ use std::time::Duration;
 use prometheus::Registry;
 use redis::aio::ConnectionManagerConfig;
 use seckill_core::metrics::{AdmissionMetrics, HttpMetrics};
-use seckill_kafka::{ensure_topics, EventProducer, ProducerSettings};
 use seckill_store::ViewReader;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -50,13 +49,7 @@ impl App {
         let metrics = AdmissionMetrics::register(&deps.registry);
         let gate = Gate::new(redis, &config.redis.key_prefix).await?.with_metrics(metrics.clone());
 
-        let topics = config.kafka.topics();
-        ensure_topics(&config.kafka.brokers, &topics.all(), config.kafka.partitions, config.kafka.replication).await?;
-        let producer = EventProducer::new(&ProducerSettings {
-            brokers: config.kafka.brokers.clone(),
-            timeout: Duration::from_millis(config.kafka.produce_timeout_ms),
-            linger_ms: config.kafka.linger_ms,
-        })?;
+        let (topics, producer) = seckill_kafka::connect(&config.kafka).await?;
 
         if config.admin_token.is_none() {
             tracing::warn!("No admin_token is set: anyone can create vouchers. Set one outside development.");

@@ -53,3 +53,17 @@ impl Validate for IngressConfig {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    #[test]
+    fn the_example_config_is_valid_and_matches_the_defaults() {
+        let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../config/ingress.toml");
+        let loaded: IngressConfig = seckill_core::config::load(Some(&example)).expect("the example loads");
+        assert_eq!(loaded, IngressConfig::default());
+    }
+}

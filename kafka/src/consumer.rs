@@ -13,6 +13,8 @@ use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
 use rdkafka::error::{KafkaError as RdKafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Message, OwnedMessage};
+use seckill_core::config::{ConsumerConfig, KafkaConfig};
+use seckill_core::Envelope;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -29,6 +31,18 @@ pub struct ConsumerSettings {
     pub max_batch: usize,
     /// How long to wait for more records once a batch has one.
     pub max_wait: Duration,
+}
+
+impl ConsumerSettings {
+    /// Settings from the service's config sections.
+    pub fn new(kafka: &KafkaConfig, consumer: &ConsumerConfig) -> Self {
+        Self {
+            brokers: kafka.brokers.clone(),
+            group: consumer.group.clone(),
+            max_batch: consumer.max_batch,
+            max_wait: Duration::from_millis(consumer.max_wait_ms),
+        }
+    }
 }
 
 /// A group member that hands out batches and stores offsets on request.
@@ -132,6 +146,32 @@ pub struct Interrupted;
 
 /// Pause between attempts when a dependency fails.
 const RETRY_PAUSE: Duration = Duration::from_millis(250);
+
+/// Runs `attempt` until it succeeds, pausing between failures (each logged
+/// with `what`); gives up only when shutdown begins.
+pub async fn retry<T, E, F, Fut>(shutdown: &CancellationToken, what: &str, mut attempt: F) -> Result<T, Interrupted>
+where
+    E: std::fmt::Display,
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, E>>,
+{
+    loop {
+        match attempt().await {
+            Ok(value) => return Ok(value),
+            Err(error) => {
+                tracing::error!(%error, what, "Failed; retrying.");
+                retry_pause(shutdown).await?;
+            }
+        }
+    }
+}
+
+/// The event a record carries, or why it cannot be used (the dead-letter
+/// reason).
+pub fn decode(message: &OwnedMessage) -> Result<Envelope, String> {
+    let payload = message.payload().ok_or_else(|| "record has no payload".to_owned())?;
+    Envelope::decode(payload).map_err(|e| e.to_string())
+}
 
 /// Waits before a retry; fails when shutdown begins meanwhile.
 pub async fn retry_pause(shutdown: &CancellationToken) -> Result<(), Interrupted> {

@@ -50,16 +50,15 @@ impl DeadLetter {
 }
 
 impl DeadLetter {
-    /// Parks `message`, retrying until acknowledged or shutdown begins.
-    pub async fn park_until_done(
+    /// Parks every `(record, reason)`, retrying until each is acknowledged
+    /// or shutdown begins.
+    pub async fn park_all(
         &self,
-        message: &OwnedMessage,
-        reason: &str,
+        rejects: &[(&OwnedMessage, String)],
         shutdown: &tokio_util::sync::CancellationToken,
     ) -> Result<(), crate::Interrupted> {
-        while let Err(error) = self.park(message, reason).await {
-            tracing::error!(%error, "Dead-lettering failed; retrying.");
-            crate::retry_pause(shutdown).await?;
+        for (message, reason) in rejects {
+            crate::retry(shutdown, "dead-lettering a record", || self.park(message, reason)).await?;
         }
         Ok(())
     }

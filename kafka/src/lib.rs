@@ -13,8 +13,8 @@ mod error;
 mod producer;
 
 pub use admin::ensure_topics;
-pub use consumer::{retry_pause, BatchConsumer, BatchHandler, ConsumerSettings, Interrupted};
+pub use consumer::{decode, retry, retry_pause, BatchConsumer, BatchHandler, ConsumerSettings, Interrupted};
 pub use dead_letter::DeadLetter;
 pub use error::KafkaError;
-pub use producer::{EventProducer, ProducerSettings};
+pub use producer::{connect, EventProducer, ProducerSettings};
 pub use rdkafka::message::{Headers, Message, OwnedHeaders, OwnedMessage};

@@ -6,6 +6,8 @@ use rdkafka::config::ClientConfig;
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
 use rdkafka::util::Timeout;
+use seckill_core::config::KafkaConfig;
+use seckill_core::topics::Topics;
 use seckill_core::Envelope;
 
 use crate::KafkaError;
@@ -19,6 +21,25 @@ pub struct ProducerSettings {
     pub timeout: Duration,
     /// Time the producer may wait to fill a batch.
     pub linger_ms: u32,
+}
+
+impl From<&KafkaConfig> for ProducerSettings {
+    fn from(config: &KafkaConfig) -> Self {
+        Self {
+            brokers: config.brokers.clone(),
+            timeout: Duration::from_millis(config.produce_timeout_ms),
+            linger_ms: config.linger_ms,
+        }
+    }
+}
+
+/// Creates the platform's topics (if missing) and a producer: what every
+/// service does first.
+pub async fn connect(config: &KafkaConfig) -> Result<(Topics, EventProducer), KafkaError> {
+    let topics = config.topics();
+    crate::ensure_topics(&config.brokers, &topics.all(), config.partitions, config.replication).await?;
+    let producer = EventProducer::new(&ProducerSettings::from(config))?;
+    Ok((topics, producer))
 }
 
 /// Produces events keyed by voucher and waits for the broker's

@@ -7,7 +7,7 @@ use std::time::Duration;
 use prometheus::Registry;
 use seckill_core::metrics::{ConsumerMetrics, HttpMetrics};
 use seckill_core::VoucherId;
-use seckill_kafka::{ensure_topics, BatchConsumer, ConsumerSettings, DeadLetter, EventProducer, ProducerSettings};
+use seckill_kafka::{BatchConsumer, ConsumerSettings, DeadLetter};
 use seckill_store::StockStore;
 use seckill_web::{healthz, instrumented, metrics, recover, ApiError};
 use tokio::net::TcpListener;
@@ -38,22 +38,9 @@ impl App {
         store: Arc<dyn StockStore>,
         registry: Registry,
     ) -> Result<Self, ProcessorError> {
-        let topics = config.kafka.topics();
-        ensure_topics(&config.kafka.brokers, &topics.all(), config.kafka.partitions, config.kafka.replication).await?;
-        let producer = EventProducer::new(&ProducerSettings {
-            brokers: config.kafka.brokers.clone(),
-            timeout: Duration::from_millis(config.kafka.produce_timeout_ms),
-            linger_ms: config.kafka.linger_ms,
-        })?;
-        let consumer = BatchConsumer::subscribe(
-            &ConsumerSettings {
-                brokers: config.kafka.brokers.clone(),
-                group: config.group.clone(),
-                max_batch: config.max_batch,
-                max_wait: Duration::from_millis(config.max_wait_ms),
-            },
-            &[&topics.sales],
-        )?;
+        let (topics, producer) = seckill_kafka::connect(&config.kafka).await?;
+        let consumer =
+            BatchConsumer::subscribe(&ConsumerSettings::new(&config.kafka, &config.consumer), &[&topics.sales])?;
         let listener = TcpListener::bind(config.http.listen)
             .await
             .map_err(|source| ProcessorError::Bind { addr: config.http.listen, source })?;

@@ -7,9 +7,8 @@ use futures::future::join_all;
 use seckill_core::event::Event;
 use seckill_core::metrics::ConsumerMetrics;
 use seckill_core::topics::Topics;
-use seckill_core::Envelope;
 use seckill_kafka::{
-    retry_pause, BatchConsumer, BatchHandler, DeadLetter, EventProducer, Interrupted, Message, OwnedMessage,
+    decode, retry, retry_pause, BatchConsumer, BatchHandler, DeadLetter, EventProducer, Interrupted, OwnedMessage,
 };
 use seckill_store::{Decided, StockInput, StockStore};
 use tokio_util::sync::CancellationToken;
@@ -91,21 +90,12 @@ impl BatchHandler for Pipeline {
             }
         }
 
-        let decided = loop {
-            match self.store.apply(inputs.clone()).await {
-                Ok(decided) => break decided,
-                Err(error) => {
-                    tracing::error!(%error, "Applying a batch to the stock store failed; retrying.");
-                    retry_pause(shutdown).await?;
-                }
-            }
-        };
+        let decided =
+            retry(shutdown, "applying a batch to the stock store", || self.store.apply(inputs.clone())).await?;
         self.emit(&decided, shutdown).await?;
-        for (message, reason) in rejects {
-            self.dead_letter.park_until_done(message, &reason, shutdown).await?;
-            self.metrics.dead_letters.inc();
-            self.metrics.events.with_label_values(&["invalid", "dead_lettered"]).inc();
-        }
+        self.dead_letter.park_all(&rejects, shutdown).await?;
+        self.metrics.dead_letters.inc_by(rejects.len() as u64);
+        self.metrics.events.with_label_values(&["invalid", "dead_lettered"]).inc_by(rejects.len() as u64);
         for input in &inputs {
             if let StockInput::Voucher(_) = input {
                 self.metrics.events.with_label_values(&["VoucherCreated", "applied"]).inc();
@@ -117,9 +107,7 @@ impl BatchHandler for Pipeline {
 
 /// What a sales-topic record asks of the processor, or why it cannot be used.
 fn classify(message: &OwnedMessage) -> Result<StockInput, String> {
-    let payload = message.payload().ok_or_else(|| "record has no payload".to_owned())?;
-    let envelope = Envelope::decode(payload).map_err(|e| e.to_string())?;
-    match envelope.event {
+    match decode(message)?.event {
         Event::VoucherCreated(voucher) => Ok(StockInput::Voucher(voucher)),
         Event::OrderAccepted(order) => Ok(StockInput::Order(order)),
         other => Err(format!("{} does not belong on the sales topic", other.kind())),

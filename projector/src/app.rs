@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use prometheus::Registry;
 use seckill_core::metrics::{ConsumerMetrics, HttpMetrics};
-use seckill_kafka::{ensure_topics, BatchConsumer, ConsumerSettings, DeadLetter, EventProducer, ProducerSettings};
+use seckill_kafka::{BatchConsumer, ConsumerSettings, DeadLetter, EventProducer};
 use seckill_store::{ViewReader, ViewStore};
 use seckill_web::{healthz, instrumented, metrics, query_routes, recover};
 use tokio::net::TcpListener;
@@ -38,20 +38,9 @@ impl App {
         view: Arc<dyn ViewStore>,
         registry: Registry,
     ) -> Result<Self, ProjectorError> {
-        let topics = config.kafka.topics();
-        ensure_topics(&config.kafka.brokers, &topics.all(), config.kafka.partitions, config.kafka.replication).await?;
-        let producer = EventProducer::new(&ProducerSettings {
-            brokers: config.kafka.brokers.clone(),
-            timeout: Duration::from_millis(config.kafka.produce_timeout_ms),
-            linger_ms: config.kafka.linger_ms,
-        })?;
+        let (topics, producer) = seckill_kafka::connect(&config.kafka).await?;
         let consumer = BatchConsumer::subscribe(
-            &ConsumerSettings {
-                brokers: config.kafka.brokers.clone(),
-                group: config.group.clone(),
-                max_batch: config.max_batch,
-                max_wait: Duration::from_millis(config.max_wait_ms),
-            },
+            &ConsumerSettings::new(&config.kafka, &config.consumer),
             &[&topics.sales, &topics.orders],
         )?;
         let listener = TcpListener::bind(config.http.listen)

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use seckill_core::config::{ensure, ConfigError, HttpConfig, KafkaConfig, StoreConfig, Validate};
+use seckill_core::config::{ConfigError, ConsumerConfig, HttpConfig, KafkaConfig, StoreConfig, Validate};
 use serde::{Deserialize, Serialize};
 
 /// Everything the projector needs.
@@ -14,12 +14,8 @@ pub struct ProjectorConfig {
     pub kafka: KafkaConfig,
     /// Where the view lives.
     pub store: StoreConfig,
-    /// Consumer group of the projector instances.
-    pub group: String,
-    /// Most records applied per batch (one store transaction each).
-    pub max_batch: usize,
-    /// How long a batch waits to fill once it has a record.
-    pub max_wait_ms: u64,
+    /// Group and batch bounds.
+    pub consumer: ConsumerConfig,
 }
 
 impl Default for ProjectorConfig {
@@ -28,9 +24,7 @@ impl Default for ProjectorConfig {
             http: HttpConfig::local(8082),
             kafka: KafkaConfig::default(),
             store: StoreConfig::Embedded { path: PathBuf::from(".seckill/view.redb") },
-            group: "seckill-projector".to_owned(),
-            max_batch: 1_000,
-            max_wait_ms: 5,
+            consumer: ConsumerConfig::new("seckill-projector"),
         }
     }
 }
@@ -39,8 +33,20 @@ impl Validate for ProjectorConfig {
     fn validate(&self) -> Result<(), ConfigError> {
         self.kafka.validate()?;
         self.store.validate()?;
-        ensure(!self.group.trim().is_empty(), "group", "must not be empty")?;
-        ensure((1..=10_000).contains(&self.max_batch), "max_batch", "must be 1 to 10000")?;
-        ensure(self.max_wait_ms <= 1_000, "max_wait_ms", "must be at most 1000")
+        self.consumer.validate()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    #[test]
+    fn the_example_config_is_valid_and_matches_the_defaults() {
+        let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../config/projector.toml");
+        let loaded: ProjectorConfig = seckill_core::config::load(Some(&example)).expect("the example loads");
+        assert_eq!(loaded, ProjectorConfig::default());
     }
 }

@@ -4,8 +4,7 @@ use std::sync::Arc;
 
 use chrono::Utc;
 use seckill_core::metrics::ConsumerMetrics;
-use seckill_core::Envelope;
-use seckill_kafka::{retry_pause, BatchHandler, DeadLetter, Interrupted, Message, OwnedMessage};
+use seckill_kafka::{decode, retry, BatchHandler, DeadLetter, Interrupted, OwnedMessage};
 use seckill_store::{OrderStatus, OrderView, ViewStore};
 use tokio_util::sync::CancellationToken;
 
@@ -23,25 +22,13 @@ impl BatchHandler for Projection {
         let mut events = Vec::with_capacity(batch.len());
         let mut rejects = Vec::new();
         for message in batch {
-            let decoded = message
-                .payload()
-                .ok_or_else(|| "record has no payload".to_owned())
-                .and_then(|payload| Envelope::decode(payload).map_err(|e| e.to_string()));
-            match decoded {
+            match decode(message) {
                 Ok(envelope) => events.push(envelope),
                 Err(reason) => rejects.push((message, reason)),
             }
         }
 
-        let changed = loop {
-            match self.view.apply(events.clone()).await {
-                Ok(changed) => break changed,
-                Err(error) => {
-                    tracing::error!(%error, "Applying a batch to the view failed; retrying.");
-                    retry_pause(shutdown).await?;
-                }
-            }
-        };
+        let changed = retry(shutdown, "applying a batch to the view", || self.view.apply(events.clone())).await?;
         let now = Utc::now();
         for (event, changed) in events.iter().zip(changed) {
             let result = if changed { "applied" } else { "duplicate" };
@@ -53,11 +40,9 @@ impl BatchHandler for Projection {
                 }
             }
         }
-        for (message, reason) in rejects {
-            self.dead_letter.park_until_done(message, &reason, shutdown).await?;
-            self.metrics.dead_letters.inc();
-            self.metrics.events.with_label_values(&["invalid", "dead_lettered"]).inc();
-        }
+        self.dead_letter.park_all(&rejects, shutdown).await?;
+        self.metrics.dead_letters.inc_by(rejects.len() as u64);
+        self.metrics.events.with_label_values(&["invalid", "dead_lettered"]).inc_by(rejects.len() as u64);
         Ok(())
     }
 }

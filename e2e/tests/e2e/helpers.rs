@@ -8,7 +8,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use prometheus::Registry;
 use reqwest::StatusCode;
-use seckill_core::config::{HttpConfig, KafkaConfig, RedisConfig, StoreConfig};
+use seckill_core::config::{ConsumerConfig, HttpConfig, KafkaConfig, RedisConfig, StoreConfig};
 use seckill_devstack::{free_port, TestInfra};
 use seckill_ingress::{Dependencies, IngressConfig};
 use seckill_processor::ProcessorConfig;
@@ -115,7 +115,7 @@ impl Platform {
         let config = ProcessorConfig {
             http: HttpConfig { listen: self.processor_addr },
             kafka: self.kafka.clone(),
-            group: format!("{}-processor", self.infra.namespace),
+            consumer: ConsumerConfig::new(&format!("{}-processor", self.infra.namespace)),
             ..ProcessorConfig::default()
         };
         let store_config = self.store("processor.redb");
@@ -133,7 +133,7 @@ impl Platform {
         let config = ProjectorConfig {
             http: HttpConfig { listen: self.projector_addr },
             kafka: self.kafka.clone(),
-            group: format!("{}-projector", self.infra.namespace),
+            consumer: ConsumerConfig::new(&format!("{}-projector", self.infra.namespace)),
             ..ProjectorConfig::default()
         };
         let store_config = self.store("view.redb");
