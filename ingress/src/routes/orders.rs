@@ -102,8 +102,8 @@ async fn publish(ingress: &Ingress, accepted: OrderAccepted) -> Result<(), Rejec
                 .release(accepted.voucher_id, &accepted.user_id, accepted.quantity, accepted.order_id)
                 .await;
             if let Err(release_error) = released {
-                // The units stay taken in Redis until `reconcile` rebuilds the
-                // gate from the log; the gate can undersell, never oversell.
+                // The units stay taken in Redis: the gate undersells until it
+                // is rebuilt from the log, but never oversells.
                 tracing::error!(%release_error, order_id = %accepted.order_id, "Could not release an unpublished order.");
             }
             Err(ApiError::unavailable("the event log is unavailable; the order was not placed").into())
