@@ -3,12 +3,15 @@
 -- KEYS[1]  voucher hash  <prefix>:{v:<id>}:voucher  fields: stock, remaining, begins_ms, ends_ms, limit
 -- KEYS[2]  bought hash   <prefix>:{v:<id>}:bought   user id -> units admitted to that user
 -- KEYS[3]  orders hash   <prefix>:{v:<id>}:orders   user id -> the user's latest admitted order id
+-- KEYS[4]  retries hash  <prefix>:{v:<id>}:retries  "<user id>|<Idempotency-Key>" -> order id
 -- ARGV[1]  user id
 -- ARGV[2]  quantity, an integer >= 1
 -- ARGV[3]  the order id to record when admitted
+-- ARGV[4]  "<user id>|<Idempotency-Key>", or "" when the request has no key
 --
 -- Returns a two-element array {code, detail}, both strings:
 --   {"admitted", remaining_after}          stock and the user's count were taken
+--   {"replayed", order_id}                 this key was admitted before; nothing changed
 --   {"unknown_voucher", ""}                no such voucher loaded
 --   {"not_started", begins_ms}             before the sale window
 --   {"ended", ends_ms}                     after the sale window
@@ -19,8 +22,8 @@
 -- The window is judged by the Redis server clock (TIME), one clock for every
 -- ingress instance. All keys share one hash tag, so the script runs unchanged
 -- on Redis Cluster; it builds no key names itself.
-if #KEYS ~= 3 or #ARGV ~= 3 then
-  return redis.error_reply("admit.lua: expects 3 KEYS and 3 ARGV")
+if #KEYS ~= 4 or #ARGV ~= 4 then
+  return redis.error_reply("admit.lua: expects 4 KEYS and 4 ARGV")
 end
 local quantity = tonumber(ARGV[2])
 if not quantity or quantity < 1 or quantity ~= math.floor(quantity) then
@@ -30,6 +33,15 @@ end
 local voucher = redis.call("HMGET", KEYS[1], "remaining", "begins_ms", "ends_ms", "limit")
 if not voucher[1] then
   return {"unknown_voucher", ""}
+end
+
+-- A retry of an admitted request gets its order back, whatever happened
+-- since (sold out, window closed): the client lost an answer, not a race.
+if ARGV[4] ~= "" then
+  local previous = redis.call("HGET", KEYS[4], ARGV[4])
+  if previous then
+    return {"replayed", previous}
+  end
 end
 
 local clock = redis.call("TIME")
@@ -58,4 +70,7 @@ end
 redis.call("HINCRBY", KEYS[1], "remaining", -quantity)
 redis.call("HINCRBY", KEYS[2], ARGV[1], quantity)
 redis.call("HSET", KEYS[3], ARGV[1], ARGV[3])
+if ARGV[4] ~= "" then
+  redis.call("HSET", KEYS[4], ARGV[4], ARGV[3])
+end
 return {"admitted", tostring(remaining - quantity)}

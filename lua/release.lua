@@ -6,14 +6,18 @@
 -- KEYS[2]  bought hash    <prefix>:{v:<id>}:bought
 -- KEYS[3]  orders hash    <prefix>:{v:<id>}:orders
 -- KEYS[4]  released set   <prefix>:{v:<id>}:released   order ids already released
+-- KEYS[5]  retries hash    <prefix>:{v:<id>}:retries
 -- ARGV[1]  user id
 -- ARGV[2]  quantity the order took
 -- ARGV[3]  order id
+-- ARGV[4]  "<user id>|<Idempotency-Key>" of the request that admitted it, or
+--          "": forgets the key, so a retry of an order that never reached the
+--          log is admitted afresh
 --
 -- Returns 1 when the units were returned, 0 when this order was released
 -- before (a retry changes nothing).
-if #KEYS ~= 4 or #ARGV ~= 3 then
-  return redis.error_reply("release.lua: expects 4 KEYS and 3 ARGV")
+if #KEYS ~= 5 or #ARGV ~= 4 then
+  return redis.error_reply("release.lua: expects 5 KEYS and 4 ARGV")
 end
 local quantity = tonumber(ARGV[2])
 if not quantity or quantity < 1 then
@@ -28,5 +32,8 @@ if redis.call("HINCRBY", KEYS[2], ARGV[1], -quantity) <= 0 then
 end
 if redis.call("HGET", KEYS[3], ARGV[1]) == ARGV[3] then
   redis.call("HDEL", KEYS[3], ARGV[1])
+end
+if ARGV[4] ~= "" and redis.call("HGET", KEYS[5], ARGV[4]) == ARGV[3] then
+  redis.call("HDEL", KEYS[5], ARGV[4])
 end
 return 1

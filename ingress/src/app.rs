@@ -11,7 +11,10 @@ use seckill_store::ViewReader;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::admission::Gate;
+use crate::admission::{Gate, SoldOutMemo};
+
+/// Most vouchers the sold-out memo remembers at once.
+const SOLD_OUT_MEMO_CAPACITY: usize = 10_000;
 use crate::routes::{routes, Ingress};
 use crate::{IngressConfig, IngressError};
 
@@ -58,7 +61,14 @@ impl App {
             .await
             .map_err(|source| IngressError::Bind { addr: config.http.listen, source })?;
         let http_metrics = HttpMetrics::register(&deps.registry, "ingress");
-        let ingress = Arc::new(Ingress { gate, producer, topics, metrics, admin_token: config.admin_token.clone() });
+        let ingress = Arc::new(Ingress {
+            gate,
+            sold_out: SoldOutMemo::new(Duration::from_millis(config.sold_out_memo_ms), SOLD_OUT_MEMO_CAPACITY),
+            producer,
+            topics,
+            metrics,
+            admin_token: config.admin_token.clone(),
+        });
         Ok(Self { listener, ingress, deps, http_metrics, config })
     }
 

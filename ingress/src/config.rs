@@ -20,6 +20,9 @@ pub struct IngressConfig {
     pub view_url: String,
     /// How long in-flight requests may take to finish at shutdown.
     pub drain_ms: u64,
+    /// How long a sell-out seen in Redis is answered from memory (0: never):
+    /// also the longest a returned unit can go unnoticed.
+    pub sold_out_memo_ms: u64,
 }
 
 impl Default for IngressConfig {
@@ -32,6 +35,7 @@ impl Default for IngressConfig {
             max_body_bytes: 16 * 1024,
             view_url: "http://127.0.0.1:8082".to_owned(),
             drain_ms: 10_000,
+            sold_out_memo_ms: 500,
         }
     }
 }
@@ -47,6 +51,7 @@ impl Validate for IngressConfig {
             "must be an http(s) URL",
         )?;
         ensure(self.drain_ms <= 120_000, "drain_ms", "must be at most 120000")?;
+        ensure(self.sold_out_memo_ms <= 1_000, "sold_out_memo_ms", "must be at most 1000")?;
         if let Some(token) = &self.admin_token {
             ensure(token.expose().len() >= 16, "admin_token", "must be at least 16 characters")?;
         }

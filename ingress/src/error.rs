@@ -31,7 +31,7 @@ impl From<Rejection> for ApiError {
             Rejection::UnknownVoucher => ApiError::new(StatusCode::NOT_FOUND, code, "no such voucher"),
             Rejection::NotStarted => ApiError::new(StatusCode::CONFLICT, code, "the sale has not started"),
             Rejection::Ended => ApiError::new(StatusCode::CONFLICT, code, "the sale has ended"),
-            Rejection::SoldOut => ApiError::new(StatusCode::CONFLICT, code, "sold out"),
+            Rejection::SoldOut { .. } => ApiError::new(StatusCode::CONFLICT, code, "sold out"),
             Rejection::LimitExceeded { limit } => ApiError::new(
                 StatusCode::CONFLICT,
                 code,

@@ -7,7 +7,7 @@ use futures::future::join_all;
 use redis::aio::ConnectionManager;
 use seckill_core::{OrderId, UserId, VoucherId};
 use seckill_devstack::{Redis, RedisPersistence, TempDir};
-use seckill_ingress::admission::{Admission, Gate, Rejection};
+use seckill_ingress::admission::{Admission, Gate, Rejection, RetryKey};
 
 struct Harness {
     gate: Gate,
@@ -47,11 +47,11 @@ async fn admits_until_exactly_zero_then_sold_out() {
     let h = harness().await;
     let v = voucher(&h.gate, 3, 1).await;
     for (i, left) in [2, 1, 0].into_iter().enumerate() {
-        let admitted = h.gate.admit(v, &user(&format!("u{i}")), 1, OrderId::generate()).await.expect("admit");
+        let admitted = h.gate.admit(v, &user(&format!("u{i}")), 1, OrderId::generate(), None).await.expect("admit");
         assert_eq!(admitted, Admission::Admitted { remaining: left });
     }
-    let refused = h.gate.admit(v, &user("late"), 1, OrderId::generate()).await.expect("admit");
-    assert_eq!(refused, Admission::Rejected(Rejection::SoldOut));
+    let refused = h.gate.admit(v, &user("late"), 1, OrderId::generate(), None).await.expect("admit");
+    assert_eq!(refused, Admission::Rejected(Rejection::SoldOut { remaining: 0 }));
     assert_eq!(h.gate.remaining(v).await.expect("read"), Some(0), "never below zero");
 }
 
@@ -60,8 +60,11 @@ async fn a_second_order_by_the_same_user_is_a_duplicate_naming_the_first() {
     let h = harness().await;
     let v = voucher(&h.gate, 5, 1).await;
     let first = OrderId::generate();
-    assert!(matches!(h.gate.admit(v, &user("alice"), 1, first).await.expect("admit"), Admission::Admitted { .. }));
-    let again = h.gate.admit(v, &user("alice"), 1, OrderId::generate()).await.expect("admit");
+    assert!(matches!(
+        h.gate.admit(v, &user("alice"), 1, first, None).await.expect("admit"),
+        Admission::Admitted { .. }
+    ));
+    let again = h.gate.admit(v, &user("alice"), 1, OrderId::generate(), None).await.expect("admit");
     assert_eq!(again, Admission::Rejected(Rejection::DuplicateOrder { existing: Some(first) }));
     assert_eq!(h.gate.remaining(v).await.expect("read"), Some(4), "the duplicate took nothing");
 }
@@ -82,11 +85,11 @@ async fn outside_the_window_nothing_is_admitted() {
         .expect("loads");
     let u = user("w");
     assert_eq!(
-        h.gate.admit(early, &u, 1, OrderId::generate()).await.expect("admit"),
+        h.gate.admit(early, &u, 1, OrderId::generate(), None).await.expect("admit"),
         Admission::Rejected(Rejection::NotStarted)
     );
     assert_eq!(
-        h.gate.admit(late, &u, 1, OrderId::generate()).await.expect("admit"),
+        h.gate.admit(late, &u, 1, OrderId::generate(), None).await.expect("admit"),
         Admission::Rejected(Rejection::Ended)
     );
     assert_eq!(h.gate.remaining(early).await.expect("read"), Some(5));
@@ -97,7 +100,7 @@ async fn outside_the_window_nothing_is_admitted() {
 async fn an_unknown_voucher_is_refused_and_nothing_is_written() {
     let h = harness().await;
     let v = VoucherId::generate();
-    let refused = h.gate.admit(v, &user("x"), 1, OrderId::generate()).await.expect("admit");
+    let refused = h.gate.admit(v, &user("x"), 1, OrderId::generate(), None).await.expect("admit");
     assert_eq!(refused, Admission::Rejected(Rejection::UnknownVoucher));
     let keys = h.gate.keys(v);
     let exists: u32 = redis::cmd("EXISTS")
@@ -116,17 +119,17 @@ async fn limits_count_units_across_orders() {
     let v = voucher(&h.gate, 10, 3).await;
     let u = user("bulk");
     assert!(matches!(
-        h.gate.admit(v, &u, 2, OrderId::generate()).await.expect("admit"),
+        h.gate.admit(v, &u, 2, OrderId::generate(), None).await.expect("admit"),
         Admission::Admitted { remaining: 8 }
     ));
     assert_eq!(
-        h.gate.admit(v, &u, 2, OrderId::generate()).await.expect("admit"),
+        h.gate.admit(v, &u, 2, OrderId::generate(), None).await.expect("admit"),
         Admission::Rejected(Rejection::LimitExceeded { limit: 3 })
     );
     let last = OrderId::generate();
-    assert!(matches!(h.gate.admit(v, &u, 1, last).await.expect("admit"), Admission::Admitted { remaining: 7 }));
+    assert!(matches!(h.gate.admit(v, &u, 1, last, None).await.expect("admit"), Admission::Admitted { remaining: 7 }));
     assert_eq!(
-        h.gate.admit(v, &u, 1, OrderId::generate()).await.expect("admit"),
+        h.gate.admit(v, &u, 1, OrderId::generate(), None).await.expect("admit"),
         Admission::Rejected(Rejection::DuplicateOrder { existing: Some(last) })
     );
 }
@@ -135,7 +138,7 @@ async fn limits_count_units_across_orders() {
 async fn loading_twice_never_resets_a_running_sale() {
     let h = harness().await;
     let v = voucher(&h.gate, 2, 1).await;
-    h.gate.admit(v, &user("a"), 1, OrderId::generate()).await.expect("admit");
+    h.gate.admit(v, &user("a"), 1, OrderId::generate(), None).await.expect("admit");
     let (begins, ends) = open_window();
     assert!(!h.gate.load_voucher(v, 2, begins, ends, 1).await.expect("load"));
     assert_eq!(h.gate.remaining(v).await.expect("read"), Some(1));
@@ -146,12 +149,12 @@ async fn release_returns_units_exactly_once() {
     let h = harness().await;
     let v = voucher(&h.gate, 1, 1).await;
     let (u, order) = (user("r"), OrderId::generate());
-    h.gate.admit(v, &u, 1, order).await.expect("admit");
-    assert!(h.gate.release(v, &u, 1, order).await.expect("release"));
-    assert!(!h.gate.release(v, &u, 1, order).await.expect("second release"), "a retry changes nothing");
+    h.gate.admit(v, &u, 1, order, None).await.expect("admit");
+    assert!(h.gate.release(v, &u, 1, order, None).await.expect("release"));
+    assert!(!h.gate.release(v, &u, 1, order, None).await.expect("second release"), "a retry changes nothing");
     assert_eq!(h.gate.remaining(v).await.expect("read"), Some(1));
     assert!(
-        matches!(h.gate.admit(v, &u, 1, OrderId::generate()).await.expect("admit"), Admission::Admitted { .. }),
+        matches!(h.gate.admit(v, &u, 1, OrderId::generate(), None).await.expect("admit"), Admission::Admitted { .. }),
         "the user may order again"
     );
 }
@@ -162,7 +165,8 @@ async fn a_flushed_script_cache_is_recovered_transparently() {
     let v = voucher(&h.gate, 2, 1).await;
     // What a Redis restart or failover does to the script cache.
     let _: () = redis::cmd("SCRIPT").arg("FLUSH").query_async(&mut h.connection.clone()).await.expect("flush");
-    let admitted = h.gate.admit(v, &user("after-flush"), 1, OrderId::generate()).await.expect("EVALSHA falls back");
+    let admitted =
+        h.gate.admit(v, &user("after-flush"), 1, OrderId::generate(), None).await.expect("EVALSHA falls back");
     assert_eq!(admitted, Admission::Admitted { remaining: 1 });
 }
 
@@ -172,11 +176,66 @@ async fn concurrent_buyers_take_exactly_the_stock() {
     let v = voucher(&h.gate, 10, 1).await;
     let attempts = (0..500).map(|i| {
         let gate = h.gate.clone();
-        async move { gate.admit(v, &user(&format!("c{i}")), 1, OrderId::generate()).await.expect("admit") }
+        async move { gate.admit(v, &user(&format!("c{i}")), 1, OrderId::generate(), None).await.expect("admit") }
     });
     let results = tokio::time::timeout(Duration::from_secs(60), join_all(attempts)).await.expect("in time");
     let admitted = results.iter().filter(|r| matches!(r, Admission::Admitted { .. })).count();
     assert_eq!(admitted, 10);
-    assert!(results.iter().all(|r| matches!(r, Admission::Admitted { .. } | Admission::Rejected(Rejection::SoldOut))));
+    assert!(results
+        .iter()
+        .all(|r| matches!(r, Admission::Admitted { .. } | Admission::Rejected(Rejection::SoldOut { remaining: 0 }))));
     assert_eq!(h.gate.remaining(v).await.expect("read"), Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_retries_with_one_key_admit_one_order() {
+    let h = harness().await;
+    let v = voucher(&h.gate, 5, 3).await;
+    let u = user("retrier");
+    let key = RetryKey::new(&u, "checkout-7f3a").expect("valid key");
+    let attempts = (0..100).map(|_| {
+        let (gate, u, key) = (h.gate.clone(), u.clone(), key.clone());
+        async move { gate.admit(v, &u, 1, OrderId::generate(), Some(&key)).await.expect("admit") }
+    });
+    let results = join_all(attempts).await;
+    let admitted: Vec<_> = results.iter().filter(|r| matches!(r, Admission::Admitted { .. })).collect();
+    assert_eq!(admitted.len(), 1, "{results:?}");
+    let orders: std::collections::HashSet<_> = results
+        .iter()
+        .filter_map(|r| if let Admission::Replayed { order } = r { Some(*order) } else { None })
+        .collect();
+    assert_eq!(orders.len(), 1, "every retry names the same order");
+    assert_eq!(h.gate.remaining(v).await.expect("read"), Some(4), "one unit taken");
+
+    // Another user with the same key is a different request.
+    let other = user("someone-else");
+    let theirs = RetryKey::new(&other, "checkout-7f3a").expect("valid key");
+    let admitted = h.gate.admit(v, &other, 1, OrderId::generate(), Some(&theirs)).await.expect("admit");
+    assert!(matches!(admitted, Admission::Admitted { .. }));
+}
+
+#[tokio::test]
+async fn a_released_order_forgets_its_key_so_a_retry_is_admitted_afresh() {
+    let h = harness().await;
+    let v = voucher(&h.gate, 1, 1).await;
+    let u = user("unlucky");
+    let key = RetryKey::new(&u, "k1").expect("valid key");
+    let first = OrderId::generate();
+    h.gate.admit(v, &u, 1, first, Some(&key)).await.expect("admit");
+    assert!(h.gate.release(v, &u, 1, first, Some(&key)).await.expect("release"));
+    let second = OrderId::generate();
+    assert_eq!(h.gate.admit(v, &u, 1, second, Some(&key)).await.expect("admit"), Admission::Admitted { remaining: 0 });
+    assert_eq!(
+        h.gate.admit(v, &u, 1, OrderId::generate(), Some(&key)).await.expect("admit"),
+        Admission::Replayed { order: second }
+    );
+}
+
+#[test]
+fn idempotency_keys_are_validated() {
+    let u = user("v");
+    assert!(RetryKey::new(&u, "").is_err());
+    assert!(RetryKey::new(&u, "has space").is_err());
+    assert!(RetryKey::new(&u, &"k".repeat(129)).is_err());
+    assert!(RetryKey::new(&u, "a-b_c.d:1").is_ok());
 }

@@ -226,12 +226,32 @@ impl Platform {
 
     /// The admission gate's remaining stock in Redis.
     pub async fn redis_remaining(&self, voucher: &str) -> u64 {
+        redis::cmd("HGET")
+            .arg(self.voucher_key(voucher))
+            .arg("remaining")
+            .query_async(&mut self.redis_connection().await)
+            .await
+            .expect("remaining is set")
+    }
+
+    /// Puts `units` back into the gate behind the platform's back.
+    pub async fn add_redis_units(&self, voucher: &str, units: u64) {
+        let _: i64 = redis::cmd("HINCRBY")
+            .arg(self.voucher_key(voucher))
+            .arg("remaining")
+            .arg(units)
+            .query_async(&mut self.redis_connection().await)
+            .await
+            .expect("HINCRBY");
+    }
+
+    fn voucher_key(&self, voucher: &str) -> String {
+        format!("{}:{{v:{voucher}}}:voucher", self.redis.key_prefix)
+    }
+
+    async fn redis_connection(&self) -> redis::aio::MultiplexedConnection {
         let client = redis::Client::open(self.redis.url.as_str()).expect("redis url");
-        let mut connection = client.get_multiplexed_async_connection().await.expect("redis connects");
-        let key = format!("{}:{{v:{voucher}}}:voucher", self.redis.key_prefix);
-        let remaining: u64 =
-            redis::cmd("HGET").arg(key).arg("remaining").query_async(&mut connection).await.expect("remaining is set");
-        remaining
+        client.get_multiplexed_async_connection().await.expect("redis connects")
     }
 }
 

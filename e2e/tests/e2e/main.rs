@@ -9,3 +9,4 @@ mod dead_letters;
 mod helpers;
 mod orders;
 mod restart;
+mod retries;

@@ -5,6 +5,7 @@
 //! recovered without the caller noticing. The scripts are also loaded at
 //! startup, so the first order pays no load.
 
+use std::collections::HashMap;
 use std::time::Instant;
 
 use chrono::{DateTime, Utc};
@@ -13,7 +14,7 @@ use redis::Script;
 use seckill_core::metrics::AdmissionMetrics;
 use seckill_core::{OrderId, UserId, VoucherId};
 
-use super::VoucherKeys;
+use super::{Holders, RetryKey, VoucherKeys};
 
 const ADMIT: &str = include_str!("../../../lua/admit.lua");
 const LOAD_VOUCHER: &str = include_str!("../../../lua/load_voucher.lua");
@@ -24,6 +25,8 @@ const RELEASE: &str = include_str!("../../../lua/release.lua");
 pub enum Admission {
     /// Stock and the user's count were taken.
     Admitted { remaining: u64 },
+    /// The request's Idempotency-Key admitted `order` before; nothing changed.
+    Replayed { order: OrderId },
     /// Refused; nothing changed.
     Rejected(Rejection),
 }
@@ -42,7 +45,10 @@ pub enum Rejection {
     LimitExceeded {
         limit: u32,
     },
-    SoldOut,
+    /// Fewer units left than asked for; `remaining` is what is left.
+    SoldOut {
+        remaining: u64,
+    },
 }
 
 impl Rejection {
@@ -54,7 +60,7 @@ impl Rejection {
             Self::Ended => "ended",
             Self::DuplicateOrder { .. } => "duplicate_order",
             Self::LimitExceeded { .. } => "limit_exceeded",
-            Self::SoldOut => "sold_out",
+            Self::SoldOut { .. } => "sold_out",
         }
     }
 }
@@ -135,6 +141,7 @@ impl Gate {
         user: &UserId,
         quantity: u32,
         order: OrderId,
+        retry: Option<&RetryKey>,
     ) -> redis::RedisResult<Admission> {
         let keys = self.keys(voucher);
         let started = Instant::now();
@@ -143,36 +150,41 @@ impl Gate {
             .key(&keys.voucher)
             .key(&keys.bought)
             .key(&keys.orders)
+            .key(&keys.retries)
             .arg(user.as_str())
             .arg(quantity)
             .arg(order.to_string())
+            .arg(retry.map(RetryKey::field).unwrap_or_default())
             .invoke_async(&mut self.redis.clone())
             .await?;
         self.observe("admit", started);
         let rejected = |rejection| Ok(Admission::Rejected(rejection));
         match code.as_str() {
             "admitted" => Ok(Admission::Admitted { remaining: detail.parse().unwrap_or_default() }),
+            "replayed" => match detail.parse() {
+                Ok(order) => Ok(Admission::Replayed { order }),
+                Err(_) => Err(unexpected("admit.lua replayed an unreadable order id", detail)),
+            },
             "unknown_voucher" => rejected(Rejection::UnknownVoucher),
             "not_started" => rejected(Rejection::NotStarted),
             "ended" => rejected(Rejection::Ended),
             "duplicate_order" => rejected(Rejection::DuplicateOrder { existing: detail.parse().ok() }),
             "limit_exceeded" => rejected(Rejection::LimitExceeded { limit: detail.parse().unwrap_or_default() }),
-            "sold_out" => rejected(Rejection::SoldOut),
-            other => Err(redis::RedisError::from((
-                redis::ErrorKind::UnexpectedReturnType,
-                "admit.lua returned an unknown code",
-                other.to_owned(),
-            ))),
+            "sold_out" => rejected(Rejection::SoldOut { remaining: detail.parse().unwrap_or_default() }),
+            other => Err(unexpected("admit.lua returned an unknown code", other.to_owned())),
         }
     }
 
     /// Gives an admitted order's units back; false if it was released before.
+    /// `retry` is the key that admitted it, when the order never reached the
+    /// log (a retry must then admit afresh).
     pub async fn release(
         &self,
         voucher: VoucherId,
         user: &UserId,
         quantity: u32,
         order: OrderId,
+        retry: Option<&RetryKey>,
     ) -> redis::RedisResult<bool> {
         let keys = self.keys(voucher);
         let started = Instant::now();
@@ -182,13 +194,39 @@ impl Gate {
             .key(&keys.bought)
             .key(&keys.orders)
             .key(&keys.released)
+            .key(&keys.retries)
             .arg(user.as_str())
             .arg(quantity)
             .arg(order.to_string())
+            .arg(retry.map(RetryKey::field).unwrap_or_default())
             .invoke_async(&mut self.redis.clone())
             .await?;
         self.observe("release", started);
         Ok(released == 1)
+    }
+
+    /// Who holds units of `voucher`, for the sold-out memo; None when there
+    /// are more than `max_holders` (not worth remembering) or the voucher is
+    /// gone.
+    pub async fn holders(&self, voucher: VoucherId, max_holders: usize) -> redis::RedisResult<Option<Holders>> {
+        let keys = self.keys(voucher);
+        let mut redis = self.redis.clone();
+        let count: usize = redis::cmd("HLEN").arg(&keys.bought).query_async(&mut redis).await?;
+        if count > max_holders {
+            return Ok(None);
+        }
+        let (limit, bought, orders): (Option<u32>, HashMap<String, u32>, HashMap<String, String>) = redis::pipe()
+            .cmd("HGET")
+            .arg(&keys.voucher)
+            .arg("limit")
+            .cmd("HGETALL")
+            .arg(&keys.bought)
+            .cmd("HGETALL")
+            .arg(&keys.orders)
+            .query_async(&mut redis)
+            .await?;
+        let orders = orders.into_iter().filter_map(|(user, order)| Some((user, order.parse().ok()?))).collect();
+        Ok(limit.map(|limit| Holders { limit, bought, orders }))
     }
 
     /// Units the gate still admits for `voucher` (None: not loaded).
@@ -201,4 +239,8 @@ impl Gate {
             metrics.script_duration.with_label_values(&[script]).observe(started.elapsed().as_secs_f64());
         }
     }
+}
+
+fn unexpected(what: &'static str, detail: String) -> redis::RedisError {
+    redis::RedisError::from((redis::ErrorKind::UnexpectedReturnType, what, detail))
 }

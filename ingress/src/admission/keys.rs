@@ -5,7 +5,7 @@
 //! them all atomically. Scripts receive every key in KEYS; none is built in
 //! Lua.
 
-use seckill_core::VoucherId;
+use seckill_core::{UserId, VoucherId};
 
 /// The keys of one voucher under a prefix.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -18,6 +18,8 @@ pub struct VoucherKeys {
     pub orders: String,
     /// Set: order ids whose units were given back.
     pub released: String,
+    /// Hash: "<user>|<Idempotency-Key>" → the order it admitted.
+    pub retries: String,
 }
 
 impl VoucherKeys {
@@ -29,7 +31,33 @@ impl VoucherKeys {
             bought: format!("{base}:bought"),
             orders: format!("{base}:orders"),
             released: format!("{base}:released"),
+            retries: format!("{base}:retries"),
         }
+    }
+}
+
+/// Longest `Idempotency-Key` accepted.
+pub const MAX_IDEMPOTENCY_KEY_LEN: usize = 128;
+
+/// A user's `Idempotency-Key`, scoped to that user: two users choosing the
+/// same key never see each other's orders.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RetryKey(String);
+
+impl RetryKey {
+    /// Validates `key` (1 to 128 visible ASCII characters) for `user`.
+    pub fn new(user: &UserId, key: &str) -> Result<Self, String> {
+        let visible = |c: char| c.is_ascii_graphic();
+        if key.is_empty() || key.len() > MAX_IDEMPOTENCY_KEY_LEN || !key.chars().all(visible) {
+            return Err(format!("Idempotency-Key must be 1 to {MAX_IDEMPOTENCY_KEY_LEN} visible ASCII characters"));
+        }
+        // `|` cannot occur in a user id, so the field is unambiguous.
+        Ok(Self(format!("{user}|{key}")))
+    }
+
+    /// The hash field.
+    pub fn field(&self) -> &str {
+        &self.0
     }
 }
 
@@ -42,7 +70,7 @@ mod tests {
         let voucher = VoucherId::generate();
         let keys = VoucherKeys::new("t1", voucher);
         let tag = format!("{{v:{voucher}}}");
-        for key in [&keys.voucher, &keys.bought, &keys.orders, &keys.released] {
+        for key in [&keys.voucher, &keys.bought, &keys.orders, &keys.released, &keys.retries] {
             assert!(key.starts_with("t1:"), "{key}");
             assert_eq!(key.matches('{').count(), 1, "{key}");
             assert!(key.contains(&tag), "{key}");

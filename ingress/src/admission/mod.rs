@@ -3,6 +3,8 @@
 
 mod gate;
 mod keys;
+mod sold_out;
 
 pub use gate::{Admission, Gate, Rejection};
-pub use keys::VoucherKeys;
+pub use keys::{RetryKey, VoucherKeys, MAX_IDEMPOTENCY_KEY_LEN};
+pub use sold_out::{Holders, SoldOutMemo};

@@ -15,7 +15,7 @@ use seckill_store::ViewReader;
 use seckill_web::{healthz, instrumented, metrics, query_routes, recover};
 use warp::{Filter, Rejection, Reply};
 
-use crate::admission::Gate;
+use crate::admission::{Gate, SoldOutMemo};
 use seckill_core::config::Secret;
 
 /// Route templates, for the request metrics.
@@ -33,6 +33,7 @@ const ROUTES: &[&str] = &[
 #[derive(Debug)]
 pub(crate) struct Ingress {
     pub(crate) gate: Gate,
+    pub(crate) sold_out: SoldOutMemo,
     pub(crate) producer: EventProducer,
     pub(crate) topics: Topics,
     pub(crate) metrics: AdmissionMetrics,

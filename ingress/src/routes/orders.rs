@@ -7,6 +7,7 @@
 //! always means the order is in the log.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use chrono::Utc;
 use seckill_core::event::{Event, OrderAccepted, MAX_QUANTITY};
@@ -17,7 +18,11 @@ use warp::http::StatusCode;
 use warp::{Filter, Rejection, Reply};
 
 use super::{auth, body, Ingress};
-use crate::admission::Admission;
+use crate::admission::{Admission, Rejection as GateRejection, RetryKey};
+
+/// Vouchers with more holders than this are not remembered as sold out (the
+/// snapshot would cost more than it saves).
+const MAX_REMEMBERED_HOLDERS: usize = 10_000;
 
 /// The client's request body (optional: an empty body orders one unit).
 #[derive(Debug, Deserialize)]
@@ -44,6 +49,7 @@ pub(super) fn place(
     warp::path!("api" / "v1" / "vouchers" / String / "orders")
         .and(warp::post())
         .and(auth::user())
+        .and(warp::header::optional::<String>("idempotency-key"))
         .and(body::bounded(max_body_bytes))
         .and(warp::any().map(move || Arc::clone(&ingress)))
         .and_then(handle)
@@ -52,6 +58,7 @@ pub(super) fn place(
 async fn handle(
     voucher: String,
     user: UserId,
+    idempotency_key: Option<String>,
     raw: bytes::Bytes,
     ingress: Arc<Ingress>,
 ) -> Result<warp::reply::Response, Rejection> {
@@ -61,15 +68,38 @@ async fn handle(
         return Err(ApiError::invalid(format!("quantity must be 1 to {MAX_QUANTITY}")).into());
     }
 
-    let order_id = OrderId::generate();
-    let admission = ingress.gate.admit(voucher, &user, request.quantity, order_id).await.map_err(|e| {
-        ingress.metrics.outcomes.with_label_values(&["unavailable"]).inc();
-        tracing::warn!(error = %e, "Admission check failed.");
-        ApiError::unavailable("the admission gate is unavailable; retry the request")
-    })?;
-    if let Admission::Rejected(rejection) = admission {
+    let retry = match &idempotency_key {
+        Some(key) => Some(RetryKey::new(&user, key).map_err(ApiError::invalid)?),
+        None => None,
+    };
+    // A retry carrying a key deserves its order even after a sell-out, so
+    // only key-less requests take the fast path.
+    if let Some(holders) = retry.is_none().then(|| ingress.sold_out.sold_out(voucher, Instant::now())).flatten() {
+        let rejection = holders.refusal(&user, request.quantity);
         ingress.metrics.outcomes.with_label_values(&[rejection.code()]).inc();
         return Err(ApiError::from(rejection).into());
+    }
+
+    let order_id = OrderId::generate();
+    let admission =
+        ingress.gate.admit(voucher, &user, request.quantity, order_id, retry.as_ref()).await.map_err(|e| {
+            ingress.metrics.outcomes.with_label_values(&["unavailable"]).inc();
+            tracing::warn!(error = %e, "Admission check failed.");
+            ApiError::unavailable("the admission gate is unavailable; retry the request")
+        })?;
+    match admission {
+        Admission::Admitted { .. } => {}
+        Admission::Replayed { order } => {
+            ingress.metrics.outcomes.with_label_values(&["replayed"]).inc();
+            return Ok(accepted_reply(order));
+        }
+        Admission::Rejected(rejection) => {
+            if rejection == (GateRejection::SoldOut { remaining: 0 }) {
+                remember_sell_out(&ingress, voucher).await;
+            }
+            ingress.metrics.outcomes.with_label_values(&[rejection.code()]).inc();
+            return Err(ApiError::from(rejection).into());
+        }
     }
 
     let accepted = OrderAccepted {
@@ -79,14 +109,33 @@ async fn handle(
         quantity: request.quantity,
         accepted_at: Utc::now(),
     };
-    publish(&ingress, accepted).await?;
+    publish(&ingress, accepted, retry.as_ref()).await?;
     ingress.metrics.outcomes.with_label_values(&["admitted"]).inc();
+    Ok(accepted_reply(order_id))
+}
+
+/// Snapshots who holds units once the gate reports none left. Nobody gains
+/// units while none are left, so the snapshot stays right until stock
+/// returns, and the memo expires well before anyone could notice.
+async fn remember_sell_out(ingress: &Ingress, voucher: VoucherId) {
+    if !ingress.sold_out.enabled() || ingress.sold_out.sold_out(voucher, Instant::now()).is_some() {
+        return;
+    }
+    match ingress.gate.holders(voucher, MAX_REMEMBERED_HOLDERS).await {
+        Ok(Some(holders)) => ingress.sold_out.mark(voucher, holders, Instant::now()),
+        Ok(None) => {}
+        Err(error) => tracing::debug!(%error, "Could not snapshot the holders of a sold-out voucher."),
+    }
+}
+
+/// `202 {"order_id", "status": "PENDING"}`, for new orders and replays alike.
+fn accepted_reply(order_id: OrderId) -> warp::reply::Response {
     let body = serde_json::json!({ "order_id": order_id, "status": "PENDING" });
-    Ok(warp::reply::with_status(warp::reply::json(&body), StatusCode::ACCEPTED).into_response())
+    warp::reply::with_status(warp::reply::json(&body), StatusCode::ACCEPTED).into_response()
 }
 
 /// Publishes the admitted order, or gives its units back and answers `503`.
-async fn publish(ingress: &Ingress, accepted: OrderAccepted) -> Result<(), Rejection> {
+async fn publish(ingress: &Ingress, accepted: OrderAccepted, retry: Option<&RetryKey>) -> Result<(), Rejection> {
     let envelope = Envelope::new(Event::OrderAccepted(accepted.clone()));
     match ingress.producer.send(&ingress.topics.sales, &envelope).await {
         Ok(took) => {
@@ -99,7 +148,7 @@ async fn publish(ingress: &Ingress, accepted: OrderAccepted) -> Result<(), Rejec
             tracing::warn!(%error, order_id = %accepted.order_id, "Admitted order not published; releasing it.");
             let released = ingress
                 .gate
-                .release(accepted.voucher_id, &accepted.user_id, accepted.quantity, accepted.order_id)
+                .release(accepted.voucher_id, &accepted.user_id, accepted.quantity, accepted.order_id, retry)
                 .await;
             if let Err(release_error) = released {
                 // The units stay taken in Redis: the gate undersells until it

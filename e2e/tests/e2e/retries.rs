@@ -1,0 +1,74 @@
+//! Retries: Idempotency-Key replays, and the sold-out fast path noticing
+//! returned stock.
+
+use std::collections::HashSet;
+
+use futures::future::join_all;
+use reqwest::StatusCode;
+
+use crate::helpers::{eventually, Platform};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_retries_with_one_idempotency_key_make_one_order() {
+    let platform = Platform::start().await;
+    let voucher = platform.create_voucher(5, 1).await;
+    let url = format!("{}/api/v1/vouchers/{voucher}/orders", platform.base);
+    let attempts = (0..100).map(|_| {
+        let request = platform.http.post(&url).header("x-user-id", "impatient").header("idempotency-key", "cart-42");
+        async move {
+            let response = request.send().await.expect("ingress answers");
+            let status = response.status();
+            (status, response.json::<serde_json::Value>().await.expect("json"))
+        }
+    });
+    let answers = join_all(attempts).await;
+    assert!(answers.iter().all(|(status, _)| *status == StatusCode::ACCEPTED), "{answers:?}");
+    let orders: HashSet<_> =
+        answers.iter().map(|(_, body)| body["order_id"].as_str().expect("id").to_owned()).collect();
+    assert_eq!(orders.len(), 1, "every retry answered with the same order");
+    let order_id = orders.into_iter().next().expect("one order");
+
+    // Without a key, the same user learns about the order it already has.
+    let (status, duplicate) = platform.order(&voucher, "impatient").await;
+    assert_eq!((status, duplicate["error"].as_str()), (StatusCode::CONFLICT, Some("duplicate_order")));
+    assert_eq!(duplicate["order_id"], order_id.as_str());
+
+    assert_eq!(platform.wait_final(&order_id).await["status"], "CREATED");
+    let shown = platform.wait_voucher(&voucher, |v| v["created"] == 1).await;
+    assert_eq!(shown["admitted"], 1, "one order reached the log: {shown}");
+    assert_eq!(platform.redis_remaining(&voucher).await, 4);
+
+    let bad_key = platform
+        .http
+        .post(&url)
+        .header("x-user-id", "impatient")
+        .header("idempotency-key", "has spaces")
+        .send()
+        .await
+        .expect("answers");
+    assert_eq!(bad_key.status(), StatusCode::BAD_REQUEST);
+}
+
+#[tokio::test]
+async fn the_sold_out_fast_path_notices_returned_stock_and_redis_stays_the_gate() {
+    let platform = Platform::start().await;
+    let voucher = platform.create_voucher(1, 1).await;
+    let (status, first) = platform.order(&voucher, "first").await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{first}");
+    let (status, refused) = platform.order(&voucher, "second").await;
+    assert_eq!((status, refused["error"].as_str()), (StatusCode::CONFLICT, Some("sold_out")));
+
+    // A unit reappears in Redis only (as after a Redis-side compensation the
+    // persistent stock does not know of): the ingress notices within the
+    // memo's lifetime, and the processor, the second gate, refuses the sale.
+    platform.add_redis_units(&voucher, 1).await;
+    let late = eventually(|| async {
+        let (status, body) = platform.order(&voucher, &format!("late-{}", uuid::Uuid::now_v7().simple())).await;
+        (status == StatusCode::ACCEPTED).then_some(body)
+    })
+    .await;
+    let order = platform.wait_final(late["order_id"].as_str().expect("order_id")).await;
+    assert_eq!((order["status"].as_str(), order["reason"].as_str()), (Some("FAILED"), Some("sold_out")), "{order}");
+    assert_eq!(platform.persistent_remaining(&voucher).await, 0, "never oversold");
+    assert_eq!(platform.wait_final(first["order_id"].as_str().expect("id")).await["status"], "CREATED");
+}

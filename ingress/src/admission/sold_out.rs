@@ -1,0 +1,154 @@
+//! The sold-out fast path.
+//!
+//! Once Redis said a voucher has no units left, this process answers from
+//! memory for a short time (the memo's lifetime, at most a second) without a
+//! Redis round trip: after a sell-out nearly every request is refused, and
+//! this keeps the storm off Redis. The memo keeps a snapshot of who holds
+//! units, taken when the sell-out was seen (nobody can gain units while none
+//! are left), so a holder who retries still learns their order id. When
+//! stock comes back (a cancellation), the memo expires within its lifetime
+//! and Redis, still the only gate, admits again. A stale memo can only
+//! refuse; it never admits.
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use seckill_core::{OrderId, UserId, VoucherId};
+
+use super::Rejection;
+
+/// Who held units of a sold-out voucher, and its per-user limit.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Holders {
+    /// The voucher's per-user limit.
+    pub limit: u32,
+    /// user id → units held.
+    pub bought: HashMap<String, u32>,
+    /// user id → their latest order.
+    pub orders: HashMap<String, OrderId>,
+}
+
+impl Holders {
+    /// The gate's answer for `user` asking `quantity` while nothing is left,
+    /// by the same rule as `admit.lua`.
+    pub fn refusal(&self, user: &UserId, quantity: u32) -> Rejection {
+        let bought = self.bought.get(user.as_str()).copied().unwrap_or(0);
+        if bought.saturating_add(quantity) > self.limit {
+            if bought >= self.limit {
+                return Rejection::DuplicateOrder { existing: self.orders.get(user.as_str()).copied() };
+            }
+            return Rejection::LimitExceeded { limit: self.limit };
+        }
+        Rejection::SoldOut { remaining: 0 }
+    }
+}
+
+#[derive(Debug)]
+struct Entry {
+    seen_at: Instant,
+    holders: Arc<Holders>,
+}
+
+/// Vouchers recently seen sold out, each remembered for `lifetime`.
+#[derive(Debug)]
+pub struct SoldOutMemo {
+    lifetime: Duration,
+    /// Bounds memory: past this many vouchers, new sell-outs are not
+    /// remembered (those requests simply go to Redis).
+    capacity: usize,
+    seen: RwLock<HashMap<VoucherId, Entry>>,
+}
+
+impl SoldOutMemo {
+    /// A memo remembering each sell-out for `lifetime` (zero disables it).
+    pub fn new(lifetime: Duration, capacity: usize) -> Self {
+        Self { lifetime, capacity, seen: RwLock::new(HashMap::new()) }
+    }
+
+    /// Whether a sell-out would be remembered at all.
+    pub fn enabled(&self) -> bool {
+        !self.lifetime.is_zero()
+    }
+
+    /// The holders of `voucher` if it was seen sold out less than the
+    /// lifetime ago.
+    pub fn sold_out(&self, voucher: VoucherId, now: Instant) -> Option<Arc<Holders>> {
+        let seen = self.seen.read().unwrap_or_else(|poisoned| poisoned.into_inner());
+        seen.get(&voucher)
+            .filter(|entry| now.saturating_duration_since(entry.seen_at) < self.lifetime)
+            .map(|entry| Arc::clone(&entry.holders))
+    }
+
+    /// Remembers that Redis found `voucher` with no units left.
+    pub fn mark(&self, voucher: VoucherId, holders: Holders, now: Instant) {
+        if !self.enabled() {
+            return;
+        }
+        let mut seen = self.seen.write().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if seen.len() >= self.capacity && !seen.contains_key(&voucher) {
+            let lifetime = self.lifetime;
+            seen.retain(|_, entry| now.saturating_duration_since(entry.seen_at) < lifetime);
+            if seen.len() >= self.capacity {
+                return;
+            }
+        }
+        seen.insert(voucher, Entry { seen_at: now, holders: Arc::new(holders) });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn holders() -> Holders {
+        let order = OrderId::generate();
+        Holders {
+            limit: 2,
+            bought: HashMap::from([("full".to_owned(), 2), ("half".to_owned(), 1)]),
+            orders: HashMap::from([("full".to_owned(), order), ("half".to_owned(), order)]),
+        }
+    }
+
+    #[test]
+    fn remembers_for_its_lifetime_only() {
+        let memo = SoldOutMemo::new(Duration::from_millis(500), 10);
+        let (voucher, start) = (VoucherId::generate(), Instant::now());
+        assert!(memo.sold_out(voucher, start).is_none());
+        memo.mark(voucher, Holders::default(), start);
+        assert!(memo.sold_out(voucher, start + Duration::from_millis(499)).is_some());
+        assert!(memo.sold_out(voucher, start + Duration::from_millis(500)).is_none(), "stock may be back");
+    }
+
+    #[test]
+    fn answers_like_the_gate() {
+        let h = holders();
+        let user = |name: &str| UserId::parse(name).expect("valid");
+        assert!(matches!(h.refusal(&user("full"), 1), Rejection::DuplicateOrder { existing: Some(_) }));
+        assert_eq!(h.refusal(&user("half"), 2), Rejection::LimitExceeded { limit: 2 });
+        assert_eq!(h.refusal(&user("half"), 1), Rejection::SoldOut { remaining: 0 });
+        assert_eq!(h.refusal(&user("new"), 1), Rejection::SoldOut { remaining: 0 });
+    }
+
+    #[test]
+    fn is_bounded_and_evicts_expired_entries() {
+        let memo = SoldOutMemo::new(Duration::from_millis(100), 2);
+        let start = Instant::now();
+        let vouchers: Vec<_> = (0..3).map(|_| VoucherId::generate()).collect();
+        for voucher in &vouchers {
+            memo.mark(*voucher, Holders::default(), start);
+        }
+        assert!(memo.sold_out(vouchers[2], start).is_none(), "full: not remembered");
+        let later = start + Duration::from_millis(100);
+        memo.mark(vouchers[2], Holders::default(), later);
+        assert!(memo.sold_out(vouchers[2], later).is_some(), "expired entries made room");
+    }
+
+    #[test]
+    fn a_zero_lifetime_disables_it() {
+        let memo = SoldOutMemo::new(Duration::ZERO, 10);
+        let (voucher, now) = (VoucherId::generate(), Instant::now());
+        memo.mark(voucher, Holders::default(), now);
+        assert!(memo.sold_out(voucher, now).is_none());
+    }
+}
