@@ -1,6 +1,7 @@
 -- release.lua: gives an admitted order's units back to the gate, exactly once.
--- Used when an admitted order cannot be published, so the stock it took is
--- not lost.
+-- Used by the ingress when an admitted order cannot be published, and by the
+-- processor when it fails an order Redis had admitted, so the stock it took
+-- can be sold again.
 --
 -- KEYS[1]  voucher hash   <prefix>:{v:<id>}:voucher
 -- KEYS[2]  bought hash    <prefix>:{v:<id>}:bought
@@ -15,13 +16,18 @@
 --          log is admitted afresh
 --
 -- Returns 1 when the units were returned, 0 when this order was released
--- before (a retry changes nothing).
+-- before (a retry changes nothing) or the voucher is not in Redis.
 if #KEYS ~= 5 or #ARGV ~= 4 then
   return redis.error_reply("release.lua: expects 5 KEYS and 4 ARGV")
 end
 local quantity = tonumber(ARGV[2])
 if not quantity or quantity < 1 then
   return redis.error_reply("release.lua: quantity must be a positive integer")
+end
+-- A voucher Redis never had (an order the processor failed as unknown) has
+-- nothing to give back; never create a partial voucher hash.
+if redis.call("EXISTS", KEYS[1]) == 0 then
+  return 0
 end
 if redis.call("SADD", KEYS[4], ARGV[3]) == 0 then
   return 0

@@ -68,6 +68,7 @@ async fn serve(args: &DevArgs, data: &std::path::Path, kafka: KafkaConfig, redis
         ProcessorConfig {
             http: HttpConfig::local(args.processor_port),
             kafka: kafka.clone(),
+            redis: redis.clone(),
             ..ProcessorConfig::default()
         },
         stock,

@@ -174,6 +174,9 @@ pub struct ConsumerMetrics {
     pub order_latency: HistogramVec,
     /// `seckill_kafka_produce_errors_total`.
     pub produce_errors: IntCounter,
+    /// `seckill_compensations_total`: failed orders whose units went back
+    /// to the Redis gate.
+    pub compensations: IntCounter,
 }
 
 impl ConsumerMetrics {
@@ -225,6 +228,15 @@ impl ConsumerMetrics {
                     service,
                     "seckill_kafka_produce_errors_total",
                     "Events the broker did not acknowledge in time.",
+                ))
+                .expect("valid metric"),
+            ),
+            compensations: register(
+                registry,
+                IntCounter::with_opts(opts(
+                    service,
+                    "seckill_compensations_total",
+                    "Failed orders whose units were given back to the Redis gate.",
                 ))
                 .expect("valid metric"),
             ),

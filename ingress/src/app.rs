@@ -11,7 +11,8 @@ use seckill_store::ViewReader;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::admission::{Gate, SoldOutMemo};
+use crate::sold_out::SoldOutMemo;
+use seckill_gate::Gate;
 
 /// Most vouchers the sold-out memo remembers at once.
 const SOLD_OUT_MEMO_CAPACITY: usize = 10_000;

@@ -20,12 +20,12 @@ pub enum IngressError {
 use seckill_web::ApiError;
 use warp::http::StatusCode;
 
-use crate::admission::Rejection;
+use seckill_gate::Rejection;
 
 /// How each gate rejection is answered. State conflicts are `409`; an
 /// unknown voucher is `404`.
-impl From<Rejection> for ApiError {
-    fn from(rejection: Rejection) -> Self {
+pub(crate) fn rejection_error(rejection: Rejection) -> ApiError {
+    {
         let code = rejection.code();
         match rejection {
             Rejection::UnknownVoucher => ApiError::new(StatusCode::NOT_FOUND, code, "no such voucher"),

@@ -7,11 +7,11 @@
 //! log is the record. Admin routes create vouchers; query routes read the
 //! order-status view.
 
-pub mod admission;
 mod app;
 pub mod config;
 mod error;
 mod routes;
+mod sold_out;
 
 pub use app::{App, Dependencies};
 pub use config::IngressConfig;

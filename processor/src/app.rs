@@ -5,8 +5,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use prometheus::Registry;
+use redis::aio::ConnectionManagerConfig;
 use seckill_core::metrics::{ConsumerMetrics, HttpMetrics};
 use seckill_core::VoucherId;
+use seckill_gate::Gate;
 use seckill_kafka::{BatchConsumer, ConsumerSettings, DeadLetter};
 use seckill_store::StockStore;
 use seckill_web::{healthz, instrumented, metrics, recover, ApiError};
@@ -38,6 +40,14 @@ impl App {
         store: Arc<dyn StockStore>,
         registry: Registry,
     ) -> Result<Self, ProcessorError> {
+        let redis = redis::Client::open(config.redis.url.as_str())?
+            .get_connection_manager_with_config(
+                ConnectionManagerConfig::new()
+                    .set_connection_timeout(Some(Duration::from_secs(2)))
+                    .set_response_timeout(Some(Duration::from_secs(2))),
+            )
+            .await?;
+        let gate = Gate::new(redis, &config.redis.key_prefix).await?;
         let (topics, producer) = seckill_kafka::connect(&config.kafka).await?;
         let consumer =
             BatchConsumer::subscribe(&ConsumerSettings::new(&config.kafka, &config.consumer), &[&topics.sales])?;
@@ -45,6 +55,7 @@ impl App {
             .await
             .map_err(|source| ProcessorError::Bind { addr: config.http.listen, source })?;
         let pipeline = Pipeline {
+            gate,
             dead_letter: DeadLetter::new(producer.clone(), topics.dead_letters.clone(), "processor"),
             producer,
             store,

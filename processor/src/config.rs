@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use seckill_core::config::{ConfigError, ConsumerConfig, HttpConfig, KafkaConfig, StoreConfig, Validate};
+use seckill_core::config::{ConfigError, ConsumerConfig, HttpConfig, KafkaConfig, RedisConfig, StoreConfig, Validate};
 use serde::{Deserialize, Serialize};
 
 /// Everything the processor needs.
@@ -16,6 +16,8 @@ pub struct ProcessorConfig {
     pub store: StoreConfig,
     /// Group and batch bounds.
     pub consumer: ConsumerConfig,
+    /// The admission gate, where failed orders give their units back.
+    pub redis: RedisConfig,
 }
 
 impl Default for ProcessorConfig {
@@ -25,6 +27,7 @@ impl Default for ProcessorConfig {
             kafka: KafkaConfig::default(),
             store: StoreConfig::Embedded { path: PathBuf::from(".seckill/processor.redb") },
             consumer: ConsumerConfig::new("seckill-processor"),
+            redis: RedisConfig::default(),
         }
     }
 }
@@ -33,6 +36,7 @@ impl Validate for ProcessorConfig {
     fn validate(&self) -> Result<(), ConfigError> {
         self.kafka.validate()?;
         self.store.validate()?;
+        self.redis.validate()?;
         self.consumer.validate()
     }
 }

@@ -9,6 +9,8 @@ pub enum ProcessorError {
         #[source]
         source: std::io::Error,
     },
+    #[error("Redis: {0}")]
+    Redis(#[from] redis::RedisError),
     #[error(transparent)]
     Kafka(#[from] seckill_kafka::KafkaError),
     #[error(transparent)]

@@ -7,6 +7,7 @@ use futures::future::join_all;
 use seckill_core::event::Event;
 use seckill_core::metrics::ConsumerMetrics;
 use seckill_core::topics::Topics;
+use seckill_gate::Gate;
 use seckill_kafka::{
     decode, retry, retry_pause, BatchConsumer, BatchHandler, DeadLetter, EventProducer, Interrupted, OwnedMessage,
 };
@@ -19,6 +20,8 @@ pub(crate) struct Pipeline {
     pub(crate) producer: EventProducer,
     pub(crate) dead_letter: DeadLetter,
     pub(crate) store: Arc<dyn StockStore>,
+    /// Where failed orders give back the units Redis admitted them with.
+    pub(crate) gate: Gate,
     pub(crate) topics: Topics,
     pub(crate) metrics: ConsumerMetrics,
 }
@@ -60,6 +63,25 @@ impl Pipeline {
         Ok(())
     }
 
+    /// Gives the gate back the units of every failed order. `release.lua`
+    /// acts once per order, so redelivered and replayed failures (this runs
+    /// again after a crash) return the units exactly once.
+    async fn compensate(&self, decided: &[Decided], shutdown: &CancellationToken) -> Result<(), Interrupted> {
+        for decision in decided {
+            if let Event::OrderFailed(failed) = &decision.outcome.event {
+                let order = &failed.order;
+                let released = retry(shutdown, "returning a failed order's units to Redis", || {
+                    self.gate.release(order.voucher_id, &order.user_id, order.quantity, order.order_id, None)
+                })
+                .await?;
+                if released {
+                    self.metrics.compensations.inc();
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn record(&self, decision: &Decided) {
         let result = if decision.replayed { "duplicate" } else { "applied" };
         self.metrics.events.with_label_values(&["OrderAccepted", result]).inc();
@@ -93,6 +115,7 @@ impl BatchHandler for Pipeline {
         let decided =
             retry(shutdown, "applying a batch to the stock store", || self.store.apply(inputs.clone())).await?;
         self.emit(&decided, shutdown).await?;
+        self.compensate(&decided, shutdown).await?;
         self.dead_letter.park_all(&rejects, shutdown).await?;
         self.metrics.dead_letters.inc_by(rejects.len() as u64);
         self.metrics.events.with_label_values(&["invalid", "dead_lettered"]).inc_by(rejects.len() as u64);

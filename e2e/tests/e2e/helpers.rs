@@ -116,6 +116,7 @@ impl Platform {
             http: HttpConfig { listen: self.processor_addr },
             kafka: self.kafka.clone(),
             consumer: ConsumerConfig::new(&format!("{}-processor", self.infra.namespace)),
+            redis: self.redis.clone(),
             ..ProcessorConfig::default()
         };
         let store_config = self.store("processor.redb");

@@ -6,6 +6,10 @@ use std::collections::HashSet;
 use futures::future::join_all;
 use reqwest::StatusCode;
 
+use seckill_core::event::{Event, OrderAccepted};
+use seckill_core::{Envelope, UserId};
+use seckill_kafka::{EventProducer, Message, OwnedMessage, ProducerSettings};
+
 use crate::helpers::{eventually, Platform};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -71,4 +75,36 @@ async fn the_sold_out_fast_path_notices_returned_stock_and_redis_stays_the_gate(
     assert_eq!((order["status"].as_str(), order["reason"].as_str()), (Some("FAILED"), Some("sold_out")), "{order}");
     assert_eq!(platform.persistent_remaining(&voucher).await, 0, "never oversold");
     assert_eq!(platform.wait_final(first["order_id"].as_str().expect("id")).await["status"], "CREATED");
+
+    // The failed order's unit goes back to the gate, once, even when the
+    // order is delivered to the processor again.
+    eventually(|| async { (platform.redis_remaining(&voucher).await == 1).then_some(()) }).await;
+    let accepted = OrderAccepted {
+        order_id: order["order_id"].as_str().expect("id").parse().expect("uuid"),
+        voucher_id: voucher.parse().expect("uuid"),
+        user_id: UserId::parse(order["user_id"].as_str().expect("user")).expect("valid"),
+        quantity: 1,
+        accepted_at: serde_json::from_value(order["accepted_at"].clone()).expect("time"),
+    };
+    let producer = EventProducer::new(&ProducerSettings::from(&platform.kafka)).expect("producer");
+    let topics = platform.kafka.topics();
+    producer.send(&topics.sales, &Envelope::new(Event::OrderAccepted(accepted.clone()))).await.expect("redelivered");
+    let outcomes = |read: &[OwnedMessage]| {
+        read.iter()
+            .filter_map(|m| Envelope::decode(m.payload()?).ok())
+            .filter(|e| matches!(&e.event, Event::OrderFailed(f) if f.order.order_id == accepted.order_id))
+            .count()
+    };
+    platform.read_topic(&topics.orders, |read| outcomes(read) >= 2).await;
+    assert_eq!(platform.redis_remaining(&voucher).await, 1, "compensated exactly once");
+    let metrics = platform
+        .http
+        .get(format!("http://{}/metrics", platform.processor_addr))
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    assert!(metrics.contains(r#"seckill_compensations_total{service="processor"} 1"#), "{metrics}");
 }

@@ -15,8 +15,9 @@ use seckill_store::ViewReader;
 use seckill_web::{healthz, instrumented, metrics, query_routes, recover};
 use warp::{Filter, Rejection, Reply};
 
-use crate::admission::{Gate, SoldOutMemo};
+use crate::sold_out::SoldOutMemo;
 use seckill_core::config::Secret;
+use seckill_gate::Gate;
 
 /// Route templates, for the request metrics.
 const ROUTES: &[&str] = &[

@@ -18,7 +18,8 @@ use warp::http::StatusCode;
 use warp::{Filter, Rejection, Reply};
 
 use super::{auth, body, Ingress};
-use crate::admission::{Admission, Rejection as GateRejection, RetryKey};
+use crate::error::rejection_error;
+use seckill_gate::{Admission, Rejection as GateRejection, RetryKey};
 
 /// Vouchers with more holders than this are not remembered as sold out (the
 /// snapshot would cost more than it saves).
@@ -77,7 +78,7 @@ async fn handle(
     if let Some(holders) = retry.is_none().then(|| ingress.sold_out.sold_out(voucher, Instant::now())).flatten() {
         let rejection = holders.refusal(&user, request.quantity);
         ingress.metrics.outcomes.with_label_values(&[rejection.code()]).inc();
-        return Err(ApiError::from(rejection).into());
+        return Err(rejection_error(rejection).into());
     }
 
     let order_id = OrderId::generate();
@@ -98,7 +99,7 @@ async fn handle(
                 remember_sell_out(&ingress, voucher).await;
             }
             ingress.metrics.outcomes.with_label_values(&[rejection.code()]).inc();
-            return Err(ApiError::from(rejection).into());
+            return Err(rejection_error(rejection).into());
         }
     }
 

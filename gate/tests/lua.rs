@@ -7,7 +7,7 @@ use futures::future::join_all;
 use redis::aio::ConnectionManager;
 use seckill_core::{OrderId, UserId, VoucherId};
 use seckill_devstack::{Redis, RedisPersistence, TempDir};
-use seckill_ingress::admission::{Admission, Gate, Rejection, RetryKey};
+use seckill_gate::{Admission, Gate, Rejection, RetryKey};
 
 struct Harness {
     gate: Gate,
@@ -238,4 +238,12 @@ fn idempotency_keys_are_validated() {
     assert!(RetryKey::new(&u, "has space").is_err());
     assert!(RetryKey::new(&u, &"k".repeat(129)).is_err());
     assert!(RetryKey::new(&u, "a-b_c.d:1").is_ok());
+}
+
+#[tokio::test]
+async fn releasing_an_order_of_an_unknown_voucher_creates_nothing() {
+    let h = harness().await;
+    let v = VoucherId::generate();
+    assert!(!h.gate.release(v, &user("ghost"), 1, OrderId::generate(), None).await.expect("release"));
+    assert_eq!(h.gate.remaining(v).await.expect("read"), None, "no partial voucher hash");
 }

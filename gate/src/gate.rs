@@ -1,4 +1,4 @@
-//! The scripts, loaded once and called by EVALSHA.
+//! The gate: the scripts, loaded once and called by EVALSHA.
 //!
 //! `redis::Script` sends EVALSHA and, on NOSCRIPT (a restarted or failed-over
 //! Redis), loads the script and retries once, so a Redis restart is
@@ -14,11 +14,11 @@ use redis::Script;
 use seckill_core::metrics::AdmissionMetrics;
 use seckill_core::{OrderId, UserId, VoucherId};
 
-use super::{Holders, RetryKey, VoucherKeys};
+use crate::{Holders, RetryKey, VoucherKeys};
 
-const ADMIT: &str = include_str!("../../../lua/admit.lua");
-const LOAD_VOUCHER: &str = include_str!("../../../lua/load_voucher.lua");
-const RELEASE: &str = include_str!("../../../lua/release.lua");
+const ADMIT: &str = include_str!("../../lua/admit.lua");
+const LOAD_VOUCHER: &str = include_str!("../../lua/load_voucher.lua");
+const RELEASE: &str = include_str!("../../lua/release.lua");
 
 /// The gate's verdict on one order request.
 #[derive(Clone, Debug, PartialEq, Eq)]

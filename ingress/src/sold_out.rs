@@ -14,35 +14,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
-use seckill_core::{OrderId, UserId, VoucherId};
-
-use super::Rejection;
-
-/// Who held units of a sold-out voucher, and its per-user limit.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Holders {
-    /// The voucher's per-user limit.
-    pub limit: u32,
-    /// user id → units held.
-    pub bought: HashMap<String, u32>,
-    /// user id → their latest order.
-    pub orders: HashMap<String, OrderId>,
-}
-
-impl Holders {
-    /// The gate's answer for `user` asking `quantity` while nothing is left,
-    /// by the same rule as `admit.lua`.
-    pub fn refusal(&self, user: &UserId, quantity: u32) -> Rejection {
-        let bought = self.bought.get(user.as_str()).copied().unwrap_or(0);
-        if bought.saturating_add(quantity) > self.limit {
-            if bought >= self.limit {
-                return Rejection::DuplicateOrder { existing: self.orders.get(user.as_str()).copied() };
-            }
-            return Rejection::LimitExceeded { limit: self.limit };
-        }
-        Rejection::SoldOut { remaining: 0 }
-    }
-}
+use seckill_core::VoucherId;
+use seckill_gate::Holders;
 
 #[derive(Debug)]
 struct Entry {
@@ -52,7 +25,7 @@ struct Entry {
 
 /// Vouchers recently seen sold out, each remembered for `lifetime`.
 #[derive(Debug)]
-pub struct SoldOutMemo {
+pub(crate) struct SoldOutMemo {
     lifetime: Duration,
     /// Bounds memory: past this many vouchers, new sell-outs are not
     /// remembered (those requests simply go to Redis).
@@ -62,18 +35,18 @@ pub struct SoldOutMemo {
 
 impl SoldOutMemo {
     /// A memo remembering each sell-out for `lifetime` (zero disables it).
-    pub fn new(lifetime: Duration, capacity: usize) -> Self {
+    pub(crate) fn new(lifetime: Duration, capacity: usize) -> Self {
         Self { lifetime, capacity, seen: RwLock::new(HashMap::new()) }
     }
 
     /// Whether a sell-out would be remembered at all.
-    pub fn enabled(&self) -> bool {
+    pub(crate) fn enabled(&self) -> bool {
         !self.lifetime.is_zero()
     }
 
     /// The holders of `voucher` if it was seen sold out less than the
     /// lifetime ago.
-    pub fn sold_out(&self, voucher: VoucherId, now: Instant) -> Option<Arc<Holders>> {
+    pub(crate) fn sold_out(&self, voucher: VoucherId, now: Instant) -> Option<Arc<Holders>> {
         let seen = self.seen.read().unwrap_or_else(|poisoned| poisoned.into_inner());
         seen.get(&voucher)
             .filter(|entry| now.saturating_duration_since(entry.seen_at) < self.lifetime)
@@ -81,7 +54,7 @@ impl SoldOutMemo {
     }
 
     /// Remembers that Redis found `voucher` with no units left.
-    pub fn mark(&self, voucher: VoucherId, holders: Holders, now: Instant) {
+    pub(crate) fn mark(&self, voucher: VoucherId, holders: Holders, now: Instant) {
         if !self.enabled() {
             return;
         }
@@ -101,15 +74,6 @@ impl SoldOutMemo {
 mod tests {
     use super::*;
 
-    fn holders() -> Holders {
-        let order = OrderId::generate();
-        Holders {
-            limit: 2,
-            bought: HashMap::from([("full".to_owned(), 2), ("half".to_owned(), 1)]),
-            orders: HashMap::from([("full".to_owned(), order), ("half".to_owned(), order)]),
-        }
-    }
-
     #[test]
     fn remembers_for_its_lifetime_only() {
         let memo = SoldOutMemo::new(Duration::from_millis(500), 10);
@@ -118,16 +82,6 @@ mod tests {
         memo.mark(voucher, Holders::default(), start);
         assert!(memo.sold_out(voucher, start + Duration::from_millis(499)).is_some());
         assert!(memo.sold_out(voucher, start + Duration::from_millis(500)).is_none(), "stock may be back");
-    }
-
-    #[test]
-    fn answers_like_the_gate() {
-        let h = holders();
-        let user = |name: &str| UserId::parse(name).expect("valid");
-        assert!(matches!(h.refusal(&user("full"), 1), Rejection::DuplicateOrder { existing: Some(_) }));
-        assert_eq!(h.refusal(&user("half"), 2), Rejection::LimitExceeded { limit: 2 });
-        assert_eq!(h.refusal(&user("half"), 1), Rejection::SoldOut { remaining: 0 });
-        assert_eq!(h.refusal(&user("new"), 1), Rejection::SoldOut { remaining: 0 });
     }
 
     #[test]
