@@ -9,12 +9,16 @@ use std::collections::HashMap;
 use std::time::Instant;
 
 use chrono::{DateTime, Utc};
-use redis::aio::ConnectionManager;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::Script;
+use seckill_core::config::RedisConfig;
 use seckill_core::metrics::AdmissionMetrics;
 use seckill_core::{OrderId, UserId, VoucherId};
 
 use crate::{Holders, RetryKey, VoucherKeys};
+
+/// Bounds connecting and every call: a slow Redis answers 503, not a hang.
+const REDIS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 
 const ADMIT: &str = include_str!("../../lua/admit.lua");
 const LOAD_VOUCHER: &str = include_str!("../../lua/load_voucher.lua");
@@ -83,6 +87,19 @@ impl std::fmt::Debug for Gate {
 }
 
 impl Gate {
+    /// Connects to the Redis `config` names (reconnecting by itself after
+    /// failures) and loads the scripts.
+    pub async fn connect(config: &RedisConfig) -> redis::RedisResult<Self> {
+        let redis = redis::Client::open(config.url.as_str())?
+            .get_connection_manager_with_config(
+                ConnectionManagerConfig::new()
+                    .set_connection_timeout(Some(REDIS_TIMEOUT))
+                    .set_response_timeout(Some(REDIS_TIMEOUT)),
+            )
+            .await?;
+        Self::new(redis, &config.key_prefix).await
+    }
+
     /// Loads the scripts into `redis` (SCRIPT LOAD) once.
     pub async fn new(mut redis: ConnectionManager, prefix: &str) -> redis::RedisResult<Self> {
         let gate = Self {

@@ -5,7 +5,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use prometheus::Registry;
-use redis::aio::ConnectionManagerConfig;
 use seckill_core::metrics::{AdmissionMetrics, HttpMetrics};
 use seckill_store::ViewReader;
 use tokio::net::TcpListener;
@@ -43,15 +42,8 @@ impl App {
     /// Connects to Redis (loading the scripts) and the broker (creating the
     /// topics), and binds the HTTP listener.
     pub async fn build(config: IngressConfig, deps: Dependencies) -> Result<Self, IngressError> {
-        let redis = redis::Client::open(config.redis.url.as_str())?
-            .get_connection_manager_with_config(
-                ConnectionManagerConfig::new()
-                    .set_connection_timeout(Some(Duration::from_secs(2)))
-                    .set_response_timeout(Some(Duration::from_secs(2))),
-            )
-            .await?;
         let metrics = AdmissionMetrics::register(&deps.registry);
-        let gate = Gate::new(redis, &config.redis.key_prefix).await?.with_metrics(metrics.clone());
+        let gate = Gate::connect(&config.redis).await?.with_metrics(metrics.clone());
 
         let (topics, producer) = seckill_kafka::connect(&config.kafka).await?;
 

@@ -5,7 +5,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use prometheus::Registry;
-use redis::aio::ConnectionManagerConfig;
 use seckill_core::metrics::{ConsumerMetrics, HttpMetrics};
 use seckill_core::VoucherId;
 use seckill_gate::Gate;
@@ -40,14 +39,7 @@ impl App {
         store: Arc<dyn StockStore>,
         registry: Registry,
     ) -> Result<Self, ProcessorError> {
-        let redis = redis::Client::open(config.redis.url.as_str())?
-            .get_connection_manager_with_config(
-                ConnectionManagerConfig::new()
-                    .set_connection_timeout(Some(Duration::from_secs(2)))
-                    .set_response_timeout(Some(Duration::from_secs(2))),
-            )
-            .await?;
-        let gate = Gate::new(redis, &config.redis.key_prefix).await?;
+        let gate = Gate::connect(&config.redis).await?;
         let (topics, producer) = seckill_kafka::connect(&config.kafka).await?;
         let consumer =
             BatchConsumer::subscribe(&ConsumerSettings::new(&config.kafka, &config.consumer), &[&topics.sales])?;
