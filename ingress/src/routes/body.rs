@@ -52,10 +52,22 @@ fn too_large(max_bytes: u64) -> Rejection {
     .into()
 }
 
-/// Parses `body`; an empty body is `T::default()` when `empty_ok`.
-pub(super) fn parse<T: DeserializeOwned + Default>(body: &[u8], empty_ok: bool) -> Result<T, Rejection> {
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return if empty_ok { Ok(T::default()) } else { Err(ApiError::invalid("a JSON body is required").into()) };
+/// Parses a required JSON body.
+pub(super) fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, Rejection> {
+    if is_empty(body) {
+        return Err(ApiError::invalid("a JSON body is required").into());
     }
     serde_json::from_slice(body).map_err(|e| ApiError::invalid(format!("invalid JSON body: {e}")).into())
+}
+
+/// Parses an optional JSON body: an empty one is `T::default()`.
+pub(super) fn parse_or_default<T: DeserializeOwned + Default>(body: &[u8]) -> Result<T, Rejection> {
+    if is_empty(body) {
+        return Ok(T::default());
+    }
+    parse(body)
+}
+
+fn is_empty(body: &[u8]) -> bool {
+    body.iter().all(u8::is_ascii_whitespace)
 }

@@ -64,7 +64,7 @@ async fn handle(
     ingress: Arc<Ingress>,
 ) -> Result<warp::reply::Response, Rejection> {
     let voucher: VoucherId = voucher.parse().map_err(|e| ApiError::invalid(format!("voucher_id: {e}")))?;
-    let request: PlaceOrder = body::parse(&raw, true)?;
+    let request: PlaceOrder = body::parse_or_default(&raw)?;
     if !(1..=MAX_QUANTITY).contains(&request.quantity) {
         return Err(ApiError::invalid(format!("quantity must be 1 to {MAX_QUANTITY}")).into());
     }

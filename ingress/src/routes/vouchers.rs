@@ -27,12 +27,6 @@ struct CreateVoucher {
     per_user_limit: u32,
 }
 
-impl Default for CreateVoucher {
-    fn default() -> Self {
-        Self { stock: 0, begins_at: DateTime::<Utc>::MIN_UTC, ends_at: DateTime::<Utc>::MIN_UTC, per_user_limit: 1 }
-    }
-}
-
 fn one() -> u32 {
     1
 }
@@ -50,7 +44,7 @@ pub(super) fn create(
 }
 
 async fn handle(raw: bytes::Bytes, ingress: Arc<Ingress>) -> Result<warp::reply::Response, Rejection> {
-    let request: CreateVoucher = body::parse(&raw, false)?;
+    let request: CreateVoucher = body::parse(&raw)?;
     let definition = VoucherCreated {
         voucher_id: VoucherId::generate(),
         stock: request.stock,
