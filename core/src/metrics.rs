@@ -40,6 +40,19 @@ fn register<C: prometheus::core::Collector + Clone + 'static>(registry: &Registr
     collector
 }
 
+/// `seckill_kafka_produce_errors_total`, for every service that produces.
+fn produce_errors(registry: &Registry, service: &str) -> IntCounter {
+    register(
+        registry,
+        IntCounter::with_opts(opts(
+            service,
+            "seckill_kafka_produce_errors_total",
+            "Events the broker did not acknowledge in time.",
+        ))
+        .expect("valid metric"),
+    )
+}
+
 /// HTTP metrics, one set per service.
 #[derive(Clone, Debug)]
 pub struct HttpMetrics {
@@ -146,15 +159,7 @@ impl AdmissionMetrics {
                 ))
                 .expect("valid metric"),
             ),
-            produce_errors: register(
-                registry,
-                IntCounter::with_opts(opts(
-                    service,
-                    "seckill_kafka_produce_errors_total",
-                    "Events the broker did not acknowledge in time.",
-                ))
-                .expect("valid metric"),
-            ),
+            produce_errors: produce_errors(registry, service),
         }
     }
 }
@@ -222,15 +227,7 @@ impl ConsumerMetrics {
                 )
                 .expect("valid metric"),
             ),
-            produce_errors: register(
-                registry,
-                IntCounter::with_opts(opts(
-                    service,
-                    "seckill_kafka_produce_errors_total",
-                    "Events the broker did not acknowledge in time.",
-                ))
-                .expect("valid metric"),
-            ),
+            produce_errors: produce_errors(registry, service),
             compensations: register(
                 registry,
                 IntCounter::with_opts(opts(
