@@ -26,8 +26,6 @@ pub enum BrokerStorage {
 pub struct Broker {
     server: Server,
     port: u16,
-    dir: PathBuf,
-    storage: BrokerStorage,
 }
 
 impl Broker {
@@ -36,7 +34,7 @@ impl Broker {
         std::fs::create_dir_all(dir).map_err(|source| DevstackError::Spawn { what: "broker".into(), source })?;
         let port = if port == 0 { free_port() } else { port };
         let server = Self::spawn(dir, port, storage)?;
-        Ok(Self { server, port, dir: dir.to_owned(), storage })
+        Ok(Self { server, port })
     }
 
     fn spawn(dir: &Path, port: u16, storage: BrokerStorage) -> Result<Server, DevstackError> {
@@ -68,16 +66,5 @@ impl Broker {
     /// Stops the broker gracefully (SIGTERM).
     pub fn stop(&mut self) {
         self.server.stop(Duration::from_secs(10));
-    }
-
-    /// Starts it again on the same port and data.
-    pub fn start_again(&mut self) -> Result<(), DevstackError> {
-        self.server = Self::spawn(&self.dir, self.port, self.storage)?;
-        Ok(())
-    }
-
-    /// Kills the broker (SIGKILL).
-    pub fn kill(&mut self) {
-        self.server.kill();
     }
 }

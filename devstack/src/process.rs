@@ -103,11 +103,6 @@ impl Server {
         Err(DevstackError::NotReady { what: self.what.clone(), addr, timeout, log: log.to_owned() })
     }
 
-    /// The process id, for signals.
-    pub(crate) fn pid(&self) -> Option<u32> {
-        self.child.as_ref().map(Child::id)
-    }
-
     /// Asks the process to stop (SIGTERM) and waits up to `grace`, then
     /// kills it.
     pub(crate) fn stop(&mut self, grace: Duration) {
@@ -125,8 +120,8 @@ impl Server {
         self.kill_child(child);
     }
 
-    /// Kills the process at once (SIGKILL), as a crash would.
-    pub(crate) fn kill(&mut self) {
+    /// Kills the process at once (SIGKILL).
+    fn kill(&mut self) {
         if let Some(child) = self.child.take() {
             self.kill_child(child);
         }

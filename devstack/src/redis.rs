@@ -1,7 +1,7 @@
 //! A local `redis-server`.
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
@@ -22,8 +22,6 @@ pub enum RedisPersistence {
 pub struct Redis {
     server: Server,
     port: u16,
-    dir: PathBuf,
-    persistence: RedisPersistence,
 }
 
 impl Redis {
@@ -32,7 +30,7 @@ impl Redis {
         std::fs::create_dir_all(dir).map_err(|source| DevstackError::Spawn { what: "redis".into(), source })?;
         let port = if port == 0 { free_port() } else { port };
         let server = Self::spawn(dir, port, persistence)?;
-        Ok(Self { server, port, dir: dir.to_owned(), persistence })
+        Ok(Self { server, port })
     }
 
     fn spawn(dir: &Path, port: u16, persistence: RedisPersistence) -> Result<Server, DevstackError> {
@@ -56,21 +54,8 @@ impl Redis {
         format!("redis://127.0.0.1:{}/", self.port)
     }
 
-    /// Stops and starts the server on the same port and data (persistence
-    /// tests).
-    pub fn restart(&mut self) -> Result<(), DevstackError> {
-        self.server.stop(Duration::from_secs(10));
-        self.server = Self::spawn(&self.dir, self.port, self.persistence)?;
-        Ok(())
-    }
-
     /// Stops the server gracefully.
     pub fn stop(&mut self) {
         self.server.stop(Duration::from_secs(10));
-    }
-
-    /// The server's pid.
-    pub fn pid(&self) -> Option<u32> {
-        self.server.pid()
     }
 }
