@@ -1,10 +1,9 @@
 //! Poison records are parked with their reason; the partition keeps moving.
 
 use std::collections::HashMap;
-use std::time::Duration;
 
 use reqwest::StatusCode;
-use seckill_kafka::{EventProducer, Headers, Message, OwnedHeaders, ProducerSettings};
+use seckill_kafka::{Headers, Message, OwnedHeaders};
 
 use crate::helpers::Platform;
 
@@ -13,12 +12,7 @@ async fn malformed_events_are_dead_lettered_and_the_partition_moves_on() {
     let platform = Platform::start().await;
     let voucher = platform.create_voucher(3, 1).await;
     let topics = platform.kafka.topics();
-    let producer = EventProducer::new(&ProducerSettings {
-        brokers: platform.kafka.brokers.clone(),
-        timeout: Duration::from_secs(5),
-        linger_ms: 0,
-    })
-    .expect("producer");
+    let producer = platform.producer();
     // Same key as the voucher's real events: same partition.
     let key = voucher.as_bytes();
     producer.send_raw(&topics.sales, Some(key), b"{not json", OwnedHeaders::new()).await.expect("garbage produced");

@@ -10,6 +10,7 @@ use prometheus::Registry;
 use reqwest::StatusCode;
 use seckill_core::config::{ConsumerConfig, HttpConfig, KafkaConfig, RedisConfig, StoreConfig};
 use seckill_devstack::{free_port, TestInfra};
+use seckill_gate::VoucherKeys;
 use seckill_ingress::{Dependencies, IngressConfig};
 use seckill_processor::ProcessorConfig;
 use seckill_projector::ProjectorConfig;
@@ -247,7 +248,13 @@ impl Platform {
     }
 
     fn voucher_key(&self, voucher: &str) -> String {
-        format!("{}:{{v:{voucher}}}:voucher", self.redis.key_prefix)
+        VoucherKeys::new(&self.redis.key_prefix, voucher.parse().expect("voucher id")).voucher
+    }
+
+    /// A producer to put records on the platform's topics directly, as a
+    /// redelivery or a misbehaving client would.
+    pub fn producer(&self) -> seckill_kafka::EventProducer {
+        seckill_kafka::EventProducer::new(&seckill_kafka::ProducerSettings::from(&self.kafka)).expect("producer")
     }
 
     async fn redis_connection(&self) -> redis::aio::MultiplexedConnection {

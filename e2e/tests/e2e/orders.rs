@@ -1,12 +1,10 @@
 //! The order path from request to final status.
 
-use std::time::Duration;
-
 use chrono::Utc;
 use reqwest::StatusCode;
 use seckill_core::event::{Event, OrderAccepted};
 use seckill_core::{Envelope, OrderId, UserId};
-use seckill_kafka::{EventProducer, Message, OwnedMessage, ProducerSettings};
+use seckill_kafka::{Message, OwnedMessage};
 
 use crate::helpers::Platform;
 
@@ -99,12 +97,7 @@ async fn an_order_delivered_twice_is_decided_once() {
         quantity: 1,
         accepted_at: Utc::now(),
     };
-    let producer = EventProducer::new(&ProducerSettings {
-        brokers: platform.kafka.brokers.clone(),
-        timeout: Duration::from_secs(5),
-        linger_ms: 0,
-    })
-    .expect("producer");
+    let producer = platform.producer();
     let envelope = Envelope::new(Event::OrderAccepted(accepted.clone()));
     let topics = platform.kafka.topics();
     producer.send(&topics.sales, &envelope).await.expect("first delivery");

@@ -8,7 +8,7 @@ use reqwest::StatusCode;
 
 use seckill_core::event::{Event, OrderAccepted};
 use seckill_core::{Envelope, UserId};
-use seckill_kafka::{EventProducer, Message, OwnedMessage, ProducerSettings};
+use seckill_kafka::{Message, OwnedMessage};
 
 use crate::helpers::{eventually, Platform};
 
@@ -86,7 +86,7 @@ async fn the_sold_out_fast_path_notices_returned_stock_and_redis_stays_the_gate(
         quantity: 1,
         accepted_at: serde_json::from_value(order["accepted_at"].clone()).expect("time"),
     };
-    let producer = EventProducer::new(&ProducerSettings::from(&platform.kafka)).expect("producer");
+    let producer = platform.producer();
     let topics = platform.kafka.topics();
     producer.send(&topics.sales, &Envelope::new(Event::OrderAccepted(accepted.clone()))).await.expect("redelivered");
     let outcomes = |read: &[OwnedMessage]| {
