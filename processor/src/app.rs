@@ -100,6 +100,6 @@ async fn get_stock(raw: String, store: Arc<dyn StockStore>) -> Result<warp::repl
             "stock": level.stock,
             "remaining": level.remaining,
         }))),
-        None => Err(ApiError::new(warp::http::StatusCode::NOT_FOUND, "unknown_voucher", "no such voucher").into()),
+        None => Err(ApiError::unknown_voucher(voucher).into()),
     }
 }

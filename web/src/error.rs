@@ -52,6 +52,11 @@ impl ApiError {
         Self::new(StatusCode::NOT_FOUND, "not_found", message)
     }
 
+    /// 404 `unknown_voucher`.
+    pub fn unknown_voucher(voucher: seckill_core::VoucherId) -> Self {
+        Self::new(StatusCode::NOT_FOUND, "unknown_voucher", format!("voucher {voucher} is unknown"))
+    }
+
     /// 503 `unavailable`: a dependency is down; retrying later may succeed.
     pub fn unavailable(message: impl Into<String>) -> Self {
         Self::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", message)

@@ -60,9 +60,6 @@ async fn get_voucher(raw: String, view: Arc<dyn ViewReader>) -> Result<warp::rep
     let id: VoucherId = raw.parse().map_err(|e| ApiError::invalid(format!("voucher_id: {e}")))?;
     match view.voucher(id).await.map_err(|e| ApiError::internal(&e))? {
         Some(voucher) => Ok(warp::reply::json(&voucher)),
-        None => {
-            Err(ApiError::new(warp::http::StatusCode::NOT_FOUND, "unknown_voucher", format!("voucher {id} is unknown"))
-                .into())
-        }
+        None => Err(ApiError::unknown_voucher(id).into()),
     }
 }
