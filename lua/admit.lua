@@ -1,6 +1,7 @@
 -- admit.lua: the flash-sale admission gate, one atomic call per order request.
 --
--- KEYS[1]  voucher hash  <prefix>:{v:<id>}:voucher  fields: stock, remaining, begins_ms, ends_ms, limit
+-- KEYS[1]  voucher hash  <prefix>:{v:<id>}:voucher  fields: stock, remaining, begins_ms, ends_ms, limit,
+--                                                    paused ("1" while paused; absent or "0" otherwise)
 -- KEYS[2]  bought hash   <prefix>:{v:<id>}:bought   user id -> units admitted to that user
 -- KEYS[3]  orders hash   <prefix>:{v:<id>}:orders   user id -> the user's latest admitted order id
 -- KEYS[4]  retries hash  <prefix>:{v:<id>}:retries  "<user id>|<Idempotency-Key>" -> order id
@@ -15,6 +16,7 @@
 --   {"unknown_voucher", ""}                no such voucher loaded
 --   {"not_started", begins_ms}             before the sale window
 --   {"ended", ends_ms}                     after the sale window
+--   {"paused", ""}                         an admin paused the sale
 --   {"duplicate_order", order_id}          the user already holds the whole limit
 --   {"limit_exceeded", limit}              this quantity would pass the user's limit
 --   {"sold_out", remaining}                fewer units left than asked for
@@ -30,7 +32,7 @@ if not quantity or quantity < 1 or quantity ~= math.floor(quantity) then
   return redis.error_reply("admit.lua: quantity must be a positive integer")
 end
 
-local voucher = redis.call("HMGET", KEYS[1], "remaining", "begins_ms", "ends_ms", "limit")
+local voucher = redis.call("HMGET", KEYS[1], "remaining", "begins_ms", "ends_ms", "limit", "paused")
 if not voucher[1] then
   return {"unknown_voucher", ""}
 end
@@ -51,6 +53,9 @@ if now_ms < tonumber(voucher[2]) then
 end
 if now_ms >= tonumber(voucher[3]) then
   return {"ended", voucher[3]}
+end
+if voucher[5] == "1" then
+  return {"paused", ""}
 end
 
 local limit = tonumber(voucher[4])

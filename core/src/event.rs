@@ -27,6 +27,8 @@ pub const MAX_STOCK: u64 = 1_000_000_000;
 pub const MAX_QUANTITY: u32 = 10_000;
 /// Largest record a consumer decodes; anything bigger is dead-lettered unread.
 pub const MAX_EVENT_BYTES: usize = 64 * 1024;
+/// Longest time a voucher may hold an unconfirmed order (seven days).
+pub const MAX_HOLD_SECONDS: u32 = 7 * 24 * 3600;
 
 /// One record on a topic: metadata plus the event itself.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -49,12 +51,22 @@ pub struct Envelope {
 pub enum Event {
     /// An admin opened a flash sale; carries the persistent stock.
     VoucherCreated(VoucherCreated),
+    /// An admin paused or resumed a sale, moved its end or added stock.
+    VoucherUpdated(VoucherUpdated),
     /// Redis admitted an order; the processor has yet to decide it.
     OrderAccepted(OrderAccepted),
+    /// The owner, an admin or the expiry sweeper asks to cancel an order.
+    CancelRequested(OrderRequest),
+    /// The owner confirms (pays for) an order, so it no longer expires.
+    ConfirmRequested(OrderRequest),
     /// The processor took the order's units from the persistent stock.
     OrderCreated(OrderCreated),
     /// The processor refused the order; the units were never taken.
     OrderFailed(OrderFailed),
+    /// The owner confirmed a created order; it keeps its units for good.
+    OrderConfirmed(OrderConfirmed),
+    /// A created order gave its units back to the persistent stock.
+    OrderCancelled(OrderCancelled),
 }
 
 /// A new flash-sale voucher.
@@ -67,6 +79,32 @@ pub struct VoucherCreated {
     pub per_user_limit: u32,
     pub begins_at: DateTime<Utc>,
     pub ends_at: DateTime<Utc>,
+    /// Seconds a created order may stay unconfirmed before it is cancelled
+    /// as `expired`; 0 (the default) keeps orders without confirmation.
+    #[serde(default)]
+    pub hold_seconds: u32,
+}
+
+/// A change to a running sale. Each field left out stays as it was.
+///
+/// Applied once per record: the envelope's `event_id` identifies the update
+/// (added stock is added once however often the record is delivered), and
+/// as a UUIDv7 it also orders updates, so an older update delivered late
+/// never undoes a newer pause, resume or end time.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct VoucherUpdated {
+    pub voucher_id: VoucherId,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ends_at: Option<DateTime<Utc>>,
+    /// Units added to the stock (and to what is left).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub add_stock: u64,
+}
+
+fn is_zero(value: &u64) -> bool {
+    *value == 0
 }
 
 /// An order admitted by the Redis gate.
@@ -98,6 +136,57 @@ pub struct OrderFailed {
     pub order: OrderAccepted,
     pub decided_at: DateTime<Utc>,
     pub reason: FailReason,
+}
+
+/// A request about one order, decided by the processor in log order.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OrderRequest {
+    pub order_id: OrderId,
+    /// The partition key: the request follows the order on its partition.
+    pub voucher_id: VoucherId,
+    /// Why a cancellation was asked for (absent for a confirmation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<CancelReason>,
+    pub requested_at: DateTime<Utc>,
+}
+
+/// A created order the owner confirmed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OrderConfirmed {
+    #[serde(flatten)]
+    pub order: OrderAccepted,
+    pub confirmed_at: DateTime<Utc>,
+}
+
+/// A created order whose units went back to the stock.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OrderCancelled {
+    #[serde(flatten)]
+    pub order: OrderAccepted,
+    pub cancelled_at: DateTime<Utc>,
+    pub reason: CancelReason,
+    /// Persistent stock left after the units came back.
+    pub remaining: u64,
+}
+
+/// Why an order was cancelled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CancelReason {
+    /// Its owner or an admin asked.
+    Requested,
+    /// It was not confirmed within the voucher's `hold_seconds`.
+    Expired,
+}
+
+impl CancelReason {
+    /// The snake_case name used in events, API bodies and metric labels.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Requested => "requested",
+            Self::Expired => "expired",
+        }
+    }
 }
 
 /// Why the processor refused an order Redis had admitted.
@@ -170,9 +259,13 @@ impl Event {
     pub fn voucher_id(&self) -> VoucherId {
         match self {
             Self::VoucherCreated(e) => e.voucher_id,
+            Self::VoucherUpdated(e) => e.voucher_id,
             Self::OrderAccepted(e) => e.voucher_id,
+            Self::CancelRequested(e) | Self::ConfirmRequested(e) => e.voucher_id,
             Self::OrderCreated(e) => e.order.voucher_id,
             Self::OrderFailed(e) => e.order.voucher_id,
+            Self::OrderConfirmed(e) => e.order.voucher_id,
+            Self::OrderCancelled(e) => e.order.voucher_id,
         }
     }
 
@@ -180,16 +273,33 @@ impl Event {
     pub fn kind(&self) -> &'static str {
         match self {
             Self::VoucherCreated(_) => "VoucherCreated",
+            Self::VoucherUpdated(_) => "VoucherUpdated",
             Self::OrderAccepted(_) => "OrderAccepted",
+            Self::CancelRequested(_) => "CancelRequested",
+            Self::ConfirmRequested(_) => "ConfirmRequested",
             Self::OrderCreated(_) => "OrderCreated",
             Self::OrderFailed(_) => "OrderFailed",
+            Self::OrderConfirmed(_) => "OrderConfirmed",
+            Self::OrderCancelled(_) => "OrderCancelled",
         }
     }
 
     fn validate(&self) -> Result<(), EventError> {
         match self {
             Self::VoucherCreated(v) => v.validate(),
+            Self::VoucherUpdated(u) => u.validate(),
             Self::OrderAccepted(o) => o.validate(),
+            Self::CancelRequested(r) => check(r.reason.is_some(), "a cancellation needs a reason"),
+            Self::ConfirmRequested(r) => check(r.reason.is_none(), "a confirmation has no reason"),
+            Self::OrderConfirmed(c) => {
+                c.order.validate()?;
+                check(c.confirmed_at >= c.order.accepted_at, "confirmed_at precedes accepted_at")
+            }
+            Self::OrderCancelled(c) => {
+                c.order.validate()?;
+                check(c.cancelled_at >= c.order.accepted_at, "cancelled_at precedes accepted_at")?;
+                check(c.remaining <= MAX_STOCK, "remaining exceeds the largest stock")
+            }
             Self::OrderCreated(c) => {
                 c.order.validate()?;
                 check(c.decided_at >= c.order.accepted_at, "decided_at precedes accepted_at")?;
@@ -208,7 +318,19 @@ impl VoucherCreated {
     pub fn validate(&self) -> Result<(), EventError> {
         check(self.stock <= MAX_STOCK, "stock exceeds 1000000000")?;
         check((1..=MAX_QUANTITY).contains(&self.per_user_limit), "per_user_limit must be 1 to 10000")?;
+        check(self.hold_seconds <= MAX_HOLD_SECONDS, "hold_seconds must be 0 to 604800")?;
         check(self.ends_at > self.begins_at, "ends_at must be after begins_at")
+    }
+}
+
+impl VoucherUpdated {
+    /// Checks what can be checked without the voucher's current state.
+    pub fn validate(&self) -> Result<(), EventError> {
+        check(self.add_stock <= MAX_STOCK, "add_stock exceeds 1000000000")?;
+        check(
+            self.paused.is_some() || self.ends_at.is_some() || self.add_stock > 0,
+            "an update must change paused, ends_at or add_stock",
+        )
     }
 }
 

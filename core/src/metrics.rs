@@ -179,8 +179,8 @@ pub struct ConsumerMetrics {
     pub order_latency: HistogramVec,
     /// `seckill_kafka_produce_errors_total`.
     pub produce_errors: IntCounter,
-    /// `seckill_compensations_total`: failed orders whose units went back
-    /// to the Redis gate.
+    /// `seckill_compensations_total`: failed and cancelled orders whose
+    /// units went back to the Redis gate.
     pub compensations: IntCounter,
 }
 
@@ -233,7 +233,31 @@ impl ConsumerMetrics {
                 IntCounter::with_opts(opts(
                     service,
                     "seckill_compensations_total",
-                    "Failed orders whose units were given back to the Redis gate.",
+                    "Failed and cancelled orders whose units were given back to the Redis gate.",
+                ))
+                .expect("valid metric"),
+            ),
+        }
+    }
+}
+
+/// Metrics of the processor's expiry sweeper.
+#[derive(Clone, Debug)]
+pub struct ExpiryMetrics {
+    /// `seckill_expiry_requests_total`: cancellations requested for orders
+    /// not confirmed within their voucher's `hold_seconds`.
+    pub requests: IntCounter,
+}
+
+impl ExpiryMetrics {
+    pub fn register(registry: &Registry, service: &str) -> Self {
+        Self {
+            requests: register(
+                registry,
+                IntCounter::with_opts(opts(
+                    service,
+                    "seckill_expiry_requests_total",
+                    "Cancellations requested for orders whose hold expired unconfirmed.",
                 ))
                 .expect("valid metric"),
             ),

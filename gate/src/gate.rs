@@ -12,8 +12,10 @@ use chrono::{DateTime, Utc};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::Script;
 use seckill_core::config::RedisConfig;
+use seckill_core::event::VoucherUpdated;
 use seckill_core::metrics::AdmissionMetrics;
 use seckill_core::{OrderId, UserId, VoucherId};
+use uuid::Uuid;
 
 use crate::{Holders, RetryKey, VoucherKeys};
 
@@ -23,6 +25,7 @@ const REDIS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 const ADMIT: &str = include_str!("../../lua/admit.lua");
 const LOAD_VOUCHER: &str = include_str!("../../lua/load_voucher.lua");
 const RELEASE: &str = include_str!("../../lua/release.lua");
+const UPDATE_VOUCHER: &str = include_str!("../../lua/update_voucher.lua");
 
 /// The gate's verdict on one order request.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -41,6 +44,8 @@ pub enum Rejection {
     UnknownVoucher,
     NotStarted,
     Ended,
+    /// An admin paused the sale.
+    Paused,
     /// The user holds the whole limit already; `existing` is their order.
     DuplicateOrder {
         existing: Option<OrderId>,
@@ -62,11 +67,35 @@ impl Rejection {
             Self::UnknownVoucher => "unknown_voucher",
             Self::NotStarted => "not_started",
             Self::Ended => "ended",
+            Self::Paused => "paused",
             Self::DuplicateOrder { .. } => "duplicate_order",
             Self::LimitExceeded { .. } => "limit_exceeded",
             Self::SoldOut { .. } => "sold_out",
         }
     }
+}
+
+/// A voucher as the gate holds it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GateVoucher {
+    /// Units for sale in all.
+    pub stock: u64,
+    /// Units the gate still admits.
+    pub remaining: u64,
+    pub paused: bool,
+    pub begins_at: DateTime<Utc>,
+    pub ends_at: DateTime<Utc>,
+}
+
+/// Whether an admin update took effect.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum UpdateResult {
+    /// Applied now; the voucher as it stands after it.
+    Applied(GateVoucher),
+    /// Applied before (by the ingress or an earlier delivery); nothing changed.
+    Repeated(GateVoucher),
+    /// The gate has no such voucher.
+    UnknownVoucher,
 }
 
 /// Redis with the admission scripts loaded.
@@ -77,6 +106,7 @@ pub struct Gate {
     admit: Script,
     load_voucher: Script,
     release: Script,
+    update_voucher: Script,
     metrics: Option<AdmissionMetrics>,
 }
 
@@ -106,11 +136,12 @@ impl Gate {
             admit: Script::new(ADMIT),
             load_voucher: Script::new(LOAD_VOUCHER),
             release: Script::new(RELEASE),
+            update_voucher: Script::new(UPDATE_VOUCHER),
             prefix: prefix.to_owned(),
             metrics: None,
             redis: redis.clone(),
         };
-        for script in [&gate.admit, &gate.load_voucher, &gate.release] {
+        for script in [&gate.admit, &gate.load_voucher, &gate.release, &gate.update_voucher] {
             script.load_async(&mut redis).await?;
         }
         Ok(gate)
@@ -185,6 +216,7 @@ impl Gate {
             "unknown_voucher" => rejected(Rejection::UnknownVoucher),
             "not_started" => rejected(Rejection::NotStarted),
             "ended" => rejected(Rejection::Ended),
+            "paused" => rejected(Rejection::Paused),
             "duplicate_order" => rejected(Rejection::DuplicateOrder { existing: detail.parse().ok() }),
             "limit_exceeded" => rejected(Rejection::LimitExceeded { limit: detail.parse().unwrap_or_default() }),
             "sold_out" => rejected(Rejection::SoldOut { remaining: detail.parse().unwrap_or_default() }),
@@ -222,6 +254,62 @@ impl Gate {
         Ok(released == 1)
     }
 
+    /// Applies an admin update, once per `update_id` (the record's event id).
+    pub async fn update_voucher(&self, update_id: Uuid, update: &VoucherUpdated) -> redis::RedisResult<UpdateResult> {
+        let keys = self.keys(update.voucher_id);
+        let started = Instant::now();
+        let paused = update.paused.map(|paused| if paused { "1" } else { "0" }).unwrap_or_default();
+        let ends_ms = update.ends_at.map(|at| at.timestamp_millis().to_string()).unwrap_or_default();
+        type Reply = (String, String, String, String, String, String);
+        let (code, stock, remaining, paused, begins_ms, ends_ms): Reply = self
+            .update_voucher
+            .key(&keys.voucher)
+            .key(&keys.updates)
+            .arg(update_id.to_string())
+            .arg(paused)
+            .arg(ends_ms)
+            .arg(update.add_stock)
+            .invoke_async(&mut self.redis.clone())
+            .await?;
+        self.observe("update_voucher", started);
+        if code == "unknown_voucher" {
+            return Ok(UpdateResult::UnknownVoucher);
+        }
+        let voucher = GateVoucher {
+            stock: stock.parse().unwrap_or_default(),
+            remaining: remaining.parse().unwrap_or_default(),
+            paused: paused == "1",
+            begins_at: millis(begins_ms.parse().unwrap_or_default()),
+            ends_at: millis(ends_ms.parse().unwrap_or_default()),
+        };
+        match code.as_str() {
+            "applied" => Ok(UpdateResult::Applied(voucher)),
+            "repeated" => Ok(UpdateResult::Repeated(voucher)),
+            other => Err(unexpected("update_voucher.lua returned an unknown code", other.to_owned())),
+        }
+    }
+
+    /// The voucher as the gate holds it (None: not loaded).
+    pub async fn voucher(&self, voucher: VoucherId) -> redis::RedisResult<Option<GateVoucher>> {
+        type Fields = (Option<u64>, Option<u64>, Option<String>, Option<i64>, Option<i64>);
+        let (stock, remaining, paused, begins_ms, ends_ms): Fields = redis::cmd("HMGET")
+            .arg(self.keys(voucher).voucher)
+            .arg(&["stock", "remaining", "paused", "begins_ms", "ends_ms"])
+            .query_async(&mut self.redis.clone())
+            .await?;
+        let (Some(stock), Some(remaining), Some(begins_ms), Some(ends_ms)) = (stock, remaining, begins_ms, ends_ms)
+        else {
+            return Ok(None);
+        };
+        Ok(Some(GateVoucher {
+            stock,
+            remaining,
+            paused: paused.as_deref() == Some("1"),
+            begins_at: millis(begins_ms),
+            ends_at: millis(ends_ms),
+        }))
+    }
+
     /// Who holds units of `voucher`, for the sold-out memo; None when there
     /// are more than `max_holders` (not worth remembering) or the voucher is
     /// gone.
@@ -256,6 +344,10 @@ impl Gate {
             metrics.script_duration.with_label_values(&[script]).observe(started.elapsed().as_secs_f64());
         }
     }
+}
+
+fn millis(ms: i64) -> DateTime<Utc> {
+    DateTime::from_timestamp_millis(ms).unwrap_or_default()
 }
 
 fn unexpected(what: &'static str, detail: String) -> redis::RedisError {

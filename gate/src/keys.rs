@@ -20,6 +20,8 @@ pub struct VoucherKeys {
     pub released: String,
     /// Hash: "<user>|<Idempotency-Key>" → the order it admitted.
     pub retries: String,
+    /// Set: ids of the admin updates applied.
+    pub updates: String,
 }
 
 impl VoucherKeys {
@@ -32,6 +34,7 @@ impl VoucherKeys {
             orders: format!("{base}:orders"),
             released: format!("{base}:released"),
             retries: format!("{base}:retries"),
+            updates: format!("{base}:updates"),
         }
     }
 }
@@ -70,7 +73,7 @@ mod tests {
         let voucher = VoucherId::generate();
         let keys = VoucherKeys::new("t1", voucher);
         let tag = format!("{{v:{voucher}}}");
-        for key in [&keys.voucher, &keys.bought, &keys.orders, &keys.released, &keys.retries] {
+        for key in [&keys.voucher, &keys.bought, &keys.orders, &keys.released, &keys.retries, &keys.updates] {
             assert!(key.starts_with("t1:"), "{key}");
             assert_eq!(key.matches('{').count(), 1, "{key}");
             assert!(key.contains(&tag), "{key}");

@@ -1,13 +1,14 @@
 //! The Redis admission gate shared by the services: the key layout, the Lua
 //! scripts in `lua/` (each opening with its KEYS/ARGV contract) and their
 //! typed results. The ingress admits through it; the processor gives units
-//! back through it when an admitted order fails. Tested directly against a
+//! back through it when an admitted order fails or is cancelled, and both
+//! apply admin updates through it. Tested directly against a
 //! real Redis (`tests/lua.rs`).
 
 mod gate;
 mod holders;
 mod keys;
 
-pub use gate::{Admission, Gate, Rejection};
+pub use gate::{Admission, Gate, GateVoucher, Rejection, UpdateResult};
 pub use holders::Holders;
 pub use keys::{RetryKey, VoucherKeys, MAX_IDEMPOTENCY_KEY_LEN};

@@ -5,9 +5,10 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use futures::future::join_all;
 use redis::aio::ConnectionManager;
+use seckill_core::event::VoucherUpdated;
 use seckill_core::{OrderId, UserId, VoucherId};
 use seckill_devstack::{Redis, RedisPersistence, TempDir};
-use seckill_gate::{Admission, Gate, Rejection, RetryKey};
+use seckill_gate::{Admission, Gate, Rejection, RetryKey, UpdateResult};
 
 struct Harness {
     gate: Gate,
@@ -246,4 +247,98 @@ async fn releasing_an_order_of_an_unknown_voucher_creates_nothing() {
     let v = VoucherId::generate();
     assert!(!h.gate.release(v, &user("ghost"), 1, OrderId::generate(), None).await.expect("release"));
     assert_eq!(h.gate.remaining(v).await.expect("read"), None, "no partial voucher hash");
+}
+
+fn update(voucher: VoucherId) -> VoucherUpdated {
+    VoucherUpdated { voucher_id: voucher, paused: None, ends_at: None, add_stock: 0 }
+}
+
+#[tokio::test]
+async fn a_paused_sale_admits_nothing_until_resumed() {
+    let h = harness().await;
+    let v = voucher(&h.gate, 5, 1).await;
+    let pause = VoucherUpdated { paused: Some(true), ..update(v) };
+    assert!(
+        matches!(h.gate.update_voucher(uuid::Uuid::now_v7(), &pause).await.expect("updates"), UpdateResult::Applied(g) if g.paused)
+    );
+    assert_eq!(
+        h.gate.admit(v, &user("p"), 1, OrderId::generate(), None).await.expect("admit"),
+        Admission::Rejected(Rejection::Paused)
+    );
+    assert_eq!(h.gate.remaining(v).await.expect("read"), Some(5));
+
+    let resume = VoucherUpdated { paused: Some(false), ..update(v) };
+    h.gate.update_voucher(uuid::Uuid::now_v7(), &resume).await.expect("updates");
+    assert_eq!(
+        h.gate.admit(v, &user("p"), 1, OrderId::generate(), None).await.expect("admit"),
+        Admission::Admitted { remaining: 4 }
+    );
+}
+
+#[tokio::test]
+async fn updates_apply_once_and_an_older_one_never_undoes_a_newer_one() {
+    let h = harness().await;
+    let v = voucher(&h.gate, 0, 1).await;
+    let (older, newer) = (uuid::Uuid::now_v7(), uuid::Uuid::now_v7());
+    let pause_and_add = VoucherUpdated { paused: Some(true), add_stock: 2, ..update(v) };
+    let resume = VoucherUpdated { paused: Some(false), ..update(v) };
+
+    // The ingress applied only the newer update, the processor follows the
+    // log and applies both, in log order, then sees them again.
+    h.gate.update_voucher(newer, &resume).await.expect("updates");
+    let late = h.gate.update_voucher(older, &pause_and_add).await.expect("updates");
+    assert!(matches!(late, UpdateResult::Applied(ref g) if !g.paused && g.stock == 2 && g.remaining == 2), "{late:?}");
+    let again = h.gate.update_voucher(older, &pause_and_add).await.expect("updates");
+    assert!(matches!(again, UpdateResult::Repeated(ref g) if g.stock == 2), "{again:?}");
+
+    let unknown = VoucherId::generate();
+    assert_eq!(
+        h.gate.update_voucher(uuid::Uuid::now_v7(), &update(unknown)).await.expect("updates"),
+        UpdateResult::UnknownVoucher
+    );
+    assert_eq!(h.gate.voucher(unknown).await.expect("reads"), None);
+}
+
+#[tokio::test]
+async fn window_edges_follow_the_redis_clock_and_an_extended_end() {
+    let h = harness().await;
+    let now = Utc::now();
+    // Ends one second ago: ended. Begins in 300 ms: not started, then open.
+    let ended = VoucherId::generate();
+    h.gate
+        .load_voucher(ended, 5, now - chrono::Duration::hours(1), now - chrono::Duration::seconds(1), 1)
+        .await
+        .expect("loads");
+    let soon = VoucherId::generate();
+    h.gate
+        .load_voucher(soon, 5, now + chrono::Duration::milliseconds(300), now + chrono::Duration::hours(1), 1)
+        .await
+        .expect("loads");
+    assert_eq!(
+        h.gate.admit(soon, &user("e"), 1, OrderId::generate(), None).await.expect("admit"),
+        Admission::Rejected(Rejection::NotStarted)
+    );
+    // Waits on the window itself, not on a guess about timing.
+    let mut admitted = false;
+    for _ in 0..100 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        if let Admission::Admitted { .. } =
+            h.gate.admit(soon, &user("e"), 1, OrderId::generate(), None).await.expect("admit")
+        {
+            admitted = true;
+            break;
+        }
+    }
+    assert!(admitted, "admitted once begins_at passed");
+
+    assert_eq!(
+        h.gate.admit(ended, &user("e"), 1, OrderId::generate(), None).await.expect("admit"),
+        Admission::Rejected(Rejection::Ended)
+    );
+    let extend = VoucherUpdated { ends_at: Some(now + chrono::Duration::hours(1)), ..update(ended) };
+    h.gate.update_voucher(uuid::Uuid::now_v7(), &extend).await.expect("updates");
+    assert_eq!(
+        h.gate.admit(ended, &user("e"), 1, OrderId::generate(), None).await.expect("admit"),
+        Admission::Admitted { remaining: 4 }
+    );
 }

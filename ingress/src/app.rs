@@ -61,6 +61,7 @@ impl App {
             topics,
             metrics,
             admin_token: config.admin_token.clone(),
+            view: Arc::clone(&deps.view),
         });
         Ok(Self { listener, ingress, deps, http_metrics, config })
     }
@@ -74,13 +75,8 @@ impl App {
     /// the producer.
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), IngressError> {
         let addr = self.local_addr();
-        let filter = routes(
-            Arc::clone(&self.ingress),
-            self.deps.view,
-            self.deps.registry,
-            self.http_metrics,
-            self.config.max_body_bytes,
-        );
+        let filter =
+            routes(Arc::clone(&self.ingress), self.deps.registry, self.http_metrics, self.config.max_body_bytes);
         tracing::info!(%addr, "Ingress listening.");
         seckill_web::serve(self.listener, filter, shutdown, Duration::from_millis(self.config.drain_ms)).await;
         self.ingress.producer.flush(Duration::from_secs(5));

@@ -31,6 +31,7 @@ pub(crate) fn rejection_error(rejection: Rejection) -> ApiError {
             Rejection::UnknownVoucher => ApiError::new(StatusCode::NOT_FOUND, code, "no such voucher"),
             Rejection::NotStarted => ApiError::new(StatusCode::CONFLICT, code, "the sale has not started"),
             Rejection::Ended => ApiError::new(StatusCode::CONFLICT, code, "the sale has ended"),
+            Rejection::Paused => ApiError::new(StatusCode::CONFLICT, code, "the sale is paused"),
             Rejection::SoldOut { .. } => ApiError::new(StatusCode::CONFLICT, code, "sold out"),
             Rejection::LimitExceeded { limit } => ApiError::new(
                 StatusCode::CONFLICT,

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use prometheus::Registry;
-use seckill_core::metrics::{ConsumerMetrics, HttpMetrics};
+use seckill_core::metrics::{ConsumerMetrics, ExpiryMetrics, HttpMetrics};
 use seckill_core::VoucherId;
 use seckill_gate::Gate;
 use seckill_kafka::{BatchConsumer, ConsumerSettings, DeadLetter};
@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::AbortOnDropHandle;
 use warp::{Filter, Rejection};
 
+use crate::expiry::ExpirySweeper;
 use crate::pipeline::Pipeline;
 use crate::{ProcessorConfig, ProcessorError};
 
@@ -27,6 +28,7 @@ pub struct App {
     listener: TcpListener,
     consumer: BatchConsumer,
     pipeline: Pipeline,
+    sweeper: ExpirySweeper,
     registry: Registry,
     http_metrics: HttpMetrics,
 }
@@ -46,6 +48,13 @@ impl App {
         let listener = TcpListener::bind(config.http.listen)
             .await
             .map_err(|source| ProcessorError::Bind { addr: config.http.listen, source })?;
+        let sweeper = ExpirySweeper {
+            store: Arc::clone(&store),
+            producer: producer.clone(),
+            topics: topics.clone(),
+            interval: Duration::from_millis(config.expiry_sweep_ms),
+            metrics: ExpiryMetrics::register(&registry, "processor"),
+        };
         let pipeline = Pipeline {
             gate,
             dead_letter: DeadLetter::new(producer.clone(), topics.dead_letters.clone(), "processor"),
@@ -54,7 +63,14 @@ impl App {
             topics,
             metrics: ConsumerMetrics::register(&registry, "processor"),
         };
-        Ok(Self { listener, consumer, pipeline, http_metrics: HttpMetrics::register(&registry, "processor"), registry })
+        Ok(Self {
+            listener,
+            consumer,
+            pipeline,
+            sweeper,
+            http_metrics: HttpMetrics::register(&registry, "processor"),
+            registry,
+        })
     }
 
     /// The address of the health, metrics and stock routes.
@@ -84,7 +100,9 @@ impl App {
             shutdown.clone(),
             Duration::from_secs(2),
         )));
+        let sweeper = AbortOnDropHandle::new(tokio::spawn(self.sweeper.run(shutdown.clone())));
         self.pipeline.run(self.consumer, shutdown).await;
+        let _ = sweeper.await;
         let _ = http.await;
         Ok(())
     }

@@ -2,7 +2,9 @@
 
 use std::path::PathBuf;
 
-use seckill_core::config::{ConfigError, ConsumerConfig, HttpConfig, KafkaConfig, RedisConfig, StoreConfig, Validate};
+use seckill_core::config::{
+    ensure, ConfigError, ConsumerConfig, HttpConfig, KafkaConfig, RedisConfig, StoreConfig, Validate,
+};
 use serde::{Deserialize, Serialize};
 
 /// Everything the processor needs.
@@ -16,8 +18,12 @@ pub struct ProcessorConfig {
     pub store: StoreConfig,
     /// Group and batch bounds.
     pub consumer: ConsumerConfig,
-    /// The admission gate, where failed orders give their units back.
+    /// The admission gate, where failed and cancelled orders give their
+    /// units back.
     pub redis: RedisConfig,
+    /// How often expired holds (orders not confirmed within the voucher's
+    /// `hold_seconds`) are looked for, in milliseconds.
+    pub expiry_sweep_ms: u64,
 }
 
 impl Default for ProcessorConfig {
@@ -28,6 +34,7 @@ impl Default for ProcessorConfig {
             store: StoreConfig::Embedded { path: PathBuf::from(".seckill/processor.redb") },
             consumer: ConsumerConfig::new("seckill-processor"),
             redis: RedisConfig::default(),
+            expiry_sweep_ms: 1_000,
         }
     }
 }
@@ -37,7 +44,8 @@ impl Validate for ProcessorConfig {
         self.kafka.validate()?;
         self.store.validate()?;
         self.redis.validate()?;
-        self.consumer.validate()
+        self.consumer.validate()?;
+        ensure((10..=60_000).contains(&self.expiry_sweep_ms), "expiry_sweep_ms", "must be 10 to 60000")
     }
 }
 

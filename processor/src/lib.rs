@@ -11,6 +11,7 @@
 mod app;
 pub mod config;
 mod error;
+mod expiry;
 mod pipeline;
 
 pub use app::App;

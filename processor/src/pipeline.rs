@@ -63,28 +63,57 @@ impl Pipeline {
         Ok(())
     }
 
-    /// Gives the gate back the units of every failed order. `release.lua`
-    /// acts once per order, so redelivered and replayed failures (this runs
-    /// again after a crash) return the units exactly once.
+    /// Gives the gate back the units of every failed or cancelled order.
+    /// `release.lua` acts once per order, so redelivered and replayed
+    /// outcomes (this runs again after a crash) return the units exactly
+    /// once.
     async fn compensate(&self, decided: &[Decided], shutdown: &CancellationToken) -> Result<(), Interrupted> {
         for decision in decided {
-            if let Event::OrderFailed(failed) = &decision.outcome.event {
-                let order = &failed.order;
-                let released = retry(shutdown, "returning a failed order's units to Redis", || {
-                    self.gate.release(order.voucher_id, &order.user_id, order.quantity, order.order_id, None)
-                })
-                .await?;
-                if released {
-                    self.metrics.compensations.inc();
-                }
+            let order = match &decision.outcome.event {
+                Event::OrderFailed(failed) => &failed.order,
+                Event::OrderCancelled(cancelled) => &cancelled.order,
+                _ => continue,
+            };
+            let released = retry(shutdown, "returning an order's units to Redis", || {
+                self.gate.release(order.voucher_id, &order.user_id, order.quantity, order.order_id, None)
+            })
+            .await?;
+            if released {
+                self.metrics.compensations.inc();
             }
+        }
+        Ok(())
+    }
+
+    /// Makes the gate follow the voucher definitions and admin updates of
+    /// the log. Both scripts act once, so this repairs an ingress that
+    /// published a definition or update and died before applying it to
+    /// Redis, and changes nothing otherwise.
+    async fn follow_vouchers(&self, inputs: &[StockInput], shutdown: &CancellationToken) -> Result<(), Interrupted> {
+        for input in inputs {
+            match input {
+                StockInput::Voucher(v) => {
+                    retry(shutdown, "loading a voucher into Redis", || {
+                        self.gate.load_voucher(v.voucher_id, v.stock, v.begins_at, v.ends_at, v.per_user_limit)
+                    })
+                    .await?;
+                }
+                StockInput::Update { update_id, update } => {
+                    retry(shutdown, "applying a voucher update to Redis", || {
+                        self.gate.update_voucher(*update_id, update)
+                    })
+                    .await?;
+                }
+                _ => continue,
+            }
+            self.metrics.events.with_label_values(&[input_kind(input), "applied"]).inc();
         }
         Ok(())
     }
 
     fn record(&self, decision: &Decided) {
         let result = if decision.replayed { "duplicate" } else { "applied" };
-        self.metrics.events.with_label_values(&["OrderAccepted", result]).inc();
+        self.metrics.events.with_label_values(&[request_kind(&decision.outcome.event), result]).inc();
         if decision.replayed {
             return;
         }
@@ -115,24 +144,44 @@ impl BatchHandler for Pipeline {
         let decided =
             retry(shutdown, "applying a batch to the stock store", || self.store.apply(inputs.clone())).await?;
         self.emit(&decided, shutdown).await?;
+        self.follow_vouchers(&inputs, shutdown).await?;
         self.compensate(&decided, shutdown).await?;
         self.dead_letter.park_all(&rejects, shutdown).await?;
         self.metrics.dead_letters.inc_by(rejects.len() as u64);
         self.metrics.events.with_label_values(&["invalid", "dead_lettered"]).inc_by(rejects.len() as u64);
-        for input in &inputs {
-            if let StockInput::Voucher(_) = input {
-                self.metrics.events.with_label_values(&["VoucherCreated", "applied"]).inc();
-            }
-        }
         Ok(())
     }
 }
 
 /// What a sales-topic record asks of the processor, or why it cannot be used.
 fn classify(message: &OwnedMessage) -> Result<StockInput, String> {
-    match decode(message)?.event {
+    let envelope = decode(message)?;
+    match envelope.event {
         Event::VoucherCreated(voucher) => Ok(StockInput::Voucher(voucher)),
+        Event::VoucherUpdated(update) => Ok(StockInput::Update { update_id: envelope.event_id, update }),
         Event::OrderAccepted(order) => Ok(StockInput::Order(order)),
+        Event::CancelRequested(request) => Ok(StockInput::Cancel(request)),
+        Event::ConfirmRequested(request) => Ok(StockInput::Confirm(request)),
         other => Err(format!("{} does not belong on the sales topic", other.kind())),
+    }
+}
+
+fn input_kind(input: &StockInput) -> &'static str {
+    match input {
+        StockInput::Voucher(_) => "VoucherCreated",
+        StockInput::Update { .. } => "VoucherUpdated",
+        StockInput::Order(_) => "OrderAccepted",
+        StockInput::Cancel(_) => "CancelRequested",
+        StockInput::Confirm(_) => "ConfirmRequested",
+    }
+}
+
+/// The kind of sales-topic record an outcome answers, for the consumed-events
+/// metric.
+fn request_kind(outcome: &Event) -> &'static str {
+    match outcome {
+        Event::OrderCancelled(_) => "CancelRequested",
+        Event::OrderConfirmed(_) => "ConfirmRequested",
+        _ => "OrderAccepted",
     }
 }

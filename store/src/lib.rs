@@ -14,9 +14,10 @@ mod stock;
 mod view;
 
 pub use error::StoreError;
-pub use stock::{Decided, StockInput, StockStore};
+pub use stock::{Decided, StockInput, StockStore, MAX_EXPIRED_PAGE};
 pub use view::{
-    merge_order, OrderStatus, OrderView, Transition, ViewReader, ViewStore, VoucherCounters, VoucherView, MAX_PAGE,
+    merge_order, OrderReason, OrderStatus, OrderView, Transition, ViewReader, ViewStore, VoucherCounters,
+    VoucherRecord, VoucherView, MAX_PAGE,
 };
 
 use std::sync::Arc;

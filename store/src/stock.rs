@@ -1,39 +1,57 @@
 //! The processor's persistent stock.
 
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 use seckill_core::decision::StockLevel;
-use seckill_core::event::{OrderAccepted, VoucherCreated};
+use seckill_core::event::{OrderAccepted, OrderRequest, VoucherCreated, VoucherUpdated};
 use seckill_core::{Envelope, VoucherId};
+use uuid::Uuid;
 
 use crate::StoreError;
+
+/// Most expired orders one sweep returns.
+pub const MAX_EXPIRED_PAGE: usize = 1_000;
 
 /// One record of the sales topic, as the processor applies it.
 #[derive(Clone, Debug)]
 pub enum StockInput {
     /// Defines a voucher's stock; applying it again changes nothing.
     Voucher(VoucherCreated),
+    /// Adds stock; `update_id` (the record's event id) makes it apply once.
+    Update { update_id: Uuid, update: VoucherUpdated },
     /// An order to decide; deciding it again returns the first outcome.
     Order(OrderAccepted),
+    /// Gives a created order's units back (see `seckill_core::decision`).
+    Cancel(OrderRequest),
+    /// Confirms a created order, ending its hold.
+    Confirm(OrderRequest),
 }
 
-/// The outcome of one order.
+/// An outcome to emit.
 #[derive(Clone, Debug)]
 pub struct Decided {
-    /// The `OrderCreated` or `OrderFailed` event to emit.
+    /// The `OrderCreated`, `OrderFailed`, `OrderConfirmed` or
+    /// `OrderCancelled` event.
     pub outcome: Envelope,
-    /// True when the order had been decided before (a redelivery): the stock
-    /// did not move this time and `outcome` is the original event.
+    /// True when the input had been decided before (a redelivery): nothing
+    /// moved this time and `outcome` is the stored event.
     pub replayed: bool,
 }
 
-/// Persistent stock and the outcome of every decided order.
+/// Persistent stock and the latest outcome of every decided order.
 #[async_trait]
 pub trait StockStore: Send + Sync + std::fmt::Debug + 'static {
-    /// Applies `batch` in order, atomically: either every voucher definition
-    /// and decision is durable, or none is. Returns one [`Decided`] per
-    /// order, in batch order.
+    /// Applies `batch` in order, atomically: either every change is durable,
+    /// or none is. Returns one [`Decided`] per order, and one per cancel or
+    /// confirm request that applied or repeated, in batch order. Requests the
+    /// rules ignore return nothing.
     async fn apply(&self, batch: Vec<StockInput>) -> Result<Vec<Decided>, StoreError>;
 
     /// A voucher's persistent stock, if it is defined.
     async fn stock(&self, voucher: VoucherId) -> Result<Option<StockLevel>, StoreError>;
+
+    /// Created, unconfirmed orders whose hold ended at or before `now`,
+    /// oldest deadline first, at most `limit` (capped at
+    /// [`MAX_EXPIRED_PAGE`]), as the cancellations to request.
+    async fn expired(&self, now: DateTime<Utc>, limit: usize) -> Result<Vec<OrderRequest>, StoreError>;
 }

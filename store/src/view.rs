@@ -7,16 +7,21 @@
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use seckill_core::event::{Event, FailReason, OrderAccepted, VoucherCreated};
+use seckill_core::event::{CancelReason, Event, FailReason, OrderAccepted, VoucherCreated, VoucherUpdated};
 use seckill_core::{Envelope, OrderId, UserId, VoucherId};
 use serde::{Deserialize, Serialize};
+use uuid::Uuid;
 
 use crate::StoreError;
 
-/// Most orders one list query returns.
+/// Most orders or vouchers one list query returns.
 pub const MAX_PAGE: usize = 100;
 
 /// Where an order stands.
+///
+/// `PENDING → CREATED → CONFIRMED → CANCELLED`, with `CREATED → CANCELLED`
+/// and `PENDING → FAILED`. The processor decides every move in log order;
+/// the view only keeps the furthest status it has seen.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum OrderStatus {
@@ -26,6 +31,10 @@ pub enum OrderStatus {
     Created,
     /// The processor refused the order.
     Failed,
+    /// The owner confirmed the order; it no longer expires.
+    Confirmed,
+    /// The order gave its units back.
+    Cancelled,
 }
 
 impl OrderStatus {
@@ -34,8 +43,23 @@ impl OrderStatus {
         match self {
             Self::Pending => 0,
             Self::Created | Self::Failed => 1,
+            Self::Confirmed => 2,
+            Self::Cancelled => 3,
         }
     }
+
+    /// Whether an order with this status holds, or once held, its units.
+    fn was_created(self) -> bool {
+        matches!(self, Self::Created | Self::Confirmed | Self::Cancelled)
+    }
+}
+
+/// Why an order failed or was cancelled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum OrderReason {
+    Failed(FailReason),
+    Cancelled(CancelReason),
 }
 
 /// One order as clients see it (`GET /api/v1/orders/{order_id}`).
@@ -47,53 +71,117 @@ pub struct OrderView {
     pub quantity: u32,
     pub status: OrderStatus,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<FailReason>,
+    pub reason: Option<OrderReason>,
     pub accepted_at: DateTime<Utc>,
+    /// When the processor created or failed the order.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decided_at: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confirmed_at: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancelled_at: Option<DateTime<Utc>>,
 }
 
-/// Order counts of one voucher, maintained by the projector.
+/// Order counts of one voucher, maintained by the projector. Each counts
+/// the orders that ever reached that status.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct VoucherCounters {
     /// Orders seen (every order Redis admitted that reached the log).
     pub admitted: u64,
-    /// Orders created.
+    /// Orders created (including those later confirmed or cancelled).
     pub created: u64,
     /// Orders failed.
     pub failed: u64,
-    /// Units held by created orders.
+    /// Orders confirmed.
+    pub confirmed: u64,
+    /// Orders cancelled.
+    pub cancelled: u64,
+    /// Units taken by created orders.
     pub created_units: u64,
+    /// Units given back by cancelled orders.
+    pub cancelled_units: u64,
+}
+
+/// A voucher's definition as it stands after its updates.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct VoucherRecord {
+    /// The definition, with `stock` and `ends_at` as updated since.
+    #[serde(flatten)]
+    pub definition: VoucherCreated,
+    #[serde(default)]
+    pub paused: bool,
+    /// The newest update whose settings (pause, end) were applied.
+    #[serde(default)]
+    pub settings_version: Option<Uuid>,
+}
+
+impl VoucherRecord {
+    /// A voucher as created.
+    pub fn new(definition: VoucherCreated) -> Self {
+        Self { definition, paused: false, settings_version: None }
+    }
+
+    /// Applies `update` (the record with event id `update_id`). The caller
+    /// passes each update once; settings only move to a newer update's,
+    /// so an update delivered late never undoes a newer one.
+    pub fn update(&mut self, update_id: Uuid, update: &VoucherUpdated) {
+        self.definition.stock = self.definition.stock.saturating_add(update.add_stock);
+        if self.settings_version.is_some_and(|newest| newest >= update_id) {
+            return;
+        }
+        if update.paused.is_none() && update.ends_at.is_none() {
+            return;
+        }
+        if let Some(paused) = update.paused {
+            self.paused = paused;
+        }
+        if let Some(ends_at) = update.ends_at {
+            self.definition.ends_at = ends_at;
+        }
+        self.settings_version = Some(update_id);
+    }
 }
 
 /// A voucher as clients see it (`GET /api/v1/vouchers/{voucher_id}`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct VoucherView {
     pub voucher_id: VoucherId,
+    /// Units for sale in all (initial stock plus additions).
     pub stock: u64,
     /// Units not held by created orders: the persistent stock as projected.
     pub remaining: u64,
     pub per_user_limit: u32,
     pub begins_at: DateTime<Utc>,
     pub ends_at: DateTime<Utc>,
+    pub hold_seconds: u32,
+    pub paused: bool,
     pub admitted: u64,
     pub created: u64,
+    pub confirmed: u64,
     pub failed: u64,
+    pub cancelled: u64,
 }
 
 impl VoucherView {
     /// Combines a definition with its counters.
-    pub fn new(definition: &VoucherCreated, counters: VoucherCounters) -> Self {
+    pub fn new(record: &VoucherRecord, counters: VoucherCounters) -> Self {
+        let definition = &record.definition;
+        let held = counters.created_units.saturating_sub(counters.cancelled_units);
         Self {
             voucher_id: definition.voucher_id,
             stock: definition.stock,
-            remaining: definition.stock.saturating_sub(counters.created_units),
+            remaining: definition.stock.saturating_sub(held),
             per_user_limit: definition.per_user_limit,
             begins_at: definition.begins_at,
             ends_at: definition.ends_at,
+            hold_seconds: definition.hold_seconds,
+            paused: record.paused,
             admitted: counters.admitted,
             created: counters.created,
+            confirmed: counters.confirmed,
             failed: counters.failed,
+            cancelled: counters.cancelled,
         }
     }
 }
@@ -101,59 +189,100 @@ impl VoucherView {
 /// What applying one order event changed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Transition {
-    /// The order was not in the view before.
-    pub first_seen: bool,
+    /// The status before (None: the order was not in the view).
+    pub from: Option<OrderStatus>,
     /// The status it moved to.
     pub to: OrderStatus,
 }
 
 impl Transition {
+    /// The order was not in the view before.
+    pub fn first_seen(&self) -> bool {
+        self.from.is_none()
+    }
+
     /// Applies this transition to a voucher's counters.
     pub fn count(&self, counters: &mut VoucherCounters, quantity: u32) {
-        if self.first_seen {
+        let units = u64::from(quantity);
+        if self.first_seen() {
             counters.admitted += 1;
         }
+        // A cancellation seen before its creation (possible only in a
+        // rebuilt view) still counts the creation it implies.
+        if self.to.was_created() && !self.from.is_some_and(OrderStatus::was_created) {
+            counters.created += 1;
+            counters.created_units += units;
+        }
         match self.to {
-            OrderStatus::Pending => {}
-            OrderStatus::Created => {
-                counters.created += 1;
-                counters.created_units += u64::from(quantity);
-            }
+            OrderStatus::Pending | OrderStatus::Created => {}
             OrderStatus::Failed => counters.failed += 1,
+            OrderStatus::Confirmed => counters.confirmed += 1,
+            OrderStatus::Cancelled => {
+                counters.cancelled += 1;
+                counters.cancelled_units += units;
+            }
         }
     }
 }
 
 impl OrderView {
-    /// The row an order event describes; None for voucher events.
+    /// The row an order event describes; None for other events.
     pub fn from_event(event: &Event) -> Option<Self> {
-        let row = |order: &OrderAccepted, status, reason, decided_at| Self {
+        let row = |order: &OrderAccepted, status| Self {
             order_id: order.order_id,
             voucher_id: order.voucher_id,
             user_id: order.user_id.clone(),
             quantity: order.quantity,
             status,
-            reason,
+            reason: None,
             accepted_at: order.accepted_at,
-            decided_at,
+            decided_at: None,
+            confirmed_at: None,
+            cancelled_at: None,
         };
         match event {
-            Event::VoucherCreated(_) => None,
-            Event::OrderAccepted(o) => Some(row(o, OrderStatus::Pending, None, None)),
-            Event::OrderCreated(c) => Some(row(&c.order, OrderStatus::Created, None, Some(c.decided_at))),
-            Event::OrderFailed(f) => Some(row(&f.order, OrderStatus::Failed, Some(f.reason), Some(f.decided_at))),
+            Event::OrderAccepted(o) => Some(row(o, OrderStatus::Pending)),
+            Event::OrderCreated(c) => {
+                Some(Self { decided_at: Some(c.decided_at), ..row(&c.order, OrderStatus::Created) })
+            }
+            Event::OrderFailed(f) => Some(Self {
+                decided_at: Some(f.decided_at),
+                reason: Some(OrderReason::Failed(f.reason)),
+                ..row(&f.order, OrderStatus::Failed)
+            }),
+            Event::OrderConfirmed(c) => {
+                Some(Self { confirmed_at: Some(c.confirmed_at), ..row(&c.order, OrderStatus::Confirmed) })
+            }
+            Event::OrderCancelled(c) => Some(Self {
+                cancelled_at: Some(c.cancelled_at),
+                reason: Some(OrderReason::Cancelled(c.reason)),
+                ..row(&c.order, OrderStatus::Cancelled)
+            }),
+            Event::VoucherCreated(_)
+            | Event::VoucherUpdated(_)
+            | Event::CancelRequested(_)
+            | Event::ConfirmRequested(_) => None,
         }
     }
 }
 
 /// Decides whether `incoming` replaces `existing`: only a move to a higher
-/// status rank does. Returns the transition to record, or None when the event
-/// is stale or a duplicate.
-pub fn merge_order(existing: Option<&OrderView>, incoming: &OrderView) -> Option<Transition> {
+/// status rank does. Returns the transition and the merged row (times the
+/// incoming event does not carry are kept), or None when the event is stale
+/// or a duplicate.
+pub fn merge_order(existing: Option<&OrderView>, incoming: &OrderView) -> Option<(Transition, OrderView)> {
     match existing {
         Some(current) if current.status.rank() >= incoming.status.rank() => None,
-        Some(_) => Some(Transition { first_seen: false, to: incoming.status }),
-        None => Some(Transition { first_seen: true, to: incoming.status }),
+        Some(current) => {
+            let merged = OrderView {
+                decided_at: incoming.decided_at.or(current.decided_at),
+                confirmed_at: incoming.confirmed_at.or(current.confirmed_at),
+                cancelled_at: incoming.cancelled_at.or(current.cancelled_at),
+                ..incoming.clone()
+            };
+            Some((Transition { from: Some(current.status), to: incoming.status }, merged))
+        }
+        None => Some((Transition { from: None, to: incoming.status }, incoming.clone())),
     }
 }
 
@@ -166,6 +295,9 @@ pub trait ViewReader: Send + Sync + std::fmt::Debug + 'static {
     async fn user_orders(&self, user: &UserId, limit: usize) -> Result<Vec<OrderView>, StoreError>;
     /// One voucher with its counts; None until its definition is projected.
     async fn voucher(&self, voucher: VoucherId) -> Result<Option<VoucherView>, StoreError>;
+    /// Vouchers newest first, created before `before` when given, at most
+    /// `limit` (capped at [`MAX_PAGE`]).
+    async fn vouchers(&self, before: Option<VoucherId>, limit: usize) -> Result<Vec<VoucherView>, StoreError>;
 }
 
 /// The projector's side: apply events, read the result.
@@ -179,7 +311,7 @@ pub trait ViewStore: ViewReader {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use seckill_core::event::{OrderCreated, OrderFailed};
+    use seckill_core::event::{OrderCancelled, OrderCreated, OrderFailed};
 
     fn accepted() -> OrderAccepted {
         OrderAccepted {
@@ -191,43 +323,92 @@ mod tests {
         }
     }
 
+    fn row(event: Event) -> OrderView {
+        OrderView::from_event(&event).expect("an order row")
+    }
+
     #[test]
     fn status_only_moves_forward() {
         let order = accepted();
-        let pending = OrderView::from_event(&Event::OrderAccepted(order.clone())).expect("row");
-        let created = OrderView::from_event(&Event::OrderCreated(OrderCreated {
-            order: order.clone(),
-            decided_at: Utc::now(),
-            remaining: 1,
-        }))
-        .expect("row");
+        let pending = row(Event::OrderAccepted(order.clone()));
+        let created =
+            row(Event::OrderCreated(OrderCreated { order: order.clone(), decided_at: Utc::now(), remaining: 1 }));
 
         // Outcome first, acceptance late: the late acceptance changes nothing.
-        let first = merge_order(None, &created).expect("new row");
-        assert_eq!(first, Transition { first_seen: true, to: OrderStatus::Created });
+        let (first, _) = merge_order(None, &created).expect("new row");
+        assert_eq!(first, Transition { from: None, to: OrderStatus::Created });
         assert_eq!(merge_order(Some(&created), &pending), None);
         assert_eq!(merge_order(Some(&created), &created), None);
 
         // Acceptance first, then the outcome.
-        assert!(merge_order(None, &pending).expect("new").first_seen);
-        let moved = merge_order(Some(&pending), &created).expect("moves");
-        assert!(!moved.first_seen);
+        assert!(merge_order(None, &pending).expect("new").0.first_seen());
+        let (moved, _) = merge_order(Some(&pending), &created).expect("moves");
+        assert!(!moved.first_seen());
 
         let mut counters = VoucherCounters::default();
         first.count(&mut counters, order.quantity);
-        assert_eq!(counters, VoucherCounters { admitted: 1, created: 1, failed: 0, created_units: 2 });
+        assert_eq!(counters, VoucherCounters { admitted: 1, created: 1, created_units: 2, ..Default::default() });
+    }
+
+    #[test]
+    fn a_cancellation_keeps_the_creation_time_and_returns_the_units() {
+        let order = accepted();
+        let created =
+            row(Event::OrderCreated(OrderCreated { order: order.clone(), decided_at: Utc::now(), remaining: 1 }));
+        let cancelled = row(Event::OrderCancelled(OrderCancelled {
+            order: order.clone(),
+            cancelled_at: Utc::now(),
+            reason: CancelReason::Expired,
+            remaining: 3,
+        }));
+        let mut counters = VoucherCounters::default();
+        let (transition, _) = merge_order(None, &created).expect("new");
+        transition.count(&mut counters, 2);
+        let (transition, merged) = merge_order(Some(&created), &cancelled).expect("moves");
+        transition.count(&mut counters, 2);
+        assert_eq!(merged.decided_at, created.decided_at);
+        assert_eq!(merged.status, OrderStatus::Cancelled);
+        assert_eq!(serde_json::to_value(&merged).expect("json")["reason"], "expired");
+        assert_eq!(
+            (counters.created, counters.cancelled, counters.created_units, counters.cancelled_units),
+            (1, 1, 2, 2)
+        );
+        assert_eq!(merge_order(Some(&merged), &created), None, "a late creation changes nothing");
+    }
+
+    #[test]
+    fn older_settings_never_undo_newer_ones_but_stock_adds_up() {
+        let now = Utc::now();
+        let definition = VoucherCreated {
+            voucher_id: VoucherId::generate(),
+            stock: 5,
+            per_user_limit: 1,
+            begins_at: now,
+            ends_at: now + chrono::Duration::hours(1),
+            hold_seconds: 0,
+        };
+        let (older, newer) = (Uuid::now_v7(), Uuid::now_v7());
+        let pause =
+            VoucherUpdated { voucher_id: definition.voucher_id, paused: Some(true), ends_at: None, add_stock: 2 };
+        let resume = VoucherUpdated { paused: Some(false), add_stock: 3, ..pause.clone() };
+        let mut record = VoucherRecord::new(definition);
+        record.update(newer, &resume);
+        record.update(older, &pause);
+        assert!(!record.paused);
+        assert_eq!(record.definition.stock, 10);
     }
 
     #[test]
     fn failed_rows_keep_their_reason() {
-        let row = OrderView::from_event(&Event::OrderFailed(OrderFailed {
+        let failed = row(Event::OrderFailed(OrderFailed {
             order: accepted(),
             decided_at: Utc::now(),
             reason: FailReason::SoldOut,
-        }))
-        .expect("row");
-        let json = serde_json::to_value(&row).expect("json");
+        }));
+        let json = serde_json::to_value(&failed).expect("json");
         assert_eq!(json["status"], "FAILED");
         assert_eq!(json["reason"], "sold_out");
+        let back: OrderView = serde_json::from_value(json).expect("reads back");
+        assert_eq!(back.reason, Some(OrderReason::Failed(FailReason::SoldOut)));
     }
 }

@@ -52,7 +52,13 @@ impl ApiError {
         Self::new(StatusCode::NOT_FOUND, "not_found", message)
     }
 
-    /// 404 `unknown_voucher`.
+    /// `404 not_found` for an order nobody can see (unknown, or another
+    /// user's: the two are not told apart).
+    pub fn unknown_order(order: seckill_core::OrderId) -> Self {
+        Self::not_found(format!("order {order} is unknown"))
+    }
+
+    /// `404 unknown_voucher`, the one answer for a voucher nobody defined.
     pub fn unknown_voucher(voucher: seckill_core::VoucherId) -> Self {
         Self::new(StatusCode::NOT_FOUND, "unknown_voucher", format!("voucher {voucher} is unknown"))
     }

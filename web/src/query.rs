@@ -3,6 +3,8 @@
 //! * `GET /api/v1/orders/{order_id}`
 //! * `GET /api/v1/users/{user_id}/orders?limit=N` (newest first, N ≤ 100)
 //! * `GET /api/v1/vouchers/{voucher_id}`
+//! * `GET /api/v1/vouchers?limit=N&before=ID` (newest first, N ≤ 100; pass
+//!   the response's `next` as `before` for the following page)
 
 use std::sync::Arc;
 
@@ -20,6 +22,24 @@ struct ListQuery {
     limit: Option<usize>,
 }
 
+/// Query string of the voucher listing.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct VoucherListQuery {
+    limit: Option<usize>,
+    before: Option<String>,
+}
+
+const DEFAULT_PAGE: usize = 20;
+
+fn page_limit(requested: Option<usize>) -> Result<usize, ApiError> {
+    let limit = requested.unwrap_or(DEFAULT_PAGE);
+    if !(1..=MAX_PAGE).contains(&limit) {
+        return Err(ApiError::invalid(format!("limit must be 1 to {MAX_PAGE}")));
+    }
+    Ok(limit)
+}
+
 /// The query routes, answering from `view`.
 pub fn query_routes(view: Arc<dyn ViewReader>) -> impl Filter<Extract = (impl Reply,), Error = Rejection> + Clone {
     let with_view = warp::any().map(move || Arc::clone(&view));
@@ -30,15 +50,21 @@ pub fn query_routes(view: Arc<dyn ViewReader>) -> impl Filter<Extract = (impl Re
         .and(warp::query::<ListQuery>())
         .and(with_view.clone())
         .and_then(list_user_orders);
-    let voucher = warp::path!("api" / "v1" / "vouchers" / String).and(warp::get()).and(with_view).and_then(get_voucher);
-    order.or(user_orders).or(voucher)
+    let voucher =
+        warp::path!("api" / "v1" / "vouchers" / String).and(warp::get()).and(with_view.clone()).and_then(get_voucher);
+    let vouchers = warp::path!("api" / "v1" / "vouchers")
+        .and(warp::get())
+        .and(warp::query::<VoucherListQuery>())
+        .and(with_view)
+        .and_then(list_vouchers);
+    order.or(user_orders).or(voucher).or(vouchers)
 }
 
 async fn get_order(raw: String, view: Arc<dyn ViewReader>) -> Result<warp::reply::Json, Rejection> {
     let id: OrderId = raw.parse().map_err(|e| ApiError::invalid(format!("order_id: {e}")))?;
     match view.order(id).await.map_err(|e| ApiError::internal(&e))? {
         Some(order) => Ok(warp::reply::json(&order)),
-        None => Err(ApiError::not_found(format!("order {id} is unknown")).into()),
+        None => Err(ApiError::unknown_order(id).into()),
     }
 }
 
@@ -48,10 +74,7 @@ async fn list_user_orders(
     view: Arc<dyn ViewReader>,
 ) -> Result<warp::reply::Json, Rejection> {
     let user = UserId::parse(&raw).map_err(|e| ApiError::invalid(format!("user_id: {e}")))?;
-    let limit = query.limit.unwrap_or(20);
-    if !(1..=MAX_PAGE).contains(&limit) {
-        return Err(ApiError::invalid(format!("limit must be 1 to {MAX_PAGE}")).into());
-    }
+    let limit = page_limit(query.limit)?;
     let orders = view.user_orders(&user, limit).await.map_err(|e| ApiError::internal(&e))?;
     Ok(warp::reply::json(&serde_json::json!({ "user_id": user, "orders": orders })))
 }
@@ -62,4 +85,15 @@ async fn get_voucher(raw: String, view: Arc<dyn ViewReader>) -> Result<warp::rep
         Some(voucher) => Ok(warp::reply::json(&voucher)),
         None => Err(ApiError::unknown_voucher(id).into()),
     }
+}
+
+async fn list_vouchers(query: VoucherListQuery, view: Arc<dyn ViewReader>) -> Result<warp::reply::Json, Rejection> {
+    let limit = page_limit(query.limit)?;
+    let before = match &query.before {
+        Some(raw) => Some(raw.parse::<VoucherId>().map_err(|e| ApiError::invalid(format!("before: {e}")))?),
+        None => None,
+    };
+    let vouchers = view.vouchers(before, limit).await.map_err(|e| ApiError::internal(&e))?;
+    let next = if vouchers.len() == limit { vouchers.last().map(|v| v.voucher_id) } else { None };
+    Ok(warp::reply::json(&serde_json::json!({ "vouchers": vouchers, "next": next })))
 }

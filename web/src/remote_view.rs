@@ -22,6 +22,11 @@ struct UserOrders {
     orders: Vec<OrderView>,
 }
 
+#[derive(Deserialize)]
+struct VoucherPage {
+    vouchers: Vec<VoucherView>,
+}
+
 impl RemoteView {
     /// Queries the API at `base_url` (e.g. `http://projector:8082`).
     pub fn new(base_url: &str) -> Result<Self, StoreError> {
@@ -62,5 +67,11 @@ impl ViewReader for RemoteView {
 
     async fn voucher(&self, voucher: VoucherId) -> Result<Option<VoucherView>, StoreError> {
         self.get(&format!("/api/v1/vouchers/{voucher}")).await
+    }
+
+    async fn vouchers(&self, before: Option<VoucherId>, limit: usize) -> Result<Vec<VoucherView>, StoreError> {
+        let before = before.map(|id| format!("&before={id}")).unwrap_or_default();
+        let page: Option<VoucherPage> = self.get(&format!("/api/v1/vouchers?limit={limit}{before}")).await?;
+        Ok(page.map(|p| p.vouchers).unwrap_or_default())
     }
 }

@@ -118,6 +118,8 @@ impl Platform {
             kafka: self.kafka.clone(),
             consumer: ConsumerConfig::new(&format!("{}-processor", self.infra.namespace)),
             redis: self.redis.clone(),
+            // Expiry tests wait for the sweeper; a short interval keeps them quick.
+            expiry_sweep_ms: 100,
             ..ProcessorConfig::default()
         };
         let store_config = self.store("processor.redb");
@@ -164,13 +166,15 @@ impl Platform {
         begins_at: DateTime<Utc>,
         ends_at: DateTime<Utc>,
     ) -> String {
-        let (status, body) = self
-            .post(
-                "/api/v1/vouchers",
-                None,
-                Some(json!({"stock": stock, "per_user_limit": per_user_limit, "begins_at": begins_at, "ends_at": ends_at})),
-            )
-            .await;
+        self.create_voucher_from(
+            json!({"stock": stock, "per_user_limit": per_user_limit, "begins_at": begins_at, "ends_at": ends_at}),
+        )
+        .await
+    }
+
+    /// Creates a voucher from a full request body.
+    pub async fn create_voucher_from(&self, request: Value) -> String {
+        let (status, body) = self.post("/api/v1/vouchers", None, Some(request)).await;
         assert_eq!(status, StatusCode::CREATED, "{body}");
         body["voucher_id"].as_str().expect("voucher_id").to_owned()
     }
@@ -178,6 +182,25 @@ impl Platform {
     /// Places an order as `user`.
     pub async fn order(&self, voucher: &str, user: &str) -> (StatusCode, Value) {
         self.post(&format!("/api/v1/vouchers/{voucher}/orders"), Some(user), None).await
+    }
+
+    /// Places an order for `quantity` units as `user`.
+    pub async fn order_units(&self, voucher: &str, user: &str, quantity: u32) -> (StatusCode, Value) {
+        self.post(&format!("/api/v1/vouchers/{voucher}/orders"), Some(user), Some(json!({ "quantity": quantity })))
+            .await
+    }
+
+    /// `PATCH /api/v1/vouchers/{voucher}` (admin).
+    pub async fn update_voucher(&self, voucher: &str, change: Value) -> (StatusCode, Value) {
+        let response = self
+            .http
+            .patch(format!("{}/api/v1/vouchers/{voucher}", self.base))
+            .json(&change)
+            .send()
+            .await
+            .expect("ingress answers");
+        let status = response.status();
+        (status, response.json().await.unwrap_or(Value::Null))
     }
 
     pub async fn post(&self, path: &str, user: Option<&str>, body: Option<Value>) -> (StatusCode, Value) {
@@ -201,10 +224,15 @@ impl Platform {
 
     /// Polls the order until it has a final status.
     pub async fn wait_final(&self, order_id: &str) -> Value {
+        self.wait_order(order_id, |order| order["status"] != "PENDING").await
+    }
+
+    /// Polls the order until `ready` accepts it.
+    pub async fn wait_order(&self, order_id: &str, ready: impl Fn(&Value) -> bool) -> Value {
         let url = format!("{}/api/v1/orders/{order_id}", self.base);
         eventually(|| async {
             let (status, body) = self.get(&url).await;
-            (status == StatusCode::OK && body["status"] != "PENDING").then_some(body)
+            (status == StatusCode::OK && ready(&body)).then_some(body)
         })
         .await
     }

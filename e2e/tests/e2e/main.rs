@@ -7,6 +7,8 @@
 mod contention;
 mod dead_letters;
 mod helpers;
+mod lifecycle;
 mod orders;
 mod restart;
 mod retries;
+mod rules;

@@ -2,6 +2,7 @@
 
 mod auth;
 mod body;
+mod order_actions;
 mod orders;
 mod vouchers;
 
@@ -25,6 +26,8 @@ const ROUTES: &[&str] = &[
     "/api/v1/vouchers/{id}",
     "/api/v1/vouchers/{id}/orders",
     "/api/v1/orders/{id}",
+    "/api/v1/orders/{id}/cancel",
+    "/api/v1/orders/{id}/confirm",
     "/api/v1/users/{id}/orders",
     "/healthz",
     "/metrics",
@@ -39,19 +42,23 @@ pub(crate) struct Ingress {
     pub(crate) topics: Topics,
     pub(crate) metrics: AdmissionMetrics,
     pub(crate) admin_token: Option<Secret>,
+    /// Where cancel and confirm requests look the order up.
+    pub(crate) view: Arc<dyn ViewReader>,
 }
 
 /// Every route, with errors mapped and requests measured.
 pub(crate) fn routes(
     ingress: Arc<Ingress>,
-    view: Arc<dyn ViewReader>,
     registry: Registry,
     http_metrics: HttpMetrics,
     max_body_bytes: u64,
 ) -> impl Filter<Extract = (impl Reply,), Error = std::convert::Infallible> + Clone {
     let api = vouchers::create(Arc::clone(&ingress), max_body_bytes)
-        .or(orders::place(ingress, max_body_bytes))
-        .or(query_routes(view));
+        .or(vouchers::update(Arc::clone(&ingress), max_body_bytes))
+        .or(orders::place(Arc::clone(&ingress), max_body_bytes))
+        .or(order_actions::cancel(Arc::clone(&ingress)))
+        .or(order_actions::confirm(Arc::clone(&ingress)))
+        .or(query_routes(Arc::clone(&ingress.view)));
     with_state_free_routes(api, registry).recover(recover).with(instrumented(http_metrics, ROUTES))
 }
 

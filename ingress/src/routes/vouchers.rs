@@ -1,14 +1,19 @@
-//! `POST /api/v1/vouchers` (admin): open a flash sale.
+//! Voucher admin: `POST /api/v1/vouchers` opens a flash sale,
+//! `PATCH /api/v1/vouchers/{id}` pauses, resumes, moves the end or adds stock.
 //!
-//! The definition is published first (`VoucherCreated` on the sales topic,
-//! acknowledged), then loaded into Redis. In that order an admitted order can
-//! never precede its voucher's definition in the log.
+//! Every change is published first (`VoucherCreated` / `VoucherUpdated` on
+//! the sales topic, acknowledged), then applied to Redis. In that order an
+//! admitted order never precedes, in the log, the definition or the added
+//! stock it was admitted with. The processor applies the same records to
+//! Redis again as it follows the log (both scripts act once), so an ingress
+//! that dies between the two steps leaves nothing behind.
 
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use seckill_core::event::{Event, VoucherCreated};
+use seckill_core::event::{Event, VoucherCreated, VoucherUpdated, MAX_STOCK};
 use seckill_core::{Envelope, VoucherId};
+use seckill_gate::UpdateResult;
 use seckill_web::ApiError;
 use serde::Deserialize;
 use warp::http::StatusCode;
@@ -25,6 +30,18 @@ struct CreateVoucher {
     ends_at: DateTime<Utc>,
     #[serde(default = "one")]
     per_user_limit: u32,
+    #[serde(default)]
+    hold_seconds: u32,
+}
+
+/// The admin's change; each field left out stays as it is.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UpdateVoucher {
+    paused: Option<bool>,
+    ends_at: Option<DateTime<Utc>>,
+    #[serde(default)]
+    add_stock: u64,
 }
 
 fn one() -> u32 {
@@ -40,10 +57,22 @@ pub(super) fn create(
         .and(auth::admin(ingress.admin_token.clone()))
         .and(body::bounded(max_body_bytes))
         .and(warp::any().map(move || Arc::clone(&ingress)))
-        .and_then(handle)
+        .and_then(handle_create)
 }
 
-async fn handle(raw: bytes::Bytes, ingress: Arc<Ingress>) -> Result<warp::reply::Response, Rejection> {
+pub(super) fn update(
+    ingress: Arc<Ingress>,
+    max_body_bytes: u64,
+) -> impl Filter<Extract = (impl Reply,), Error = Rejection> + Clone {
+    warp::path!("api" / "v1" / "vouchers" / String)
+        .and(warp::patch())
+        .and(auth::admin(ingress.admin_token.clone()))
+        .and(body::bounded(max_body_bytes))
+        .and(warp::any().map(move || Arc::clone(&ingress)))
+        .and_then(handle_update)
+}
+
+async fn handle_create(raw: bytes::Bytes, ingress: Arc<Ingress>) -> Result<warp::reply::Response, Rejection> {
     let request: CreateVoucher = body::parse(&raw)?;
     let definition = VoucherCreated {
         voucher_id: VoucherId::generate(),
@@ -51,6 +80,7 @@ async fn handle(raw: bytes::Bytes, ingress: Arc<Ingress>) -> Result<warp::reply:
         per_user_limit: request.per_user_limit,
         begins_at: request.begins_at,
         ends_at: request.ends_at,
+        hold_seconds: request.hold_seconds,
     };
     definition.validate().map_err(|e| ApiError::invalid(e.to_string().replace("event is out of range: ", "")))?;
 
@@ -76,4 +106,53 @@ async fn handle(raw: bytes::Bytes, ingress: Arc<Ingress>) -> Result<warp::reply:
         })?;
     tracing::info!(voucher_id = %definition.voucher_id, stock = definition.stock, "Voucher created.");
     Ok(warp::reply::with_status(warp::reply::json(&definition), StatusCode::CREATED).into_response())
+}
+
+async fn handle_update(
+    raw_id: String,
+    raw: bytes::Bytes,
+    ingress: Arc<Ingress>,
+) -> Result<warp::reply::Response, Rejection> {
+    let voucher_id: VoucherId = raw_id.parse().map_err(|e| ApiError::invalid(format!("voucher_id: {e}")))?;
+    let request: UpdateVoucher = body::parse(&raw)?;
+    let update =
+        VoucherUpdated { voucher_id, paused: request.paused, ends_at: request.ends_at, add_stock: request.add_stock };
+    update.validate().map_err(|e| ApiError::invalid(e.to_string().replace("event is out of range: ", "")))?;
+
+    let gate_unavailable = |e: redis::RedisError| {
+        tracing::warn!(error = %e, %voucher_id, "Voucher update not applied to Redis.");
+        ApiError::unavailable("the admission gate is unavailable; retry the request")
+    };
+    let current = ingress.gate.voucher(voucher_id).await.map_err(gate_unavailable)?;
+    let current = current.ok_or_else(|| ApiError::unknown_voucher(voucher_id))?;
+    if let Some(ends_at) = update.ends_at {
+        if ends_at <= current.begins_at {
+            return Err(ApiError::invalid("ends_at must be after begins_at").into());
+        }
+    }
+    if current.stock.saturating_add(update.add_stock) > MAX_STOCK {
+        return Err(ApiError::invalid(format!("the stock would exceed {MAX_STOCK}")).into());
+    }
+
+    let envelope = Envelope::new(Event::VoucherUpdated(update.clone()));
+    ingress.producer.send(&ingress.topics.sales, &envelope).await.map_err(|e| {
+        ingress.metrics.produce_errors.inc();
+        tracing::warn!(error = %e, "Voucher update not published.");
+        ApiError::unavailable("the event log is unavailable; the voucher was not changed")
+    })?;
+    // Published: the processor will apply it to Redis even if this fails.
+    let applied = match ingress.gate.update_voucher(envelope.event_id, &update).await.map_err(gate_unavailable)? {
+        UpdateResult::Applied(voucher) | UpdateResult::Repeated(voucher) => voucher,
+        UpdateResult::UnknownVoucher => return Err(ApiError::unknown_voucher(voucher_id).into()),
+    };
+    tracing::info!(%voucher_id, ?update, "Voucher updated.");
+    let body = serde_json::json!({
+        "voucher_id": voucher_id,
+        "update_id": envelope.event_id,
+        "stock": applied.stock,
+        "paused": applied.paused,
+        "begins_at": applied.begins_at,
+        "ends_at": applied.ends_at,
+    });
+    Ok(warp::reply::json(&body).into_response())
 }

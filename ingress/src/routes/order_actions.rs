@@ -1,0 +1,132 @@
+//! `POST /api/v1/orders/{order_id}/cancel` and `.../confirm`.
+//!
+//! The ingress checks what it can answer at once from the status view
+//! (unknown order, someone else's order, already final) and otherwise
+//! publishes the request on the sales topic, keyed by voucher, so the
+//! processor decides it after the order itself and in the same order as
+//! every other request about it (see `seckill_core::decision`). The answer
+//! is `202`; the client polls the order for the result, as for a new order.
+
+use std::sync::Arc;
+
+use chrono::Utc;
+use seckill_core::event::{CancelReason, Event, OrderRequest};
+use seckill_core::{Envelope, OrderId};
+use seckill_store::{OrderStatus, OrderView};
+use seckill_web::ApiError;
+use warp::http::StatusCode;
+use warp::{Filter, Rejection, Reply};
+
+use super::auth::{self, Caller};
+use super::Ingress;
+
+/// What the client asks of the order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Action {
+    Cancel,
+    Confirm,
+}
+
+impl Action {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Cancel => "cancel",
+            Self::Confirm => "confirm",
+        }
+    }
+}
+
+pub(super) fn cancel(ingress: Arc<Ingress>) -> impl Filter<Extract = (impl Reply,), Error = Rejection> + Clone {
+    route(ingress, "cancel", Action::Cancel)
+}
+
+pub(super) fn confirm(ingress: Arc<Ingress>) -> impl Filter<Extract = (impl Reply,), Error = Rejection> + Clone {
+    route(ingress, "confirm", Action::Confirm)
+}
+
+fn route(
+    ingress: Arc<Ingress>,
+    segment: &'static str,
+    action: Action,
+) -> impl Filter<Extract = (impl Reply,), Error = Rejection> + Clone {
+    warp::path("api")
+        .and(warp::path("v1"))
+        .and(warp::path("orders"))
+        .and(warp::path::param::<String>())
+        .and(warp::path(segment))
+        .and(warp::path::end())
+        .and(warp::post())
+        .and(auth::caller(ingress.admin_token.clone()))
+        .and(warp::any().map(move || Arc::clone(&ingress)))
+        .and_then(move |order, caller, ingress| handle(order, caller, ingress, action))
+}
+
+async fn handle(
+    raw: String,
+    caller: Caller,
+    ingress: Arc<Ingress>,
+    action: Action,
+) -> Result<warp::reply::Response, Rejection> {
+    let order_id: OrderId = raw.parse().map_err(|e| ApiError::invalid(format!("order_id: {e}")))?;
+    let order = ingress.view.order(order_id).await.map_err(|e| {
+        tracing::warn!(error = %e, "Status view unavailable.");
+        ApiError::unavailable("the order status view is unavailable; retry the request")
+    })?;
+    // Someone else's order is answered exactly like an unknown one.
+    let order = order
+        .filter(|order| action_allowed(&caller, order, action))
+        .ok_or_else(|| ApiError::unknown_order(order_id))?;
+
+    let request = OrderRequest { order_id, voucher_id: order.voucher_id, reason: None, requested_at: Utc::now() };
+    let event = match (action, order.status) {
+        (Action::Cancel, OrderStatus::Cancelled) | (Action::Confirm, OrderStatus::Confirmed) => {
+            return Ok(reply(StatusCode::OK, &order, None));
+        }
+        (_, OrderStatus::Failed) | (Action::Confirm, OrderStatus::Cancelled) => {
+            let code = match action {
+                Action::Cancel => "not_cancellable",
+                Action::Confirm => "not_confirmable",
+            };
+            let status = serde_json::to_value(order.status).unwrap_or_default();
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                code,
+                format!(
+                    "order {order_id} is {}; only pending or created orders can be changed",
+                    status.as_str().unwrap_or("final")
+                ),
+            )
+            .with_detail("status", status)
+            .into());
+        }
+        (Action::Cancel, _) => {
+            Event::CancelRequested(OrderRequest { reason: Some(CancelReason::Requested), ..request })
+        }
+        (Action::Confirm, _) => Event::ConfirmRequested(request),
+    };
+    ingress.producer.send(&ingress.topics.sales, &Envelope::new(event)).await.map_err(|e| {
+        ingress.metrics.produce_errors.inc();
+        tracing::warn!(error = %e, %order_id, action = action.name(), "Order request not published.");
+        ApiError::unavailable("the event log is unavailable; nothing was requested")
+    })?;
+    Ok(reply(StatusCode::ACCEPTED, &order, Some(action)))
+}
+
+/// Owners act on their orders; an admin may cancel any order but confirms
+/// none (confirmation stands in for the owner's payment).
+fn action_allowed(caller: &Caller, order: &OrderView, action: Action) -> bool {
+    match caller {
+        Caller::Admin => action == Action::Cancel,
+        Caller::User(user) => *user == order.user_id,
+    }
+}
+
+/// `{"order_id", "status", "requested"?}`: the status as the view shows it
+/// now, and the request made, if any.
+fn reply(code: StatusCode, order: &OrderView, requested: Option<Action>) -> warp::reply::Response {
+    let mut body = serde_json::json!({ "order_id": order.order_id, "status": order.status });
+    if let Some(action) = requested {
+        body["requested"] = action.name().into();
+    }
+    warp::reply::with_status(warp::reply::json(&body), code).into_response()
+}

@@ -1,0 +1,59 @@
+-- update_voucher.lua: applies one admin update (VoucherUpdated) to the gate,
+-- exactly once. Both the ingress (at once) and the processor (following the
+-- log, so an update survives an ingress crash) call it with the same update.
+--
+-- KEYS[1]  voucher hash  <prefix>:{v:<id>}:voucher
+-- KEYS[2]  updates set   <prefix>:{v:<id>}:updates   ids of the updates applied
+-- ARGV[1]  update id: the record's event id, a UUIDv7, so ids of later
+--          updates compare greater as strings
+-- ARGV[2]  paused: "1", "0", or "" to leave it
+-- ARGV[3]  ends_ms: Unix milliseconds, or "" to leave it
+-- ARGV[4]  units to add to stock and remaining (integer >= 0)
+--
+-- Returns {code, stock, remaining, paused, begins_ms, ends_ms}, all strings:
+--   code "applied"          the update took effect now
+--   code "repeated"         it had been applied before; nothing changed
+--   code "unknown_voucher"  no such voucher (the other fields are "")
+-- Pause and end time only move to a newer update's values (settings_version),
+-- so an older update applied late never undoes a newer one; added units are
+-- added once per update id whatever the order.
+if #KEYS ~= 2 or #ARGV ~= 4 then
+  return redis.error_reply("update_voucher.lua: expects 2 KEYS and 4 ARGV")
+end
+local add = tonumber(ARGV[4])
+if not add or add < 0 or add ~= math.floor(add) then
+  return redis.error_reply("update_voucher.lua: units to add must be a non-negative integer")
+end
+if ARGV[2] ~= "" and ARGV[2] ~= "0" and ARGV[2] ~= "1" then
+  return redis.error_reply("update_voucher.lua: paused must be 1, 0 or empty")
+end
+if ARGV[3] ~= "" and not tonumber(ARGV[3]) then
+  return redis.error_reply("update_voucher.lua: ends_ms must be a number or empty")
+end
+
+local function state(code)
+  local v = redis.call("HMGET", KEYS[1], "stock", "remaining", "paused", "begins_ms", "ends_ms")
+  return {code, v[1], v[2], v[3] or "0", v[4], v[5]}
+end
+
+if redis.call("EXISTS", KEYS[1]) == 0 then
+  return {"unknown_voucher", "", "", "", "", ""}
+end
+if redis.call("SADD", KEYS[2], ARGV[1]) == 0 then
+  return state("repeated")
+end
+if add > 0 then
+  redis.call("HINCRBY", KEYS[1], "stock", add)
+  redis.call("HINCRBY", KEYS[1], "remaining", add)
+end
+local newest = redis.call("HGET", KEYS[1], "settings_version")
+if (ARGV[2] ~= "" or ARGV[3] ~= "") and (not newest or ARGV[1] > newest) then
+  if ARGV[2] ~= "" then
+    redis.call("HSET", KEYS[1], "paused", ARGV[2])
+  end
+  if ARGV[3] ~= "" then
+    redis.call("HSET", KEYS[1], "ends_ms", ARGV[3])
+  end
+  redis.call("HSET", KEYS[1], "settings_version", ARGV[1])
+end
+return state("applied")
