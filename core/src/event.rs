@@ -400,4 +400,48 @@ mod tests {
         let unknown_type = br#"{"schema":1,"event_id":"0192f0c4-7a7e-7cc1-8000-000000000000","emitted_at":"2026-01-01T00:00:00Z","type":"Nope"}"#;
         assert!(matches!(Envelope::decode(unknown_type), Err(EventError::Malformed(_))));
     }
+
+    #[test]
+    fn lifecycle_events_round_trip_and_are_validated() {
+        let order = accepted();
+        let cancelled = Envelope::new(Event::OrderCancelled(OrderCancelled {
+            cancelled_at: order.accepted_at,
+            order: order.clone(),
+            reason: CancelReason::Expired,
+            remaining: 4,
+        }));
+        let json: serde_json::Value = serde_json::from_slice(&cancelled.encode()).expect("json");
+        assert_eq!((json["type"].as_str(), json["reason"].as_str()), (Some("OrderCancelled"), Some("expired")));
+        assert_eq!(Envelope::decode(&cancelled.encode()).expect("decodes"), cancelled);
+
+        let request = OrderRequest {
+            order_id: order.order_id,
+            voucher_id: order.voucher_id,
+            reason: None,
+            requested_at: Utc::now(),
+        };
+        let confirm = Envelope::new(Event::ConfirmRequested(request.clone()));
+        assert_eq!(Envelope::decode(&confirm.encode()).expect("decodes"), confirm);
+        let reasonless_cancel = Envelope::new(Event::CancelRequested(request));
+        assert!(matches!(Envelope::decode(&reasonless_cancel.encode()), Err(EventError::Invalid(_))));
+
+        let nothing = VoucherUpdated { voucher_id: order.voucher_id, paused: None, ends_at: None, add_stock: 0 };
+        assert!(matches!(
+            Envelope::decode(&Envelope::new(Event::VoucherUpdated(nothing.clone())).encode()),
+            Err(EventError::Invalid(_))
+        ));
+        let pause = Envelope::new(Event::VoucherUpdated(VoucherUpdated { paused: Some(true), ..nothing }));
+        let json: serde_json::Value = serde_json::from_slice(&pause.encode()).expect("json");
+        assert!(json.get("add_stock").is_none() && json.get("ends_at").is_none(), "unchanged fields are left out");
+        assert_eq!(Envelope::decode(&pause.encode()).expect("decodes"), pause);
+    }
+
+    #[test]
+    fn voucher_definitions_without_a_hold_still_decode() {
+        let old = br#"{"schema":1,"event_id":"0192f0c4-7a7e-7cc1-8000-000000000000","emitted_at":"2026-01-01T00:00:00Z","type":"VoucherCreated","voucher_id":"0192f0c4-7a7e-7cc1-8000-000000000001","stock":5,"per_user_limit":1,"begins_at":"2026-01-01T00:00:00Z","ends_at":"2026-01-02T00:00:00Z"}"#;
+        let Event::VoucherCreated(voucher) = Envelope::decode(old).expect("decodes").event else {
+            panic!("a voucher definition")
+        };
+        assert_eq!(voucher.hold_seconds, 0);
+    }
 }

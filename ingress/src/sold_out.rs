@@ -10,8 +10,8 @@
 //! and Redis, still the only gate, admits again. A stale memo can only
 //! refuse; it never admits.
 
-use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use seckill_core::VoucherId;
@@ -31,12 +31,38 @@ pub(crate) struct SoldOutMemo {
     /// remembered (those requests simply go to Redis).
     capacity: usize,
     seen: RwLock<HashMap<VoucherId, Entry>>,
+    /// Vouchers whose holders are being fetched: when a sell-out is seen by
+    /// many requests at once, one of them takes the snapshot.
+    fetching: Mutex<HashSet<VoucherId>>,
+}
+
+/// The right to take one voucher's holders snapshot; released on drop.
+#[derive(Debug)]
+pub(crate) struct Snapshotting<'memo> {
+    memo: &'memo SoldOutMemo,
+    voucher: VoucherId,
+}
+
+impl Drop for Snapshotting<'_> {
+    fn drop(&mut self) {
+        self.memo.fetching.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).remove(&self.voucher);
+    }
 }
 
 impl SoldOutMemo {
     /// A memo remembering each sell-out for `lifetime` (zero disables it).
     pub(crate) fn new(lifetime: Duration, capacity: usize) -> Self {
-        Self { lifetime, capacity, seen: RwLock::new(HashMap::new()) }
+        Self { lifetime, capacity, seen: RwLock::new(HashMap::new()), fetching: Mutex::new(HashSet::new()) }
+    }
+
+    /// The right to snapshot `voucher`'s holders, unless memory is off, the
+    /// sell-out is already remembered, or another request is taking it.
+    pub(crate) fn begin_snapshot(&self, voucher: VoucherId, now: Instant) -> Option<Snapshotting<'_>> {
+        if !self.enabled() || self.sold_out(voucher, now).is_some() {
+            return None;
+        }
+        let mut fetching = self.fetching.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        fetching.insert(voucher).then(|| Snapshotting { memo: self, voucher })
     }
 
     /// Whether a sell-out would be remembered at all.
@@ -96,6 +122,19 @@ mod tests {
         let later = start + Duration::from_millis(100);
         memo.mark(vouchers[2], Holders::default(), later);
         assert!(memo.sold_out(vouchers[2], later).is_some(), "expired entries made room");
+    }
+
+    #[test]
+    fn one_request_at_a_time_takes_the_snapshot() {
+        let memo = SoldOutMemo::new(Duration::from_millis(500), 10);
+        let (voucher, now) = (VoucherId::generate(), Instant::now());
+        let first = memo.begin_snapshot(voucher, now).expect("first");
+        assert!(memo.begin_snapshot(voucher, now).is_none(), "taken by the first");
+        drop(first);
+        let again = memo.begin_snapshot(voucher, now).expect("released");
+        memo.mark(voucher, Holders::default(), now);
+        drop(again);
+        assert!(memo.begin_snapshot(voucher, now).is_none(), "already remembered");
     }
 
     #[test]

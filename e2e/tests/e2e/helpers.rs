@@ -247,11 +247,16 @@ impl Platform {
         .await
     }
 
-    /// The processor's persistent remaining stock.
+    /// The processor's persistent remaining stock, once the processor has
+    /// read the voucher's definition.
     pub async fn persistent_remaining(&self, voucher: &str) -> u64 {
-        let (status, body) = self.get(&format!("http://{}/api/v1/stock/{voucher}", self.processor_addr)).await;
-        assert_eq!(status, StatusCode::OK, "{body}");
-        body["remaining"].as_u64().expect("remaining")
+        let url = format!("http://{}/api/v1/stock/{voucher}", self.processor_addr);
+        eventually(|| async {
+            let (status, body) = self.get(&url).await;
+            assert!(status == StatusCode::OK || status == StatusCode::NOT_FOUND, "{body}");
+            body["remaining"].as_u64()
+        })
+        .await
     }
 
     /// The admission gate's remaining stock in Redis.

@@ -12,3 +12,4 @@ mod orders;
 mod restart;
 mod retries;
 mod rules;
+mod stress;

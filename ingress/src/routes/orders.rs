@@ -117,11 +117,12 @@ async fn handle(
 
 /// Snapshots who holds units once the gate reports none left. Nobody gains
 /// units while none are left, so the snapshot stays right until stock
-/// returns, and the memo expires well before anyone could notice.
+/// returns, and the memo expires well before anyone could notice. One
+/// request per voucher takes it; the others simply answer what Redis said.
 async fn remember_sell_out(ingress: &Ingress, voucher: VoucherId) {
-    if !ingress.sold_out.enabled() || ingress.sold_out.sold_out(voucher, Instant::now()).is_some() {
+    let Some(_snapshotting) = ingress.sold_out.begin_snapshot(voucher, Instant::now()) else {
         return;
-    }
+    };
     match ingress.gate.holders(voucher, MAX_REMEMBERED_HOLDERS).await {
         Ok(Some(holders)) => ingress.sold_out.mark(voucher, holders, Instant::now()),
         Ok(None) => {}
