@@ -5,10 +5,14 @@
 -- KEYS[2]  bought hash   <prefix>:{v:<id>}:bought   user id -> units admitted to that user
 -- KEYS[3]  orders hash   <prefix>:{v:<id>}:orders   user id -> the user's latest admitted order id
 -- KEYS[4]  retries hash  <prefix>:{v:<id>}:retries  "<user id>|<Idempotency-Key>" -> order id
+-- KEYS[5]  outbox stream <prefix>:outbox            admitted orders not yet in the log
 -- ARGV[1]  user id
 -- ARGV[2]  quantity, an integer >= 1
 -- ARGV[3]  the order id to record when admitted
 -- ARGV[4]  "<user id>|<Idempotency-Key>", or "" when the request has no key
+-- ARGV[5]  the encoded OrderAccepted record, appended to the outbox when admitted
+-- ARGV[6]  voucher id: the record's Kafka key
+-- ARGV[7]  outbox bound: at this many entries nothing more is admitted
 --
 -- Returns a two-element array {code, detail}, both strings:
 --   {"admitted", remaining_after}          stock and the user's count were taken
@@ -20,12 +24,18 @@
 --   {"duplicate_order", order_id}          the user already holds the whole limit
 --   {"limit_exceeded", limit}              this quantity would pass the user's limit
 --   {"sold_out", remaining}                fewer units left than asked for
+--   {"backlog_full", entries}              the outbox is full (the log is down); nothing changed
+--
+-- Admission and the outbox entry are one atomic step: an order Redis took
+-- stock for is always in the outbox, and the relay publishes it to Kafka and
+-- then deletes it, so no crash between the two can strand admitted stock.
 --
 -- The window is judged by the Redis server clock (TIME), one clock for every
--- ingress instance. All keys share one hash tag, so the script runs unchanged
--- on Redis Cluster; it builds no key names itself.
-if #KEYS ~= 4 or #ARGV ~= 4 then
-  return redis.error_reply("admit.lua: expects 4 KEYS and 4 ARGV")
+-- ingress instance. The voucher's keys share one hash tag; the outbox is one
+-- stream per Redis (on Redis Cluster it would have to be one per shard). The
+-- script builds no key names itself.
+if #KEYS ~= 5 or #ARGV ~= 7 then
+  return redis.error_reply("admit.lua: expects 5 KEYS and 7 ARGV")
 end
 local quantity = tonumber(ARGV[2])
 if not quantity or quantity < 1 or quantity ~= math.floor(quantity) then
@@ -72,6 +82,12 @@ if remaining < quantity then
   return {"sold_out", voucher[1]}
 end
 
+local backlog = redis.call("XLEN", KEYS[5])
+if backlog >= tonumber(ARGV[7]) then
+  return {"backlog_full", tostring(backlog)}
+end
+
+redis.call("XADD", KEYS[5], "*", "key", ARGV[6], "record", ARGV[5])
 redis.call("HINCRBY", KEYS[1], "remaining", -quantity)
 redis.call("HINCRBY", KEYS[2], ARGV[1], quantity)
 redis.call("HSET", KEYS[3], ARGV[1], ARGV[3])

@@ -8,7 +8,7 @@
 //! all-in-one local run.
 
 use prometheus::{
-    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, Opts, Registry, TextEncoder,
+    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts, Registry, TextEncoder,
 };
 
 /// Buckets for request-path latencies: 100 µs to 2.5 s.
@@ -118,6 +118,11 @@ pub struct AdmissionMetrics {
     pub produce_duration: Histogram,
     /// `seckill_kafka_produce_errors_total`.
     pub produce_errors: IntCounter,
+    /// `seckill_outbox_entries`: admitted orders not yet published, as this
+    /// ingress's relay last saw the outbox.
+    pub outbox_entries: IntGauge,
+    /// `seckill_outbox_published_total`: outbox entries published and removed.
+    pub outbox_published: IntCounter,
 }
 
 impl AdmissionMetrics {
@@ -160,6 +165,24 @@ impl AdmissionMetrics {
                 .expect("valid metric"),
             ),
             produce_errors: produce_errors(registry, service),
+            outbox_entries: register(
+                registry,
+                IntGauge::with_opts(opts(
+                    service,
+                    "seckill_outbox_entries",
+                    "Admitted orders in the Redis outbox, not yet published to the log.",
+                ))
+                .expect("valid metric"),
+            ),
+            outbox_published: register(
+                registry,
+                IntCounter::with_opts(opts(
+                    service,
+                    "seckill_outbox_published_total",
+                    "Outbox entries published to the log and removed.",
+                ))
+                .expect("valid metric"),
+            ),
         }
     }
 }

@@ -12,12 +12,17 @@ use chrono::{DateTime, Utc};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::Script;
 use seckill_core::config::RedisConfig;
-use seckill_core::event::VoucherUpdated;
+use seckill_core::event::{Event, OrderAccepted, VoucherUpdated};
 use seckill_core::metrics::AdmissionMetrics;
-use seckill_core::{OrderId, UserId, VoucherId};
+use seckill_core::{Envelope, OrderId, UserId, VoucherId};
 use uuid::Uuid;
 
+use crate::keys::outbox_key;
 use crate::{Holders, RetryKey, VoucherKeys};
+
+/// Default bound of the outbox: past it, orders are refused (`Backlogged`)
+/// rather than admitted into a backlog that grows while the log is down.
+pub const DEFAULT_OUTBOX_LIMIT: u64 = 100_000;
 
 /// Bounds connecting and every call: a slow Redis answers 503, not a hang.
 const REDIS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
@@ -34,6 +39,9 @@ pub enum Admission {
     Admitted { remaining: u64 },
     /// The request's Idempotency-Key admitted `order` before; nothing changed.
     Replayed { order: OrderId },
+    /// The outbox holds `entries` orders not yet in the log (the broker is
+    /// down or slow); nothing changed.
+    Backlogged { entries: u64 },
     /// Refused; nothing changed.
     Rejected(Rejection),
 }
@@ -107,6 +115,8 @@ pub struct Gate {
     load_voucher: Script,
     release: Script,
     update_voucher: Script,
+    outbox: String,
+    outbox_limit: u64,
     metrics: Option<AdmissionMetrics>,
 }
 
@@ -137,6 +147,8 @@ impl Gate {
             load_voucher: Script::new(LOAD_VOUCHER),
             release: Script::new(RELEASE),
             update_voucher: Script::new(UPDATE_VOUCHER),
+            outbox: outbox_key(prefix),
+            outbox_limit: DEFAULT_OUTBOX_LIMIT,
             prefix: prefix.to_owned(),
             metrics: None,
             redis: redis.clone(),
@@ -145,6 +157,12 @@ impl Gate {
             script.load_async(&mut redis).await?;
         }
         Ok(gate)
+    }
+
+    /// Refuses admissions once the outbox holds `limit` orders.
+    pub fn with_outbox_limit(mut self, limit: u64) -> Self {
+        self.outbox_limit = limit;
+        self
     }
 
     /// Records script latencies in `metrics`.
@@ -182,7 +200,8 @@ impl Gate {
         Ok(loaded == 1)
     }
 
-    /// Runs the admission check for one request.
+    /// Runs the admission check for one request. When admitted, the order's
+    /// `OrderAccepted` record is in the outbox, written in the same script.
     pub async fn admit(
         &self,
         voucher: VoucherId,
@@ -192,6 +211,13 @@ impl Gate {
         retry: Option<&RetryKey>,
     ) -> redis::RedisResult<Admission> {
         let keys = self.keys(voucher);
+        let record = Envelope::new(Event::OrderAccepted(OrderAccepted {
+            order_id: order,
+            voucher_id: voucher,
+            user_id: user.clone(),
+            quantity,
+            accepted_at: Utc::now(),
+        }));
         let started = Instant::now();
         let (code, detail): (String, String) = self
             .admit
@@ -199,10 +225,14 @@ impl Gate {
             .key(&keys.bought)
             .key(&keys.orders)
             .key(&keys.retries)
+            .key(&self.outbox)
             .arg(user.as_str())
             .arg(quantity)
             .arg(order.to_string())
             .arg(retry.map(RetryKey::field).unwrap_or_default())
+            .arg(record.encode())
+            .arg(voucher.to_string())
+            .arg(self.outbox_limit)
             .invoke_async(&mut self.redis.clone())
             .await?;
         self.observe("admit", started);
@@ -220,6 +250,7 @@ impl Gate {
             "duplicate_order" => rejected(Rejection::DuplicateOrder { existing: detail.parse().ok() }),
             "limit_exceeded" => rejected(Rejection::LimitExceeded { limit: detail.parse().unwrap_or_default() }),
             "sold_out" => rejected(Rejection::SoldOut { remaining: detail.parse().unwrap_or_default() }),
+            "backlog_full" => Ok(Admission::Backlogged { entries: detail.parse().unwrap_or_default() }),
             other => Err(unexpected("admit.lua returned an unknown code", other.to_owned())),
         }
     }

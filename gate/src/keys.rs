@@ -39,6 +39,11 @@ impl VoucherKeys {
     }
 }
 
+/// The outbox stream under `prefix`: admitted orders not yet in the log.
+pub fn outbox_key(prefix: &str) -> String {
+    format!("{prefix}:outbox")
+}
+
 /// Longest `Idempotency-Key` accepted.
 pub const MAX_IDEMPOTENCY_KEY_LEN: usize = 128;
 

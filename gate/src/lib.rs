@@ -8,7 +8,9 @@
 mod gate;
 mod holders;
 mod keys;
+mod outbox;
 
-pub use gate::{Admission, Gate, GateVoucher, Rejection, UpdateResult};
+pub use gate::{Admission, Gate, GateVoucher, Rejection, UpdateResult, DEFAULT_OUTBOX_LIMIT};
 pub use holders::Holders;
-pub use keys::{RetryKey, VoucherKeys, MAX_IDEMPOTENCY_KEY_LEN};
+pub use keys::{outbox_key, RetryKey, VoucherKeys, MAX_IDEMPOTENCY_KEY_LEN};
+pub use outbox::{Outbox, OutboxEntry};

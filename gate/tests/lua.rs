@@ -8,10 +8,11 @@ use redis::aio::ConnectionManager;
 use seckill_core::event::VoucherUpdated;
 use seckill_core::{OrderId, UserId, VoucherId};
 use seckill_devstack::{Redis, RedisPersistence, TempDir};
-use seckill_gate::{Admission, Gate, Rejection, RetryKey, UpdateResult};
+use seckill_gate::{Admission, Gate, Outbox, Rejection, RetryKey, UpdateResult};
 
 struct Harness {
     gate: Gate,
+    url: String,
     connection: ConnectionManager,
     _redis: Redis,
     _dir: TempDir,
@@ -24,7 +25,7 @@ async fn harness() -> Harness {
         redis::Client::open(redis.url()).expect("url").get_connection_manager().await.expect("redis connects");
     let prefix = format!("lua{}", &uuid::Uuid::now_v7().simple().to_string()[20..]);
     let gate = Gate::new(connection.clone(), &prefix).await.expect("scripts load");
-    Harness { gate, connection, _redis: redis, _dir: dir }
+    Harness { gate, connection, url: redis.url(), _redis: redis, _dir: dir }
 }
 
 fn user(name: &str) -> UserId {
@@ -341,4 +342,45 @@ async fn window_edges_follow_the_redis_clock_and_an_extended_end() {
         h.gate.admit(ended, &user("e"), 1, OrderId::generate(), None).await.expect("admit"),
         Admission::Admitted { remaining: 4 }
     );
+}
+
+#[tokio::test]
+async fn an_admitted_order_is_in_the_outbox_and_a_full_outbox_admits_nothing() {
+    let h = harness().await;
+    let gate = h.gate.clone().with_outbox_limit(2);
+    let v = voucher(&gate, 10, 1).await;
+    let first = OrderId::generate();
+    assert_eq!(gate.admit(v, &user("o1"), 1, first, None).await.expect("admit"), Admission::Admitted { remaining: 9 });
+    assert!(matches!(
+        gate.admit(v, &user("o2"), 1, OrderId::generate(), None).await.expect("admit"),
+        Admission::Admitted { .. }
+    ));
+    assert_eq!(
+        gate.admit(v, &user("o3"), 1, OrderId::generate(), None).await.expect("admit"),
+        Admission::Backlogged { entries: 2 }
+    );
+    assert_eq!(gate.remaining(v).await.expect("read"), Some(8), "a refused order takes nothing");
+
+    // The relay's side: read, then remove; the next order fits again.
+    let prefix = gate.keys(v).voucher.split(':').next().expect("prefix").to_owned();
+    let config = seckill_core::config::RedisConfig { url: h.url.clone(), key_prefix: prefix };
+    let outbox = Outbox::connect(&config, "relay-a", Duration::from_millis(50)).await.expect("outbox");
+    let read = outbox.read_new(10, Duration::from_millis(50)).await.expect("reads");
+    assert_eq!(read.len(), 2);
+    assert_eq!(read[0].key, v.to_string());
+    let record = seckill_core::Envelope::decode(&read[0].record).expect("an event");
+    assert!(matches!(record.event, seckill_core::Event::OrderAccepted(ref o) if o.order_id == first));
+
+    // Relay a dies holding them; relay b claims them once idle.
+    let other = Outbox::connect(&config, "relay-b", Duration::from_millis(50)).await.expect("outbox");
+    assert!(other.claim_idle(Duration::from_secs(60), 10).await.expect("claims").is_empty(), "not idle yet");
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let claimed = other.claim_idle(Duration::from_millis(10), 10).await.expect("claims");
+    assert_eq!(claimed, read);
+    other.remove(&claimed.iter().map(|e| e.id.clone()).collect::<Vec<_>>()).await.expect("removes");
+    assert_eq!(other.len().await.expect("len"), 0);
+    assert!(matches!(
+        gate.admit(v, &user("o3"), 1, OrderId::generate(), None).await.expect("admit"),
+        Admission::Admitted { .. }
+    ));
 }

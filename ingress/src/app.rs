@@ -10,11 +10,14 @@ use seckill_store::ViewReader;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use crate::relay::Relay;
 use crate::sold_out::SoldOutMemo;
-use seckill_gate::Gate;
+use seckill_gate::{Gate, Outbox};
 
 /// Most vouchers the sold-out memo remembers at once.
 const SOLD_OUT_MEMO_CAPACITY: usize = 10_000;
+/// Longest blocking read of the outbox relay.
+const RELAY_READ_BLOCK: Duration = Duration::from_millis(100);
 use crate::routes::{routes, Ingress};
 use crate::{IngressConfig, IngressError};
 
@@ -34,6 +37,7 @@ pub struct App {
     listener: TcpListener,
     ingress: Arc<Ingress>,
     deps: Dependencies,
+    relay: Relay,
     http_metrics: HttpMetrics,
     config: IngressConfig,
 }
@@ -43,9 +47,20 @@ impl App {
     /// topics), and binds the HTTP listener.
     pub async fn build(config: IngressConfig, deps: Dependencies) -> Result<Self, IngressError> {
         let metrics = AdmissionMetrics::register(&deps.registry);
-        let gate = Gate::connect(&config.redis).await?.with_metrics(metrics.clone());
+        let gate = Gate::connect(&config.redis)
+            .await?
+            .with_metrics(metrics.clone())
+            .with_outbox_limit(config.max_outbox_entries);
 
         let (topics, producer) = seckill_kafka::connect(&config.kafka).await?;
+        let relay_name = format!("ingress-{}", uuid::Uuid::now_v7().simple());
+        let relay = Relay {
+            outbox: Outbox::connect(&config.redis, &relay_name, RELAY_READ_BLOCK).await?,
+            producer: producer.clone(),
+            topics: topics.clone(),
+            metrics: metrics.clone(),
+            claim_idle: Duration::from_millis(config.outbox_claim_idle_ms),
+        };
 
         if config.admin_token.is_none() {
             tracing::warn!("No admin_token is set: anyone can create vouchers. Set one outside development.");
@@ -63,7 +78,7 @@ impl App {
             admin_token: config.admin_token.clone(),
             view: Arc::clone(&deps.view),
         });
-        Ok(Self { listener, ingress, deps, http_metrics, config })
+        Ok(Self { listener, ingress, deps, relay, http_metrics, config })
     }
 
     /// The address the ingress answers on.
@@ -78,7 +93,13 @@ impl App {
         let filter =
             routes(Arc::clone(&self.ingress), self.deps.registry, self.http_metrics, self.config.max_body_bytes);
         tracing::info!(%addr, "Ingress listening.");
+        // The relay stops after the last request drained, so every order
+        // admitted before shutdown gets its chance to be published now.
+        let relay_stop = CancellationToken::new();
+        let relay = tokio_util::task::AbortOnDropHandle::new(tokio::spawn(self.relay.run(relay_stop.clone())));
         seckill_web::serve(self.listener, filter, shutdown, Duration::from_millis(self.config.drain_ms)).await;
+        relay_stop.cancel();
+        let _ = relay.await;
         self.ingress.producer.flush(Duration::from_secs(5));
         tracing::info!("Ingress stopped.");
         Ok(())

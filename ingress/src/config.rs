@@ -23,6 +23,12 @@ pub struct IngressConfig {
     /// How long a sell-out seen in Redis is answered from memory (0: never):
     /// also the longest a returned unit can go unnoticed.
     pub sold_out_memo_ms: u64,
+    /// Most admitted orders the Redis outbox may hold before new orders are
+    /// refused with `503` (the log is down or far behind).
+    pub max_outbox_entries: u64,
+    /// How long an outbox entry may stay unacknowledged by the relay that
+    /// read it before another relay publishes it (its process died).
+    pub outbox_claim_idle_ms: u64,
 }
 
 impl Default for IngressConfig {
@@ -36,6 +42,8 @@ impl Default for IngressConfig {
             view_url: "http://127.0.0.1:8082".to_owned(),
             drain_ms: 10_000,
             sold_out_memo_ms: 500,
+            max_outbox_entries: 100_000,
+            outbox_claim_idle_ms: 5_000,
         }
     }
 }
@@ -52,6 +60,8 @@ impl Validate for IngressConfig {
         )?;
         ensure(self.drain_ms <= 120_000, "drain_ms", "must be at most 120000")?;
         ensure(self.sold_out_memo_ms <= 1_000, "sold_out_memo_ms", "must be at most 1000")?;
+        ensure((1..=10_000_000).contains(&self.max_outbox_entries), "max_outbox_entries", "must be 1 to 10000000")?;
+        ensure((100..=600_000).contains(&self.outbox_claim_idle_ms), "outbox_claim_idle_ms", "must be 100 to 600000")?;
         if let Some(token) = &self.admin_token {
             ensure(token.expose().len() >= 16, "admin_token", "must be at least 16 characters")?;
         }

@@ -10,6 +10,7 @@
 mod app;
 pub mod config;
 mod error;
+mod relay;
 mod routes;
 mod sold_out;
 

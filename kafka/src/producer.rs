@@ -87,6 +87,19 @@ impl EventProducer {
         self.send_raw(topic, Some(key.as_bytes()), &payload, headers).await
     }
 
+    /// Produces an already encoded event of type `kind` (an outbox entry),
+    /// keyed by `key`, and waits for the acknowledgement.
+    pub async fn send_encoded(
+        &self,
+        topic: &str,
+        key: &str,
+        kind: &str,
+        payload: &[u8],
+    ) -> Result<Duration, KafkaError> {
+        let headers = OwnedHeaders::new().insert(Header { key: "type", value: Some(kind) });
+        self.send_raw(topic, Some(key.as_bytes()), payload, headers).await
+    }
+
     /// Produces arbitrary bytes (dead letters keep the original record).
     pub async fn send_raw(
         &self,

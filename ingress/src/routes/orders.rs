@@ -1,17 +1,18 @@
 //! `POST /api/v1/vouchers/{voucher_id}/orders`: the flash-sale hot path.
 //!
-//! One EVALSHA decides; an admitted order is published as `OrderAccepted`
-//! (keyed by voucher) and acknowledged by the broker before the client hears
-//! `202`. When publishing fails, the admission is rolled back in Redis
-//! (`release.lua`, exactly once per order) and the client gets `503`: a `202`
-//! always means the order is in the log.
+//! One EVALSHA decides and, when it admits, writes the order's
+//! `OrderAccepted` record into the Redis outbox in the same atomic step; the
+//! client hears `202` at once and the relay (`crate::relay`) publishes the
+//! record. A `202` therefore means the order is durable in Redis (AOF) and on
+//! its way to the log, whatever happens to this process next. While the log
+//! is down the outbox grows up to `max_outbox_entries`; past that, orders get
+//! `503` before any stock is touched.
 
 use std::sync::Arc;
 use std::time::Instant;
 
-use chrono::Utc;
-use seckill_core::event::{Event, OrderAccepted, MAX_QUANTITY};
-use seckill_core::{Envelope, OrderId, UserId, VoucherId};
+use seckill_core::event::MAX_QUANTITY;
+use seckill_core::{OrderId, UserId, VoucherId};
 use seckill_web::ApiError;
 use serde::Deserialize;
 use warp::http::StatusCode;
@@ -90,6 +91,13 @@ async fn handle(
         })?;
     match admission {
         Admission::Admitted { .. } => {}
+        Admission::Backlogged { entries } => {
+            ingress.metrics.outcomes.with_label_values(&["unavailable"]).inc();
+            tracing::warn!(entries, "Outbox full: the log is not keeping up; refusing orders.");
+            return Err(
+                ApiError::unavailable("the event log is not keeping up; nothing was admitted, retry later").into()
+            );
+        }
         Admission::Replayed { order } => {
             ingress.metrics.outcomes.with_label_values(&["replayed"]).inc();
             return Ok(accepted_reply(order));
@@ -102,15 +110,6 @@ async fn handle(
             return Err(rejection_error(rejection).into());
         }
     }
-
-    let accepted = OrderAccepted {
-        order_id,
-        voucher_id: voucher,
-        user_id: user,
-        quantity: request.quantity,
-        accepted_at: Utc::now(),
-    };
-    publish(&ingress, accepted, retry.as_ref()).await?;
     ingress.metrics.outcomes.with_label_values(&["admitted"]).inc();
     Ok(accepted_reply(order_id))
 }
@@ -134,30 +133,4 @@ async fn remember_sell_out(ingress: &Ingress, voucher: VoucherId) {
 fn accepted_reply(order_id: OrderId) -> warp::reply::Response {
     let body = serde_json::json!({ "order_id": order_id, "status": "PENDING" });
     warp::reply::with_status(warp::reply::json(&body), StatusCode::ACCEPTED).into_response()
-}
-
-/// Publishes the admitted order, or gives its units back and answers `503`.
-async fn publish(ingress: &Ingress, accepted: OrderAccepted, retry: Option<&RetryKey>) -> Result<(), Rejection> {
-    let envelope = Envelope::new(Event::OrderAccepted(accepted.clone()));
-    match ingress.producer.send(&ingress.topics.sales, &envelope).await {
-        Ok(took) => {
-            ingress.metrics.produce_duration.observe(took.as_secs_f64());
-            Ok(())
-        }
-        Err(error) => {
-            ingress.metrics.produce_errors.inc();
-            ingress.metrics.outcomes.with_label_values(&["unavailable"]).inc();
-            tracing::warn!(%error, order_id = %accepted.order_id, "Admitted order not published; releasing it.");
-            let released = ingress
-                .gate
-                .release(accepted.voucher_id, &accepted.user_id, accepted.quantity, accepted.order_id, retry)
-                .await;
-            if let Err(release_error) = released {
-                // The units stay taken in Redis: the gate undersells until it
-                // is rebuilt from the log, but never oversells.
-                tracing::error!(%release_error, order_id = %accepted.order_id, "Could not release an unpublished order.");
-            }
-            Err(ApiError::unavailable("the event log is unavailable; the order was not placed").into())
-        }
-    }
 }
