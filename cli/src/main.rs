@@ -3,9 +3,11 @@
 //! ```text
 //! seckill dev                    # Redis, broker and all three services, data in .seckill/
 //! seckill dev --data-dir /tmp/x  # elsewhere
+//! seckill serve ingress --config config/ingress.toml   # one service, as its own process
 //! ```
 
 mod dev;
+mod serve;
 
 use clap::{Parser, Subcommand};
 use seckill_core::telemetry;
@@ -23,6 +25,9 @@ enum Command {
     /// Runs the whole platform on this machine: a local Redis and broker, the
     /// ingress, processor and projector with embedded stores. Ctrl-C stops it.
     Dev(dev::DevArgs),
+    /// Runs one service (ingress, processor or projector) in this process
+    /// until SIGINT or SIGTERM, configured by file and `SECKILL_*` variables.
+    Serve(serve::ServeArgs),
 }
 
 #[tokio::main]
@@ -30,5 +35,6 @@ async fn main() -> anyhow::Result<()> {
     telemetry::init_logging();
     match Cli::parse().command {
         Command::Dev(args) => dev::run(args).await,
+        Command::Serve(args) => serve::run(args).await,
     }
 }

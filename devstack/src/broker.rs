@@ -26,6 +26,8 @@ pub enum BrokerStorage {
 pub struct Broker {
     server: Server,
     port: u16,
+    dir: PathBuf,
+    storage: BrokerStorage,
 }
 
 impl Broker {
@@ -34,7 +36,7 @@ impl Broker {
         std::fs::create_dir_all(dir).map_err(|source| DevstackError::Spawn { what: "broker".into(), source })?;
         let port = if port == 0 { free_port() } else { port };
         let server = Self::spawn(dir, port, storage)?;
-        Ok(Self { server, port })
+        Ok(Self { server, port, dir: dir.to_owned(), storage })
     }
 
     fn spawn(dir: &Path, port: u16, storage: BrokerStorage) -> Result<Server, DevstackError> {
@@ -66,5 +68,12 @@ impl Broker {
     /// Stops the broker gracefully (SIGTERM).
     pub fn stop(&mut self) {
         self.server.stop(Duration::from_secs(10));
+    }
+
+    /// Starts the stopped broker again on the same port and data (the
+    /// SQLite log survives; the memory one does not).
+    pub fn start_again(&mut self) -> Result<(), DevstackError> {
+        self.server = Self::spawn(&self.dir, self.port, self.storage)?;
+        Ok(())
     }
 }

@@ -13,6 +13,6 @@ mod redis;
 mod testenv;
 
 pub use broker::{Broker, BrokerStorage};
-pub use process::{free_port, DevstackError};
+pub use process::{free_port, DevstackError, Server};
 pub use redis::{Redis, RedisPersistence};
 pub use testenv::{TempDir, TestInfra};

@@ -47,9 +47,9 @@ pub(crate) fn find_binary(name: &str) -> Option<PathBuf> {
         .find(|candidate| candidate.is_file())
 }
 
-/// A running server; killed when dropped.
+/// A running server process; killed when dropped.
 #[derive(Debug)]
-pub(crate) struct Server {
+pub struct Server {
     what: String,
     child: Option<Child>,
     pid_file: PathBuf,
@@ -58,7 +58,7 @@ pub(crate) struct Server {
 impl Server {
     /// Starts `command` in `dir`, logging to `dir/{name}.log`, and waits
     /// until `addr` accepts connections.
-    pub(crate) fn start(
+    pub fn start(
         what: &str,
         mut command: Command,
         dir: &Path,
@@ -104,24 +104,25 @@ impl Server {
     }
 
     /// Asks the process to stop (SIGTERM) and waits up to `grace`, then
-    /// kills it.
-    pub(crate) fn stop(&mut self, grace: Duration) {
-        let Some(mut child) = self.child.take() else { return };
+    /// kills it. Returns whether it exited by itself with success.
+    pub fn stop(&mut self, grace: Duration) -> bool {
+        let Some(mut child) = self.child.take() else { return false };
         let _ = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status();
         let deadline = Instant::now() + grace;
         while Instant::now() < deadline {
-            if let Ok(Some(_)) = child.try_wait() {
+            if let Ok(Some(status)) = child.try_wait() {
                 let _ = std::fs::remove_file(&self.pid_file);
-                return;
+                return status.success();
             }
             std::thread::sleep(Duration::from_millis(20));
         }
         tracing::warn!(what = %self.what, "Did not stop in time; killing it.");
         self.kill_child(child);
+        false
     }
 
-    /// Kills the process at once (SIGKILL).
-    fn kill(&mut self) {
+    /// Kills the process at once (SIGKILL), as a crash would.
+    pub fn kill(&mut self) {
         if let Some(child) = self.child.take() {
             self.kill_child(child);
         }

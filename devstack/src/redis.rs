@@ -22,6 +22,8 @@ pub enum RedisPersistence {
 pub struct Redis {
     server: Server,
     port: u16,
+    dir: std::path::PathBuf,
+    persistence: RedisPersistence,
 }
 
 impl Redis {
@@ -30,7 +32,7 @@ impl Redis {
         std::fs::create_dir_all(dir).map_err(|source| DevstackError::Spawn { what: "redis".into(), source })?;
         let port = if port == 0 { free_port() } else { port };
         let server = Self::spawn(dir, port, persistence)?;
-        Ok(Self { server, port })
+        Ok(Self { server, port, dir: dir.to_owned(), persistence })
     }
 
     fn spawn(dir: &Path, port: u16, persistence: RedisPersistence) -> Result<Server, DevstackError> {
@@ -57,5 +59,11 @@ impl Redis {
     /// Stops the server gracefully.
     pub fn stop(&mut self) {
         self.server.stop(Duration::from_secs(10));
+    }
+
+    /// Starts the stopped server again on the same port and data.
+    pub fn start_again(&mut self) -> Result<(), DevstackError> {
+        self.server = Self::spawn(&self.dir, self.port, self.persistence)?;
+        Ok(())
     }
 }

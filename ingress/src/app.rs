@@ -31,6 +31,14 @@ pub struct Dependencies {
     pub view: Arc<dyn ViewReader>,
 }
 
+/// Runs the ingress as its own process until `shutdown`: status queries go
+/// to the projector at `view_url`, metrics to a registry of its own.
+pub async fn run_standalone(config: IngressConfig, shutdown: CancellationToken) -> Result<(), IngressError> {
+    let view = Arc::new(seckill_web::RemoteView::new(&config.view_url)?);
+    let app = App::build(config, Dependencies { registry: Registry::new(), view }).await?;
+    app.run(shutdown).await
+}
+
 /// A built ingress, bound to its address, not yet serving.
 #[derive(Debug)]
 pub struct App {

@@ -14,6 +14,6 @@ mod relay;
 mod routes;
 mod sold_out;
 
-pub use app::{App, Dependencies};
+pub use app::{run_standalone, App, Dependencies};
 pub use config::IngressConfig;
 pub use error::IngressError;

@@ -2,13 +2,11 @@
 //! to the projector at `view_url`).
 
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Parser;
 use seckill_core::{config, shutdown, telemetry};
-use seckill_ingress::{App, Dependencies, IngressConfig};
-use seckill_web::RemoteView;
+use seckill_ingress::{run_standalone, IngressConfig};
 
 /// The seckill ingress.
 #[derive(Debug, Parser)]
@@ -24,9 +22,5 @@ async fn main() -> anyhow::Result<()> {
     telemetry::init_logging();
     let args = Args::parse();
     let config: IngressConfig = config::load(args.config.as_deref()).context("loading the ingress config")?;
-    let view = Arc::new(RemoteView::new(&config.view_url)?);
-    let deps = Dependencies { registry: prometheus::Registry::new(), view };
-    let app = App::build(config, deps).await.context("starting the ingress")?;
-    app.run(shutdown::on_signals()?).await?;
-    Ok(())
+    run_standalone(config, shutdown::on_signals()?).await.context("running the ingress")
 }

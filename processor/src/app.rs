@@ -22,6 +22,13 @@ use crate::{ProcessorConfig, ProcessorError};
 
 const ROUTES: &[&str] = &["/api/v1/stock/{id}", "/healthz", "/metrics"];
 
+/// Runs the processor as its own process until `shutdown`, on the store its
+/// configuration names.
+pub async fn run_standalone(config: ProcessorConfig, shutdown: CancellationToken) -> Result<(), ProcessorError> {
+    let store = seckill_store::open_stock_store(&config.store)?;
+    App::build(config, store, Registry::new()).await?.run(shutdown).await
+}
+
 /// A built processor: subscribed and bound, not yet consuming.
 #[derive(Debug)]
 pub struct App {

@@ -14,6 +14,6 @@ mod error;
 mod expiry;
 mod pipeline;
 
-pub use app::App;
+pub use app::{run_standalone, App};
 pub use config::ProcessorConfig;
 pub use error::ProcessorError;

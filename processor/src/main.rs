@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::Parser;
 use seckill_core::{config, shutdown, telemetry};
-use seckill_processor::{App, ProcessorConfig};
+use seckill_processor::{run_standalone, ProcessorConfig};
 
 /// The seckill processor.
 #[derive(Debug, Parser)]
@@ -21,8 +21,5 @@ async fn main() -> anyhow::Result<()> {
     telemetry::init_logging();
     let args = Args::parse();
     let config: ProcessorConfig = config::load(args.config.as_deref()).context("loading the processor config")?;
-    let store = seckill_store::open_stock_store(&config.store).context("opening the stock store")?;
-    let app = App::build(config, store, prometheus::Registry::new()).await.context("starting the processor")?;
-    app.run(shutdown::on_signals()?).await?;
-    Ok(())
+    run_standalone(config, shutdown::on_signals()?).await.context("running the processor")
 }

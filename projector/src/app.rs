@@ -20,6 +20,13 @@ use crate::{ProjectorConfig, ProjectorError};
 const ROUTES: &[&str] =
     &["/api/v1/orders/{id}", "/api/v1/users/{id}/orders", "/api/v1/vouchers/{id}", "/healthz", "/metrics"];
 
+/// Runs the projector as its own process until `shutdown`, on the store its
+/// configuration names.
+pub async fn run_standalone(config: ProjectorConfig, shutdown: CancellationToken) -> Result<(), ProjectorError> {
+    let store = seckill_store::open_view_store(&config.store)?;
+    App::build(config, store, Registry::new()).await?.run(shutdown).await
+}
+
 /// A built projector: subscribed and bound, not yet consuming.
 #[derive(Debug)]
 pub struct App {

@@ -12,6 +12,6 @@ pub mod config;
 mod error;
 mod pipeline;
 
-pub use app::App;
+pub use app::{run_standalone, App};
 pub use config::ProjectorConfig;
 pub use error::ProjectorError;

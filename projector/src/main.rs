@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::Parser;
 use seckill_core::{config, shutdown, telemetry};
-use seckill_projector::{App, ProjectorConfig};
+use seckill_projector::{run_standalone, ProjectorConfig};
 
 /// The seckill projector.
 #[derive(Debug, Parser)]
@@ -21,8 +21,5 @@ async fn main() -> anyhow::Result<()> {
     telemetry::init_logging();
     let args = Args::parse();
     let config: ProjectorConfig = config::load(args.config.as_deref()).context("loading the projector config")?;
-    let store = seckill_store::open_view_store(&config.store).context("opening the view store")?;
-    let app = App::build(config, store, prometheus::Registry::new()).await.context("starting the projector")?;
-    app.run(shutdown::on_signals()?).await?;
-    Ok(())
+    run_standalone(config, shutdown::on_signals()?).await.context("running the projector")
 }

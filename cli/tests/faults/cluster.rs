@@ -1,0 +1,149 @@
+//! The platform as separate processes: Redis with an append-only file, the
+//! broker on SQLite, and `seckill serve <service>` for each service, all on
+//! 127.0.0.1 with names of their own.
+
+use std::process::Command;
+use std::time::Duration;
+
+use seckill_devstack::{free_port, Broker, BrokerStorage, Redis, RedisPersistence, Server, TempDir};
+
+/// One of the platform's services.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Service {
+    Ingress,
+    Processor,
+    Projector,
+}
+
+impl Service {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Ingress => "ingress",
+            Self::Processor => "processor",
+            Self::Projector => "projector",
+        }
+    }
+}
+
+/// A whole platform of real processes.
+pub struct Cluster {
+    ingress: Option<Server>,
+    processor: Option<Server>,
+    projector: Option<Server>,
+    pub redis: Redis,
+    pub broker: Broker,
+    /// Topic prefix, key prefix and group prefix.
+    pub namespace: String,
+    ports: [u16; 3],
+    pub http: reqwest::Client,
+    /// Last: the processes' data outlive them.
+    pub dir: TempDir,
+}
+
+impl Cluster {
+    /// Starts Redis, the broker and the three services.
+    pub fn start() -> Self {
+        let dir = TempDir::new().expect("test dir");
+        let redis = Redis::start(&dir.path().join("redis"), 0, RedisPersistence::AppendOnly)
+            .expect("redis starts (run scripts/setup)");
+        let broker =
+            Broker::start(&dir.path().join("broker"), 0, BrokerStorage::Sqlite).expect("broker starts (scripts/setup)");
+        let namespace = format!("f{}", &uuid::Uuid::now_v7().simple().to_string()[20..]);
+        let mut cluster = Self {
+            ingress: None,
+            processor: None,
+            projector: None,
+            redis,
+            broker,
+            namespace,
+            ports: [free_port(), free_port(), free_port()],
+            http: reqwest::Client::builder()
+                .timeout(Duration::from_secs(10))
+                .pool_max_idle_per_host(64)
+                .build()
+                .expect("client"),
+            dir,
+        };
+        for service in [Service::Processor, Service::Projector, Service::Ingress] {
+            cluster.start_service(service);
+        }
+        cluster
+    }
+
+    fn port(&self, service: Service) -> u16 {
+        self.ports[service as usize]
+    }
+
+    /// `http://127.0.0.1:PORT` of `service`.
+    pub fn url(&self, service: Service) -> String {
+        format!("http://127.0.0.1:{}", self.port(service))
+    }
+
+    fn slot(&mut self, service: Service) -> &mut Option<Server> {
+        match service {
+            Service::Ingress => &mut self.ingress,
+            Service::Processor => &mut self.processor,
+            Service::Projector => &mut self.projector,
+        }
+    }
+
+    /// Starts `service` and waits until it listens.
+    pub fn start_service(&mut self, service: Service) {
+        let name = service.name();
+        let mut command = Command::new(env!("CARGO_BIN_EXE_seckill"));
+        command.args(["serve", name]).env_clear().env("RUST_LOG", "info").envs(self.env(service));
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], self.port(service)));
+        let server = Server::start(name, command, self.dir.path(), name, addr).unwrap_or_else(|error| {
+            let log = std::fs::read_to_string(self.dir.path().join(format!("{name}.log"))).unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(20).collect();
+            panic!("{name} did not start: {error}\n{}", tail.into_iter().rev().collect::<Vec<_>>().join("\n"))
+        });
+        *self.slot(service) = Some(server);
+    }
+
+    /// SIGKILL: no drain, no flush, no commit.
+    pub fn kill(&mut self, service: Service) {
+        if let Some(mut server) = self.slot(service).take() {
+            server.kill();
+        }
+    }
+
+    /// SIGTERM; true if it exited 0 within the grace period.
+    pub fn stop(&mut self, service: Service) -> bool {
+        self.slot(service).take().is_some_and(|mut server| server.stop(Duration::from_secs(20)))
+    }
+
+    /// The configuration of `service`, as environment variables.
+    fn env(&self, service: Service) -> Vec<(String, String)> {
+        let ns = &self.namespace;
+        let mut env = vec![
+            ("PATH".to_owned(), std::env::var("PATH").unwrap_or_default()),
+            ("SECKILL_HTTP__LISTEN".to_owned(), format!("127.0.0.1:{}", self.port(service))),
+            ("SECKILL_KAFKA__BROKERS".to_owned(), self.broker.brokers()),
+            ("SECKILL_KAFKA__TOPIC_PREFIX".to_owned(), ns.clone()),
+            ("SECKILL_KAFKA__PARTITIONS".to_owned(), "3".to_owned()),
+        ];
+        if service != Service::Projector {
+            env.push(("SECKILL_REDIS__URL".to_owned(), self.redis.url()));
+            env.push(("SECKILL_REDIS__KEY_PREFIX".to_owned(), ns.clone()));
+        }
+        let store = |file: &str| self.dir.path().join(file).to_string_lossy().into_owned();
+        match service {
+            Service::Ingress => {
+                env.push(("SECKILL_VIEW_URL".to_owned(), self.url(Service::Projector)));
+                // A killed relay's entries are taken over quickly.
+                env.push(("SECKILL_OUTBOX_CLAIM_IDLE_MS".to_owned(), "1000".to_owned()));
+                env.push(("SECKILL_DRAIN_MS".to_owned(), "2000".to_owned()));
+            }
+            Service::Processor => {
+                env.push(("SECKILL_STORE__PATH".to_owned(), store("processor.redb")));
+                env.push(("SECKILL_CONSUMER__GROUP".to_owned(), format!("{ns}-processor")));
+            }
+            Service::Projector => {
+                env.push(("SECKILL_STORE__PATH".to_owned(), store("view.redb")));
+                env.push(("SECKILL_CONSUMER__GROUP".to_owned(), format!("{ns}-projector")));
+            }
+        }
+        env
+    }
+}

@@ -1,0 +1,203 @@
+//! Fault injection against the platform as real processes: SIGKILLed
+//! services, a broker outage, a Redis restart and poison records, each under
+//! continuous order traffic, each followed by the same invariant check and a
+//! graceful SIGTERM shutdown of every service.
+//!
+//! The tests take turns (one platform of five processes at a time is what
+//! two cores carry).
+
+#![allow(unreachable_pub)]
+
+mod check;
+mod cluster;
+mod load;
+
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use seckill_kafka::{EventProducer, Headers, Message, OwnedHeaders, ProducerSettings};
+use serde_json::json;
+use tokio::sync::Mutex;
+
+use check::{check, Voucher};
+use cluster::{Cluster, Service};
+use load::Load;
+
+/// One platform at a time.
+static TURN: Mutex<()> = Mutex::const_new(());
+
+const CLIENTS: usize = 8;
+const PAUSE: Duration = Duration::from_millis(20);
+
+/// A platform with two open vouchers, one too big to sell out and one that
+/// sells out early, and clients ordering from both.
+async fn under_load() -> (Cluster, Vec<Voucher>, Load) {
+    let cluster = tokio::task::block_in_place(Cluster::start);
+    let mut vouchers = Vec::new();
+    for stock in [1_000_000, 40] {
+        let now = chrono::Utc::now();
+        let body = json!({
+            "stock": stock, "per_user_limit": 1,
+            "begins_at": now - chrono::Duration::seconds(1), "ends_at": now + chrono::Duration::hours(1),
+        });
+        let response = cluster
+            .http
+            .post(format!("{}/api/v1/vouchers", cluster.url(Service::Ingress)))
+            .json(&body)
+            .send()
+            .await
+            .expect("ingress answers");
+        assert_eq!(response.status(), StatusCode::CREATED);
+        let created: serde_json::Value = response.json().await.expect("json");
+        vouchers.push(Voucher { id: created["voucher_id"].as_str().expect("id").to_owned(), stock, limit: 1 });
+    }
+    let ids: Vec<String> = vouchers.iter().map(|v| v.id.clone()).collect();
+    let load = Load::start(&cluster.http, &cluster.url(Service::Ingress), &ids, CLIENTS, PAUSE);
+    (cluster, vouchers, load)
+}
+
+/// Stops the traffic, checks the invariants, then stops every service with
+/// SIGTERM and requires a clean exit.
+async fn settle(cluster: &mut Cluster, vouchers: &[Voucher], load: Load, fault: &str) {
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let tally = load.finish().await;
+    assert!(!tally.promised.is_empty(), "[{fault}] some orders were admitted");
+    check(cluster, vouchers, &tally, fault).await;
+    for service in [Service::Ingress, Service::Processor, Service::Projector] {
+        let clean = tokio::task::block_in_place(|| cluster.stop(service));
+        assert!(clean, "[{fault}] {service:?} did not exit 0 on SIGTERM within 20 s");
+    }
+}
+
+async fn pause(millis: u64) {
+    tokio::time::sleep(Duration::from_millis(millis)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ingress_killed_repeatedly_loses_no_promised_order() {
+    let _turn = TURN.lock().await;
+    let (mut cluster, vouchers, load) = under_load().await;
+    for _ in 0..3 {
+        pause(2_000).await;
+        tokio::task::block_in_place(|| {
+            cluster.kill(Service::Ingress);
+            cluster.start_service(Service::Ingress);
+        });
+    }
+    pause(2_000).await;
+    settle(&mut cluster, &vouchers, load, "ingress SIGKILL x3").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ten_second_broker_outage_loses_no_promised_order() {
+    let _turn = TURN.lock().await;
+    let (mut cluster, vouchers, load) = under_load().await;
+    pause(2_000).await;
+    tokio::task::block_in_place(|| cluster.broker.stop());
+    pause(10_000).await;
+    tokio::task::block_in_place(|| cluster.broker.start_again()).expect("broker restarts");
+    pause(3_000).await;
+    settle(&mut cluster, &vouchers, load, "broker down 10 s").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn processor_and_projector_killed_repeatedly_decide_everything_once() {
+    let _turn = TURN.lock().await;
+    let (mut cluster, vouchers, load) = under_load().await;
+    for _ in 0..3 {
+        for service in [Service::Processor, Service::Projector] {
+            pause(1_500).await;
+            tokio::task::block_in_place(|| {
+                cluster.kill(service);
+                cluster.start_service(service);
+            });
+        }
+    }
+    pause(2_000).await;
+    settle(&mut cluster, &vouchers, load, "processor+projector SIGKILL x3").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_restart_with_aof_loses_no_admitted_order() {
+    let _turn = TURN.lock().await;
+    let (mut cluster, vouchers, load) = under_load().await;
+    pause(2_000).await;
+    tokio::task::block_in_place(|| {
+        cluster.redis.stop();
+        std::thread::sleep(Duration::from_secs(1));
+        cluster.redis.start_again()
+    })
+    .expect("redis restarts");
+    pause(3_000).await;
+    settle(&mut cluster, &vouchers, load, "Redis restart (AOF)").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn poison_records_are_dead_lettered_and_partitions_keep_moving() {
+    let _turn = TURN.lock().await;
+    let (mut cluster, vouchers, load) = under_load().await;
+    pause(1_500).await;
+    let producer = EventProducer::new(&ProducerSettings {
+        brokers: cluster.broker.brokers(),
+        ..ProducerSettings::from(&seckill_core::config::KafkaConfig::default())
+    })
+    .expect("producer");
+    let poison: [&[u8]; 3] = [
+        b"\x00\xffnot json",
+        br#"{"schema":99,"event_id":"0192f0c4-7a7e-7cc1-8000-000000000000","emitted_at":"2026-01-01T00:00:00Z","type":"OrderAccepted"}"#,
+        br#"{"schema":1,"event_id":"0192f0c4-7a7e-7cc1-8000-000000000001","emitted_at":"2026-01-01T00:00:00Z","type":"OrderAccepted","order_id":"0192f0c4-7a7e-7cc1-8000-000000000002","voucher_id":"0192f0c4-7a7e-7cc1-8000-000000000003","user_id":"x","quantity":0,"accepted_at":"2026-01-01T00:00:00Z"}"#,
+    ];
+    let topics = [format!("{}.sales", cluster.namespace), format!("{}.orders", cluster.namespace)];
+    for topic in &topics {
+        for voucher in &vouchers {
+            for record in poison {
+                producer
+                    .send_raw(topic, Some(voucher.id.as_bytes()), record, OwnedHeaders::new())
+                    .await
+                    .expect("poison produced");
+            }
+        }
+    }
+    pause(2_000).await;
+    settle(&mut cluster, &vouchers, load, "poison records").await;
+
+    // The processor parks the sales topic's poison; the projector both topics'.
+    let per_topic = vouchers.len() * poison.len();
+    let expected = [("processor".to_owned(), per_topic), ("projector".to_owned(), 2 * per_topic)];
+    let parked = read_dead_letters(&cluster, per_topic * 3).await;
+    println!("[poison records] injected {per_topic} per topic; dead letters by service: {parked:?}");
+    assert_eq!(parked, expected.into_iter().collect());
+}
+
+/// Dead letters by the service that parked them, once `expected` are there.
+async fn read_dead_letters(cluster: &Cluster, expected: usize) -> std::collections::HashMap<String, usize> {
+    let reader = seckill_kafka::BatchConsumer::subscribe(
+        &seckill_kafka::ConsumerSettings {
+            brokers: cluster.broker.brokers(),
+            group: format!("{}-dlq-reader", cluster.namespace),
+            max_batch: 100,
+            max_wait: Duration::from_millis(50),
+        },
+        &[&format!("{}.dead-letters", cluster.namespace)],
+    )
+    .expect("reader subscribes");
+    let never = tokio_util::sync::CancellationToken::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let mut parked = std::collections::HashMap::new();
+    let mut read = 0;
+    while read < expected && tokio::time::Instant::now() < deadline {
+        let Ok(Ok(batch)) = tokio::time::timeout(Duration::from_secs(1), reader.next_batch(&never)).await else {
+            continue;
+        };
+        for message in batch {
+            read += 1;
+            let service = message
+                .headers()
+                .and_then(|headers| headers.iter().find(|h| h.key == "dlq.service").and_then(|h| h.value))
+                .map(|value| String::from_utf8_lossy(value).into_owned())
+                .unwrap_or_default();
+            *parked.entry(service).or_default() += 1;
+        }
+    }
+    parked
+}
