@@ -4,9 +4,11 @@
 //! seckill dev                    # Redis, broker and all three services, data in .seckill/
 //! seckill dev --data-dir /tmp/x  # elsewhere
 //! seckill serve ingress --config config/ingress.toml   # one service, as its own process
+//! seckill reconcile --dry-run    # what a Redis rebuilt from the log would differ in
 //! ```
 
 mod dev;
+mod reconcile;
 mod serve;
 
 use clap::{Parser, Subcommand};
@@ -28,6 +30,10 @@ enum Command {
     /// Runs one service (ingress, processor or projector) in this process
     /// until SIGINT or SIGTERM, configured by file and `SECKILL_*` variables.
     Serve(serve::ServeArgs),
+    /// Rebuilds the Redis admission state (stock, per-user counts) from the
+    /// log plus the outbox after a Redis data loss, and reports what changed.
+    /// Stop the ingresses first; --dry-run only reports.
+    Reconcile(reconcile::ReconcileArgs),
 }
 
 #[tokio::main]
@@ -36,5 +42,6 @@ async fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Dev(args) => dev::run(args).await,
         Command::Serve(args) => serve::run(args).await,
+        Command::Reconcile(args) => reconcile::run(args).await,
     }
 }

@@ -18,7 +18,7 @@ use seckill_core::{Envelope, OrderId, UserId, VoucherId};
 use uuid::Uuid;
 
 use crate::keys::outbox_key;
-use crate::{Holders, RetryKey, VoucherKeys};
+use crate::{Holders, RetryKey, VoucherAdmission, VoucherKeys};
 
 /// Default bound of the outbox: past it, orders are refused (`Backlogged`)
 /// rather than admitted into a backlog that grows while the log is down.
@@ -93,6 +93,15 @@ pub struct GateVoucher {
     pub paused: bool,
     pub begins_at: DateTime<Utc>,
     pub ends_at: DateTime<Utc>,
+}
+
+/// A voucher's admission state as Redis holds it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AdmissionSnapshot {
+    pub stock: u64,
+    pub remaining: u64,
+    /// Units per user id.
+    pub bought: HashMap<String, u64>,
 }
 
 /// Whether an admin update took effect.
@@ -339,6 +348,92 @@ impl Gate {
             begins_at: millis(begins_ms),
             ends_at: millis(ends_ms),
         }))
+    }
+
+    /// What Redis holds for `voucher` now: stock, remaining and units per
+    /// user (None: not loaded). For reporting what a restore changes.
+    pub async fn admission_snapshot(&self, voucher: VoucherId) -> redis::RedisResult<Option<AdmissionSnapshot>> {
+        let keys = self.keys(voucher);
+        let ((stock, remaining), bought): ((Option<u64>, Option<u64>), HashMap<String, u64>) = redis::pipe()
+            .cmd("HMGET")
+            .arg(&keys.voucher)
+            .arg(&["stock", "remaining"])
+            .cmd("HGETALL")
+            .arg(&keys.bought)
+            .query_async(&mut self.redis.clone())
+            .await?;
+        Ok(match (stock, remaining) {
+            (Some(stock), Some(remaining)) => Some(AdmissionSnapshot { stock, remaining, bought }),
+            _ => None,
+        })
+    }
+
+    /// Overwrites `state.voucher_id`'s admission state, atomically (MULTI):
+    /// the voucher hash, who holds how many units, each holder's latest
+    /// order, the released orders and the applied updates. Idempotency keys
+    /// are not in the log and are left as they are.
+    pub async fn restore(&self, state: &VoucherAdmission) -> redis::RedisResult<()> {
+        let keys = self.keys(state.voucher_id);
+        let mut pipe = redis::pipe();
+        pipe.atomic()
+            .cmd("HSET")
+            .arg(&keys.voucher)
+            .arg("stock")
+            .arg(state.stock)
+            .arg("remaining")
+            .arg(state.remaining)
+            .arg("begins_ms")
+            .arg(state.begins_ms)
+            .arg("ends_ms")
+            .arg(state.ends_ms)
+            .arg("limit")
+            .arg(state.limit)
+            .arg("paused")
+            .arg(if state.paused { "1" } else { "0" })
+            .ignore();
+        if let Some(version) = state.settings_version {
+            pipe.cmd("HSET").arg(&keys.voucher).arg("settings_version").arg(version.to_string()).ignore();
+        }
+        pipe.cmd("DEL").arg(&keys.bought).arg(&keys.orders).ignore();
+        for chunk in state.bought.iter().collect::<Vec<_>>().chunks(1_000) {
+            let fields: Vec<(&str, u64)> = chunk.iter().map(|(user, units)| (user.as_str(), **units)).collect();
+            pipe.cmd("HSET").arg(&keys.bought).arg(&fields).ignore();
+        }
+        for chunk in state.latest_order.iter().collect::<Vec<_>>().chunks(1_000) {
+            let fields: Vec<(&str, String)> =
+                chunk.iter().map(|(user, order)| (user.as_str(), order.to_string())).collect();
+            pipe.cmd("HSET").arg(&keys.orders).arg(&fields).ignore();
+        }
+        for chunk in state.released.chunks(1_000) {
+            let ids: Vec<String> = chunk.iter().map(ToString::to_string).collect();
+            pipe.cmd("SADD").arg(&keys.released).arg(&ids).ignore();
+        }
+        if !state.updates.is_empty() {
+            let ids: Vec<String> = state.updates.iter().map(ToString::to_string).collect();
+            pipe.cmd("SADD").arg(&keys.updates).arg(&ids).ignore();
+        }
+        pipe.query_async(&mut self.redis.clone()).await
+    }
+
+    /// The records in the outbox (admitted, not yet published), oldest
+    /// first, at most `limit`.
+    pub async fn outbox_records(&self, limit: usize) -> redis::RedisResult<Vec<Vec<u8>>> {
+        let reply: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
+            .arg(&self.outbox)
+            .arg("-")
+            .arg("+")
+            .arg("COUNT")
+            .arg(limit)
+            .query_async(&mut self.redis.clone())
+            .await?;
+        Ok(reply
+            .ids
+            .into_iter()
+            .filter_map(|entry| match entry.map.get("record") {
+                Some(redis::Value::BulkString(bytes)) => Some(bytes.clone()),
+                _ => None,
+            })
+            .collect())
     }
 
     /// Who holds units of `voucher`, for the sold-out memo; None when there

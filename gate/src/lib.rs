@@ -8,9 +8,11 @@
 mod gate;
 mod holders;
 mod keys;
+mod ledger;
 mod outbox;
 
-pub use gate::{Admission, Gate, GateVoucher, Rejection, UpdateResult, DEFAULT_OUTBOX_LIMIT};
+pub use gate::{Admission, AdmissionSnapshot, Gate, GateVoucher, Rejection, UpdateResult, DEFAULT_OUTBOX_LIMIT};
 pub use holders::Holders;
 pub use keys::{outbox_key, RetryKey, VoucherKeys, MAX_IDEMPOTENCY_KEY_LEN};
+pub use ledger::{Ledger, VoucherAdmission};
 pub use outbox::{Outbox, OutboxEntry};

@@ -15,4 +15,6 @@ pub enum KafkaError {
     Consume(#[source] rdkafka::error::KafkaError),
     #[error("committing offsets failed: {0}")]
     Commit(#[source] rdkafka::error::KafkaError),
+    #[error("reading stalled: {0}")]
+    Stalled(String),
 }

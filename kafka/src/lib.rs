@@ -11,6 +11,7 @@ mod consumer;
 mod dead_letter;
 mod error;
 mod producer;
+mod reader;
 
 pub use admin::ensure_topics;
 pub use consumer::{decode, retry, retry_pause, BatchConsumer, BatchHandler, ConsumerSettings, Interrupted};
@@ -18,3 +19,4 @@ pub use dead_letter::DeadLetter;
 pub use error::KafkaError;
 pub use producer::{connect, EventProducer, ProducerSettings};
 pub use rdkafka::message::{Headers, Message, OwnedHeaders, OwnedMessage};
+pub use reader::read_to_end;

@@ -116,6 +116,20 @@ pub async fn check(cluster: &Cluster, vouchers: &[Voucher], tally: &Tally, fault
     );
 }
 
+/// Waits until the outbox is empty and every promised order is final.
+pub async fn drained(cluster: &Cluster, tally: &Tally) {
+    let deadline = tokio::time::Instant::now() + QUIESCENCE;
+    poll(deadline, "the outbox drained", || async { (outbox_len(cluster).await? == 0).then_some(()) }).await;
+    for promised in &tally.promised {
+        poll(deadline, &format!("order {} final in the view", promised.order), || async {
+            let url = format!("{}/api/v1/orders/{}", cluster.url(Service::Projector), promised.order);
+            let (status, body) = get(cluster, &url).await;
+            (status == StatusCode::OK && body["status"] != "PENDING").then_some(())
+        })
+        .await;
+    }
+}
+
 async fn get(cluster: &Cluster, url: &str) -> (StatusCode, Value) {
     match cluster.http.get(url).send().await {
         Ok(response) => {

@@ -90,8 +90,8 @@ impl Cluster {
     /// Starts `service` and waits until it listens.
     pub fn start_service(&mut self, service: Service) {
         let name = service.name();
-        let mut command = Command::new(env!("CARGO_BIN_EXE_seckill"));
-        command.args(["serve", name]).env_clear().env("RUST_LOG", "info").envs(self.env(service));
+        let mut command = self.command(service, &["serve", name]);
+        command.env("RUST_LOG", "info");
         let addr = std::net::SocketAddr::from(([127, 0, 0, 1], self.port(service)));
         let server = Server::start(name, command, self.dir.path(), name, addr).unwrap_or_else(|error| {
             let log = std::fs::read_to_string(self.dir.path().join(format!("{name}.log"))).unwrap_or_default();
@@ -111,6 +111,20 @@ impl Cluster {
     /// SIGTERM; true if it exited 0 within the grace period.
     pub fn stop(&mut self, service: Service) -> bool {
         self.slot(service).take().is_some_and(|mut server| server.stop(Duration::from_secs(20)))
+    }
+
+    /// A `seckill` command configured as `service` is.
+    pub fn command(&self, service: Service, args: &[&str]) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_seckill"));
+        command.args(args).env_clear().envs(self.env(service));
+        command
+    }
+
+    /// Loses every key Redis holds, as a disk failure without a replica would.
+    pub async fn flush_redis(&self) {
+        let client = redis::Client::open(self.redis.url()).expect("url");
+        let mut connection = client.get_multiplexed_async_connection().await.expect("redis connects");
+        redis::cmd("FLUSHALL").query_async::<()>(&mut connection).await.expect("FLUSHALL");
     }
 
     /// The configuration of `service`, as environment variables.

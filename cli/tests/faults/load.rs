@@ -30,6 +30,19 @@ pub struct Tally {
     pub no_answer: u64,
 }
 
+impl Tally {
+    /// Adds what a later round of clients saw.
+    pub fn absorb(&mut self, later: Tally) {
+        self.requests += later.requests;
+        self.promised.extend(later.promised);
+        for (code, count) in later.refused {
+            *self.refused.entry(code).or_default() += count;
+        }
+        self.unavailable += later.unavailable;
+        self.no_answer += later.no_answer;
+    }
+}
+
 /// Clients ordering until stopped.
 pub struct Load {
     stop: CancellationToken,
@@ -38,14 +51,21 @@ pub struct Load {
 }
 
 impl Load {
-    /// `clients` clients, each ordering as a new user every `pause`, cycling
-    /// over `vouchers`, against the ingress at `base`.
-    pub fn start(http: &reqwest::Client, base: &str, vouchers: &[String], clients: usize, pause: Duration) -> Self {
+    /// `clients` clients, each ordering as a new user (named from `round`)
+    /// every `pause`, cycling over `vouchers`, against the ingress at `base`.
+    pub fn start(
+        http: &reqwest::Client,
+        base: &str,
+        round: &str,
+        vouchers: &[String],
+        clients: usize,
+        pause: Duration,
+    ) -> Self {
         let stop = CancellationToken::new();
         let tally = Arc::new(Mutex::new(Tally::default()));
         let mut set = JoinSet::new();
         for client in 0..clients {
-            let (http, base, vouchers) = (http.clone(), base.to_owned(), vouchers.to_vec());
+            let (http, base, vouchers, round) = (http.clone(), base.to_owned(), vouchers.to_vec(), round.to_owned());
             let (stop, tally) = (stop.clone(), Arc::clone(&tally));
             set.spawn(async move {
                 for n in 0.. {
@@ -53,7 +73,7 @@ impl Load {
                         return;
                     }
                     let voucher = &vouchers[n % vouchers.len()];
-                    let user = format!("c{client}-{n}");
+                    let user = format!("{round}{client}-{n}");
                     let answer = http
                         .post(format!("{base}/api/v1/vouchers/{voucher}/orders"))
                         .header("x-user-id", &user)

@@ -52,7 +52,7 @@ async fn under_load() -> (Cluster, Vec<Voucher>, Load) {
         vouchers.push(Voucher { id: created["voucher_id"].as_str().expect("id").to_owned(), stock, limit: 1 });
     }
     let ids: Vec<String> = vouchers.iter().map(|v| v.id.clone()).collect();
-    let load = Load::start(&cluster.http, &cluster.url(Service::Ingress), &ids, CLIENTS, PAUSE);
+    let load = Load::start(&cluster.http, &cluster.url(Service::Ingress), "a", &ids, CLIENTS, PAUSE);
     (cluster, vouchers, load)
 }
 
@@ -61,6 +61,10 @@ async fn under_load() -> (Cluster, Vec<Voucher>, Load) {
 async fn settle(cluster: &mut Cluster, vouchers: &[Voucher], load: Load, fault: &str) {
     tokio::time::sleep(Duration::from_secs(1)).await;
     let tally = load.finish().await;
+    settle_tally(cluster, vouchers, tally, fault).await;
+}
+
+async fn settle_tally(cluster: &mut Cluster, vouchers: &[Voucher], tally: load::Tally, fault: &str) {
     assert!(!tally.promised.is_empty(), "[{fault}] some orders were admitted");
     check(cluster, vouchers, &tally, fault).await;
     for service in [Service::Ingress, Service::Processor, Service::Projector] {
@@ -200,4 +204,48 @@ async fn read_dead_letters(cluster: &Cluster, expected: usize) -> std::collectio
         }
     }
     parked
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_redis_data_loss_reconcile_rebuilds_the_gate_from_the_log() {
+    let _turn = TURN.lock().await;
+    let (mut cluster, vouchers, load) = under_load().await;
+    pause(3_000).await;
+    let mut tally = load.finish().await;
+    // Everything admitted is in the log and decided; then Redis loses it all.
+    check::drained(&cluster, &tally).await;
+    assert!(tokio::task::block_in_place(|| cluster.stop(Service::Ingress)), "ingress stops cleanly");
+    cluster.flush_redis().await;
+
+    let output = tokio::task::block_in_place(|| cluster.command(Service::Ingress, &["reconcile"]).output())
+        .expect("reconcile runs");
+    let report = String::from_utf8_lossy(&output.stdout);
+    println!("[Redis data loss] reconcile:\n{report}");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(report.contains("2 vouchers in the log; 2 changed."), "{report}");
+    assert_eq!(report.matches("restored (was missing)").count(), 2, "{report}");
+
+    tokio::task::block_in_place(|| cluster.start_service(Service::Ingress));
+    // Someone who bought before the loss still holds their order.
+    let earlier = &tally.promised[0];
+    let response = cluster
+        .http
+        .post(format!("{}/api/v1/vouchers/{}/orders", cluster.url(Service::Ingress), earlier.voucher))
+        .header("x-user-id", &earlier.user)
+        .send()
+        .await
+        .expect("ingress answers");
+    assert_eq!(response.status(), StatusCode::CONFLICT);
+    let body: serde_json::Value = response.json().await.expect("json");
+    assert_eq!(
+        (body["error"].as_str(), body["order_id"].as_str()),
+        (Some("duplicate_order"), Some(earlier.order.as_str()))
+    );
+
+    // The sale goes on from where the log says it was.
+    let ids: Vec<String> = vouchers.iter().map(|v| v.id.clone()).collect();
+    let more = Load::start(&cluster.http, &cluster.url(Service::Ingress), "b", &ids, CLIENTS, PAUSE);
+    pause(2_000).await;
+    tally.absorb(more.finish().await);
+    settle_tally(&mut cluster, &vouchers, tally, "Redis data loss + reconcile").await;
 }

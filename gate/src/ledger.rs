@@ -1,0 +1,204 @@
+//! The admission state the log implies, for rebuilding Redis after a data
+//! loss (`seckill reconcile`).
+//!
+//! Folding is order-independent: events may come from both topics in any
+//! interleaving and more than once. An order holds its units from its
+//! acceptance until it fails or is cancelled; whatever holds units counts
+//! against the stock and its user's limit.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use seckill_core::event::{Event, OrderAccepted, VoucherCreated};
+use seckill_core::{Envelope, OrderId, UserId, VoucherId};
+use uuid::Uuid;
+
+/// What Redis should hold for one voucher.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VoucherAdmission {
+    pub voucher_id: VoucherId,
+    /// Units for sale in all (initial plus additions).
+    pub stock: u64,
+    /// Units not held by any order.
+    pub remaining: u64,
+    pub begins_ms: i64,
+    pub ends_ms: i64,
+    pub limit: u32,
+    pub paused: bool,
+    /// The newest update whose settings apply, if any.
+    pub settings_version: Option<Uuid>,
+    /// Every update id applied (so following the log never applies one twice).
+    pub updates: Vec<Uuid>,
+    /// Units held per user.
+    pub bought: BTreeMap<UserId, u64>,
+    /// Each holder's latest holding order.
+    pub latest_order: BTreeMap<UserId, OrderId>,
+    /// Orders whose units went back (failed or cancelled).
+    pub released: Vec<OrderId>,
+}
+
+#[derive(Debug, Default)]
+struct VoucherFold {
+    definition: Option<VoucherCreated>,
+    added: HashMap<Uuid, u64>,
+    /// The update whose pause and end apply: the newest that set either.
+    settings: Option<Uuid>,
+    paused: bool,
+    ends_ms: Option<i64>,
+    orders: HashMap<OrderId, OrderAccepted>,
+    released: HashSet<OrderId>,
+}
+
+/// Folds events into the admission state of every voucher they mention.
+#[derive(Debug, Default)]
+pub struct Ledger {
+    vouchers: HashMap<VoucherId, VoucherFold>,
+}
+
+impl Ledger {
+    /// Takes one event into account; duplicates change nothing.
+    pub fn apply(&mut self, envelope: &Envelope) {
+        let fold = self.vouchers.entry(envelope.event.voucher_id()).or_default();
+        match &envelope.event {
+            Event::VoucherCreated(definition) => fold.definition = Some(definition.clone()),
+            Event::VoucherUpdated(update) => {
+                fold.added.insert(envelope.event_id, update.add_stock);
+                let newer = fold.settings.is_none_or(|newest| envelope.event_id > newest);
+                if newer && (update.paused.is_some() || update.ends_at.is_some()) {
+                    if let Some(paused) = update.paused {
+                        fold.paused = paused;
+                    }
+                    if let Some(ends_at) = update.ends_at {
+                        fold.ends_ms = Some(ends_at.timestamp_millis());
+                    }
+                    fold.settings = Some(envelope.event_id);
+                }
+            }
+            Event::OrderAccepted(order) => {
+                fold.orders.insert(order.order_id, order.clone());
+            }
+            Event::OrderCreated(created) => {
+                fold.orders.insert(created.order.order_id, created.order.clone());
+            }
+            Event::OrderConfirmed(confirmed) => {
+                fold.orders.insert(confirmed.order.order_id, confirmed.order.clone());
+            }
+            Event::OrderFailed(failed) => {
+                fold.orders.insert(failed.order.order_id, failed.order.clone());
+                fold.released.insert(failed.order.order_id);
+            }
+            Event::OrderCancelled(cancelled) => {
+                fold.orders.insert(cancelled.order.order_id, cancelled.order.clone());
+                fold.released.insert(cancelled.order.order_id);
+            }
+            Event::CancelRequested(_) | Event::ConfirmRequested(_) => {}
+        }
+    }
+
+    /// The state of every voucher whose definition was seen.
+    pub fn admissions(&self) -> Vec<VoucherAdmission> {
+        let mut states: Vec<VoucherAdmission> = self.vouchers.values().filter_map(VoucherFold::admission).collect();
+        states.sort_by_key(|state| state.voucher_id);
+        states
+    }
+}
+
+impl VoucherFold {
+    fn admission(&self) -> Option<VoucherAdmission> {
+        let definition = self.definition.as_ref()?;
+        let stock = definition.stock.saturating_add(self.added.values().sum());
+        let mut bought: BTreeMap<UserId, u64> = BTreeMap::new();
+        let mut latest_order: BTreeMap<UserId, OrderId> = BTreeMap::new();
+        let mut held = 0u64;
+        for order in self.orders.values().filter(|order| !self.released.contains(&order.order_id)) {
+            held = held.saturating_add(u64::from(order.quantity));
+            *bought.entry(order.user_id.clone()).or_default() += u64::from(order.quantity);
+            // Order ids are UUIDv7: the greatest is the latest.
+            let latest = latest_order.entry(order.user_id.clone()).or_insert(order.order_id);
+            *latest = (*latest).max(order.order_id);
+        }
+        let mut released: Vec<OrderId> = self.released.iter().copied().collect();
+        released.sort();
+        let mut updates: Vec<Uuid> = self.added.keys().copied().collect();
+        updates.sort();
+        Some(VoucherAdmission {
+            voucher_id: definition.voucher_id,
+            stock,
+            remaining: stock.saturating_sub(held),
+            begins_ms: definition.begins_at.timestamp_millis(),
+            ends_ms: self.ends_ms.unwrap_or_else(|| definition.ends_at.timestamp_millis()),
+            limit: definition.per_user_limit,
+            paused: self.paused,
+            settings_version: self.settings,
+            updates,
+            bought,
+            latest_order,
+            released,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::Utc;
+    use seckill_core::event::{CancelReason, FailReason, OrderCancelled, OrderCreated, OrderFailed, VoucherUpdated};
+
+    use super::*;
+
+    #[test]
+    fn holders_are_whoever_was_admitted_and_not_given_back() {
+        let now = Utc::now();
+        let voucher = VoucherCreated {
+            voucher_id: VoucherId::generate(),
+            stock: 5,
+            per_user_limit: 2,
+            begins_at: now,
+            ends_at: now + chrono::Duration::hours(1),
+            hold_seconds: 0,
+        };
+        let order = |user: &str, quantity| OrderAccepted {
+            order_id: OrderId::generate(),
+            voucher_id: voucher.voucher_id,
+            user_id: UserId::parse(user).expect("valid"),
+            quantity,
+            accepted_at: now,
+        };
+        let (kept, pending, failed, cancelled) = (order("a", 2), order("b", 1), order("c", 1), order("d", 1));
+        let add = Envelope::new(Event::VoucherUpdated(VoucherUpdated {
+            voucher_id: voucher.voucher_id,
+            paused: Some(true),
+            ends_at: None,
+            add_stock: 3,
+        }));
+        let events = vec![
+            Envelope::new(Event::OrderCreated(OrderCreated { order: kept.clone(), decided_at: now, remaining: 3 })),
+            Envelope::new(Event::VoucherCreated(voucher.clone())),
+            add.clone(),
+            add,
+            Envelope::new(Event::OrderAccepted(pending.clone())),
+            Envelope::new(Event::OrderAccepted(failed.clone())),
+            Envelope::new(Event::OrderFailed(OrderFailed {
+                order: failed.clone(),
+                decided_at: now,
+                reason: FailReason::SoldOut,
+            })),
+            Envelope::new(Event::OrderCancelled(OrderCancelled {
+                order: cancelled.clone(),
+                cancelled_at: now,
+                reason: CancelReason::Requested,
+                remaining: 3,
+            })),
+            Envelope::new(Event::OrderAccepted(kept.clone())),
+        ];
+        let mut ledger = Ledger::default();
+        for event in &events {
+            ledger.apply(event);
+        }
+        let [state] = ledger.admissions().try_into().expect("one voucher");
+        assert_eq!((state.stock, state.remaining, state.paused), (8, 5, true));
+        assert_eq!(state.bought.len(), 2);
+        assert_eq!(state.bought[&kept.user_id], 2);
+        assert_eq!(state.latest_order[&pending.user_id], pending.order_id);
+        assert_eq!(state.released.len(), 2);
+        assert_eq!(state.updates.len(), 1, "a duplicated update counts once");
+    }
+}
