@@ -5,8 +5,11 @@
 //! seckill dev --data-dir /tmp/x  # elsewhere
 //! seckill serve ingress --config config/ingress.toml   # one service, as its own process
 //! seckill reconcile --dry-run    # what a Redis rebuilt from the log would differ in
+//! seckill dead-letters list      # every parked record, one JSON object per line
+//! seckill dead-letters redrive   # put them back on their source topics, once each
 //! ```
 
+mod dead_letters;
 mod dev;
 mod reconcile;
 mod serve;
@@ -34,6 +37,9 @@ enum Command {
     /// log plus the outbox after a Redis data loss, and reports what changed.
     /// Stop the ingresses first; --dry-run only reports.
     Reconcile(reconcile::ReconcileArgs),
+    /// Lists the records consumers parked on the dead-letter topic, or
+    /// produces them back to their source topics.
+    DeadLetters(dead_letters::DeadLetterArgs),
 }
 
 #[tokio::main]
@@ -43,5 +49,6 @@ async fn main() -> anyhow::Result<()> {
         Command::Dev(args) => dev::run(args).await,
         Command::Serve(args) => serve::run(args).await,
         Command::Reconcile(args) => reconcile::run(args).await,
+        Command::DeadLetters(args) => dead_letters::run(args).await,
     }
 }

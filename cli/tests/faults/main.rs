@@ -171,6 +171,21 @@ async fn poison_records_are_dead_lettered_and_partitions_keep_moving() {
     let parked = read_dead_letters(&cluster, per_topic * 3).await;
     println!("[poison records] injected {per_topic} per topic; dead letters by service: {parked:?}");
     assert_eq!(parked, expected.into_iter().collect());
+
+    // Operators see each one with its reason and origin, and can put them back once.
+    let run = |args: &[&str]| {
+        let output = tokio::task::block_in_place(|| cluster.command(Service::Ingress, args).output()).expect("runs");
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    let listed = run(&["dead-letters", "list"]);
+    let letters: Vec<serde_json::Value> =
+        listed.lines().map(|line| serde_json::from_str(line).expect("one JSON object per line")).collect();
+    assert_eq!(letters.len(), per_topic * 3, "{listed}");
+    assert!(letters.iter().all(|l| l["reason"].is_string() && l["source"]["offset"].is_i64()), "{listed}");
+    println!("[poison records] a dead letter as listed: {}", letters[0]);
+    assert!(run(&["dead-letters", "redrive"]).contains(&format!("Redrove {} dead letters", per_topic * 3)));
+    assert!(run(&["dead-letters", "redrive"]).contains("Redrove 0 dead letters"), "each goes back once");
 }
 
 /// Dead letters by the service that parked them, once `expected` are there.
