@@ -11,6 +11,7 @@
 pub mod embedded;
 mod error;
 mod stock;
+mod stock_rules;
 mod view;
 
 pub use error::StoreError;

@@ -6,12 +6,14 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use redb::{Database, ReadableDatabase, ReadableTable, Table, TableDefinition};
-use seckill_core::decision::{self, FollowUp, StockLevel};
-use seckill_core::event::{CancelReason, Event, OrderRequest};
+use seckill_core::decision::StockLevel;
+use seckill_core::event::{CancelReason, OrderRequest};
 use seckill_core::{Envelope, OrderId, VoucherId};
+use uuid::Uuid;
 
 use super::{blocking, open_database};
 use crate::stock::MAX_EXPIRED_PAGE;
+use crate::stock_rules::{apply_input, StockState};
 use crate::{Decided, StockInput, StockStore, StoreError};
 
 /// voucher id → JSON [`StockLevel`].
@@ -53,7 +55,7 @@ struct Tables<'txn> {
     holds: Table<'txn, (i64, &'static str), &'static str>,
 }
 
-impl Tables<'_> {
+impl StockState for Tables<'_> {
     fn level(&self, voucher: VoucherId) -> Result<Option<StockLevel>, StoreError> {
         match self.levels.get(voucher.to_string().as_str())? {
             Some(raw) => Ok(Some(serde_json::from_slice(raw.value())?)),
@@ -66,108 +68,40 @@ impl Tables<'_> {
         Ok(())
     }
 
-    fn latest(&self, order: OrderId) -> Result<Option<Envelope>, StoreError> {
+    fn latest(&self, _voucher: VoucherId, order: OrderId) -> Result<Option<Envelope>, StoreError> {
         match self.outcomes.get(order.to_string().as_str())? {
             Some(raw) => Envelope::decode(raw.value()).map(Some).map_err(|e| StoreError::Corrupt(e.to_string())),
             None => Ok(None),
         }
     }
 
-    fn put_latest(&mut self, order: OrderId, outcome: &Envelope) -> Result<(), StoreError> {
+    fn put_latest(&mut self, _voucher: VoucherId, order: OrderId, outcome: &Envelope) -> Result<(), StoreError> {
         self.outcomes.insert(order.to_string().as_str(), outcome.encode().as_slice())?;
         Ok(())
     }
 
-    /// Adds or removes the hold of the order `created` describes.
-    fn hold(&mut self, level: &StockLevel, created: &Envelope, keep: bool) -> Result<(), StoreError> {
-        let Event::OrderCreated(created) = &created.event else { return Ok(()) };
-        let Some(deadline) = level.hold_deadline(created) else { return Ok(()) };
-        let order = created.order.order_id.to_string();
-        let key = (deadline.timestamp_millis(), order.as_str());
-        if keep {
-            self.holds.insert(key, created.order.voucher_id.to_string().as_str())?;
-        } else {
-            self.holds.remove(key)?;
-        }
+    fn update_applied(&self, _voucher: VoucherId, update: Uuid) -> Result<bool, StoreError> {
+        Ok(self.updates.get(update.to_string().as_str())?.is_some())
+    }
+
+    fn mark_update(&mut self, _voucher: VoucherId, update: Uuid) -> Result<(), StoreError> {
+        self.updates.insert(update.to_string().as_str(), ())?;
         Ok(())
     }
 
-    fn apply(&mut self, input: StockInput, decided: &mut Vec<Decided>) -> Result<(), StoreError> {
-        match input {
-            StockInput::Voucher(voucher) => {
-                if self.level(voucher.voucher_id)?.is_none() {
-                    let level = StockLevel {
-                        stock: voucher.stock,
-                        remaining: voucher.stock,
-                        hold_seconds: voucher.hold_seconds,
-                    };
-                    self.put_level(voucher.voucher_id, &level)?;
-                }
-            }
-            StockInput::Update { update_id, update } => {
-                let id = update_id.to_string();
-                if update.add_stock == 0 || self.updates.get(id.as_str())?.is_some() {
-                    return Ok(());
-                }
-                // An update of a voucher this store never saw cannot add to
-                // anything; it is still marked, so it never applies later.
-                if let Some(mut level) = self.level(update.voucher_id)? {
-                    level.add(update.add_stock);
-                    self.put_level(update.voucher_id, &level)?;
-                }
-                self.updates.insert(id.as_str(), ())?;
-            }
-            StockInput::Order(order) => {
-                if let Some(previous) = self.latest(order.order_id)? {
-                    decided.push(Decided { outcome: previous, replayed: true });
-                    return Ok(());
-                }
-                let mut level = self.level(order.voucher_id)?;
-                let result = decision::decide(level.as_mut(), &order);
-                let (order_id, voucher_id) = (order.order_id, order.voucher_id);
-                let outcome = decision::outcome(order, result, Utc::now());
-                if let (Ok(_), Some(level)) = (&result, level) {
-                    self.put_level(voucher_id, &level)?;
-                    self.hold(&level, &outcome, true)?;
-                }
-                self.put_latest(order_id, &outcome)?;
-                decided.push(Decided { outcome, replayed: false });
-            }
-            StockInput::Cancel(request) => {
-                let latest = self.latest(request.order_id)?;
-                let mut level = self.level(request.voucher_id)?;
-                match decision::cancel(level.as_mut(), latest.as_ref(), &request, Utc::now()) {
-                    FollowUp::Apply(outcome) => {
-                        let level = level.expect("a cancellation applies only to a known voucher");
-                        self.put_level(request.voucher_id, &level)?;
-                        if let Some(created) = &latest {
-                            self.hold(&level, created, false)?;
-                        }
-                        self.put_latest(request.order_id, &outcome)?;
-                        decided.push(Decided { outcome, replayed: false });
-                    }
-                    FollowUp::Repeat => {
-                        decided.extend(latest.map(|outcome| Decided { outcome, replayed: true }));
-                    }
-                    FollowUp::Ignore(_) => {}
-                }
-            }
-            StockInput::Confirm(request) => {
-                let latest = self.latest(request.order_id)?;
-                match decision::confirm(latest.as_ref(), Utc::now()) {
-                    FollowUp::Apply(outcome) => {
-                        if let (Some(level), Some(created)) = (self.level(request.voucher_id)?, &latest) {
-                            self.hold(&level, created, false)?;
-                        }
-                        self.put_latest(request.order_id, &outcome)?;
-                        decided.push(Decided { outcome, replayed: false });
-                    }
-                    FollowUp::Repeat => {
-                        decided.extend(latest.map(|outcome| Decided { outcome, replayed: true }));
-                    }
-                    FollowUp::Ignore(_) => {}
-                }
-            }
+    fn hold(
+        &mut self,
+        deadline: DateTime<Utc>,
+        order: OrderId,
+        voucher: VoucherId,
+        keep: bool,
+    ) -> Result<(), StoreError> {
+        let order = order.to_string();
+        let key = (deadline.timestamp_millis(), order.as_str());
+        if keep {
+            self.holds.insert(key, voucher.to_string().as_str())?;
+        } else {
+            self.holds.remove(key)?;
         }
         Ok(())
     }
@@ -187,7 +121,7 @@ impl StockStore for EmbeddedStockStore {
                     holds: txn.open_table(HOLDS)?,
                 };
                 for input in batch {
-                    tables.apply(input, &mut decided)?;
+                    apply_input(&mut tables, input, &mut decided)?;
                 }
             }
             txn.commit()?;
