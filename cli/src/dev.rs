@@ -61,8 +61,8 @@ pub(crate) async fn run(args: DevArgs) -> anyhow::Result<()> {
 }
 
 async fn serve(args: &DevArgs, data: &std::path::Path, kafka: KafkaConfig, redis: RedisConfig) -> anyhow::Result<()> {
-    let stock = seckill_store::open_stock_store(&StoreConfig::Embedded { path: data.join("processor.redb") })?;
-    let view = seckill_store::open_view_store(&StoreConfig::Embedded { path: data.join("view.redb") })?;
+    let stock = seckill_store::open_stock_store(&StoreConfig::embedded(data.join("processor.redb"))).await?;
+    let view = seckill_store::open_view_store(&StoreConfig::embedded(data.join("view.redb"))).await?;
 
     let processor = seckill_processor::App::build(
         ProcessorConfig {

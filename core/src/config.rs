@@ -222,21 +222,65 @@ impl Validate for ConsumerConfig {
     }
 }
 
-/// Where a service keeps its derived state.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, tag = "backend", rename_all = "snake_case")]
-pub enum StoreConfig {
+/// Which store backend a service uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StoreBackend {
     /// A redb file on local disk: one process owns it.
-    Embedded {
-        /// The database file; created when missing.
-        path: PathBuf,
-    },
+    Embedded,
+    /// A ScyllaDB (or Cassandra) cluster, shared by every instance.
+    Scylla,
+}
+
+/// Where a service keeps its derived state. One flat section, so switching
+/// the backend is one key (`SECKILL_STORE__BACKEND=scylla`); the keys of the
+/// other backend are ignored.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StoreConfig {
+    pub backend: StoreBackend,
+    /// `embedded`: the database file; created when missing.
+    pub path: PathBuf,
+    /// `scylla`: contact points, `host:port`.
+    pub nodes: Vec<String>,
+    /// `scylla`: the keyspace, created (with the migrations) at start-up.
+    pub keyspace: String,
+    /// `scylla`: replication factor of the keyspace when it is created.
+    pub replication_factor: u32,
+}
+
+impl StoreConfig {
+    /// An embedded store in `path`.
+    pub fn embedded(path: impl Into<PathBuf>) -> Self {
+        Self { path: path.into(), ..Self::default() }
+    }
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        Self {
+            backend: StoreBackend::Embedded,
+            path: PathBuf::from(".seckill/store.redb"),
+            nodes: vec!["127.0.0.1:9042".to_owned()],
+            keyspace: "seckill".to_owned(),
+            replication_factor: 1,
+        }
+    }
 }
 
 impl Validate for StoreConfig {
     fn validate(&self) -> Result<(), ConfigError> {
-        match self {
-            Self::Embedded { path } => ensure(!path.as_os_str().is_empty(), "store.path", "must name a file"),
+        match self.backend {
+            StoreBackend::Embedded => ensure(!self.path.as_os_str().is_empty(), "store.path", "must name a file"),
+            StoreBackend::Scylla => {
+                ensure(!self.nodes.is_empty(), "store.nodes", "must list at least one host:port")?;
+                let valid_keyspace = !self.keyspace.is_empty()
+                    && self.keyspace.len() <= 48
+                    && self.keyspace.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                    && self.keyspace.starts_with(|c: char| c.is_ascii_alphabetic());
+                ensure(valid_keyspace, "store.keyspace", "must be a letter then up to 47 letters, digits or _")?;
+                ensure((1..=9).contains(&self.replication_factor), "store.replication_factor", "must be 1 to 9")
+            }
         }
     }
 }
@@ -257,6 +301,32 @@ mod tests {
             self.kafka.validate()?;
             self.redis.validate()
         }
+    }
+
+    #[derive(Debug, Default, Serialize, Deserialize)]
+    #[serde(deny_unknown_fields, default)]
+    struct WithStore {
+        store: StoreConfig,
+    }
+
+    impl Validate for WithStore {
+        fn validate(&self) -> Result<(), ConfigError> {
+            self.store.validate()
+        }
+    }
+
+    #[test]
+    fn one_key_switches_the_store_backend_and_bad_keyspaces_are_named() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("c.toml");
+        std::fs::write(&file, "[store]\nbackend = \"scylla\"\nnodes = [\"db1:9042\", \"db2:9042\"]\n").expect("write");
+        let loaded: WithStore = load(Some(&file)).expect("loads");
+        assert_eq!(loaded.store.backend, StoreBackend::Scylla);
+        assert_eq!(loaded.store.nodes.len(), 2);
+
+        std::fs::write(&file, "[store]\nbackend = \"scylla\"\nkeyspace = \"bad-name\"\n").expect("write");
+        let error = load::<WithStore>(Some(&file)).expect_err("refused").to_string();
+        assert!(error.contains("store.keyspace"), "{error}");
     }
 
     #[test]

@@ -25,7 +25,7 @@ const ROUTES: &[&str] = &["/api/v1/stock/{id}", "/healthz", "/metrics"];
 /// Runs the processor as its own process until `shutdown`, on the store its
 /// configuration names.
 pub async fn run_standalone(config: ProcessorConfig, shutdown: CancellationToken) -> Result<(), ProcessorError> {
-    let store = seckill_store::open_stock_store(&config.store)?;
+    let store = seckill_store::open_stock_store(&config.store).await?;
     App::build(config, store, Registry::new()).await?.run(shutdown).await
 }
 

@@ -1,6 +1,5 @@
 //! The processor's configuration.
 
-use std::path::PathBuf;
 
 use seckill_core::config::{
     ensure, ConfigError, ConsumerConfig, HttpConfig, KafkaConfig, RedisConfig, StoreConfig, Validate,
@@ -31,7 +30,7 @@ impl Default for ProcessorConfig {
         Self {
             http: HttpConfig::local(8081),
             kafka: KafkaConfig::default(),
-            store: StoreConfig::Embedded { path: PathBuf::from(".seckill/processor.redb") },
+            store: StoreConfig::embedded(".seckill/processor.redb"),
             consumer: ConsumerConfig::new("seckill-processor"),
             redis: RedisConfig::default(),
             expiry_sweep_ms: 1_000,

@@ -23,7 +23,7 @@ const ROUTES: &[&str] =
 /// Runs the projector as its own process until `shutdown`, on the store its
 /// configuration names.
 pub async fn run_standalone(config: ProjectorConfig, shutdown: CancellationToken) -> Result<(), ProjectorError> {
-    let store = seckill_store::open_view_store(&config.store)?;
+    let store = seckill_store::open_view_store(&config.store).await?;
     App::build(config, store, Registry::new()).await?.run(shutdown).await
 }
 

@@ -1,6 +1,5 @@
 //! The projector's configuration.
 
-use std::path::PathBuf;
 
 use seckill_core::config::{ConfigError, ConsumerConfig, HttpConfig, KafkaConfig, StoreConfig, Validate};
 use serde::{Deserialize, Serialize};
@@ -23,7 +22,7 @@ impl Default for ProjectorConfig {
         Self {
             http: HttpConfig::local(8082),
             kafka: KafkaConfig::default(),
-            store: StoreConfig::Embedded { path: PathBuf::from(".seckill/view.redb") },
+            store: StoreConfig::embedded(".seckill/view.redb"),
             consumer: ConsumerConfig::new("seckill-projector"),
         }
     }

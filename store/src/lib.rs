@@ -8,6 +8,7 @@
 //! backend ([`embedded`], a redb file owned by one process) is the default for
 //! the local run; the ScyllaDB backend implements the same traits.
 
+pub mod cql;
 pub mod embedded;
 mod error;
 mod stock;
@@ -23,18 +24,27 @@ pub use view::{
 
 use std::sync::Arc;
 
-use seckill_core::config::StoreConfig;
+use seckill_core::config::{StoreBackend, StoreConfig};
 
-/// Opens the stock store `config` names.
-pub fn open_stock_store(config: &StoreConfig) -> Result<Arc<dyn StockStore>, StoreError> {
-    match config {
-        StoreConfig::Embedded { path } => Ok(Arc::new(embedded::EmbeddedStockStore::open(path)?)),
+/// Opens the stock store `config` names (for ScyllaDB: connects, creates the
+/// keyspace and applies the schema migrations).
+pub async fn open_stock_store(config: &StoreConfig) -> Result<Arc<dyn StockStore>, StoreError> {
+    match config.backend {
+        StoreBackend::Embedded => Ok(Arc::new(embedded::EmbeddedStockStore::open(&config.path)?)),
+        StoreBackend::Scylla => {
+            let session = Arc::new(cql::connect(config).await?);
+            Ok(Arc::new(cql::CqlStockStore::new(session).await?))
+        }
     }
 }
 
 /// Opens the view store `config` names.
-pub fn open_view_store(config: &StoreConfig) -> Result<Arc<dyn ViewStore>, StoreError> {
-    match config {
-        StoreConfig::Embedded { path } => Ok(Arc::new(embedded::EmbeddedViewStore::open(path)?)),
+pub async fn open_view_store(config: &StoreConfig) -> Result<Arc<dyn ViewStore>, StoreError> {
+    match config.backend {
+        StoreBackend::Embedded => Ok(Arc::new(embedded::EmbeddedViewStore::open(&config.path)?)),
+        StoreBackend::Scylla => Err(StoreError::Backend(
+            "the order-status view has no ScyllaDB backend yet; run the projector with store.backend = \"embedded\""
+                .to_owned(),
+        )),
     }
 }

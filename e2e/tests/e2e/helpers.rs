@@ -125,7 +125,7 @@ impl Platform {
         let store_config = self.store("processor.redb");
         // After a simulated crash a blocking store call may still hold the
         // file for a moment.
-        let store = eventually(|| async { seckill_store::open_stock_store(&store_config).ok() }).await;
+        let store = eventually(|| async { seckill_store::open_stock_store(&store_config).await.ok() }).await;
         let app = seckill_processor::App::build(config, store, Registry::new()).await.expect("processor builds");
         let shutdown = CancellationToken::new();
         let token = shutdown.clone();
@@ -141,7 +141,7 @@ impl Platform {
             ..ProjectorConfig::default()
         };
         let store_config = self.store("view.redb");
-        let view = eventually(|| async { seckill_store::open_view_store(&store_config).ok() }).await;
+        let view = eventually(|| async { seckill_store::open_view_store(&store_config).await.ok() }).await;
         let app = seckill_projector::App::build(config, view, Registry::new()).await.expect("projector builds");
         let shutdown = CancellationToken::new();
         let token = shutdown.clone();
@@ -150,7 +150,7 @@ impl Platform {
     }
 
     fn store(&self, file: &str) -> StoreConfig {
-        StoreConfig::Embedded { path: self.infra.dir.path().join(file) }
+        StoreConfig::embedded(self.infra.dir.path().join(file))
     }
 
     /// Creates a voucher open from now for an hour.

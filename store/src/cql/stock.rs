@@ -1,0 +1,381 @@
+//! Persistent stock in ScyllaDB.
+//!
+//! A processor batch is split by voucher. For each voucher: read its
+//! partition (level, version, and the rows of the orders and updates the
+//! batch mentions), run the shared stock rules on that snapshot, then write
+//! everything they changed as ONE conditional batch on the partition,
+//! `IF version = <the version read>`, bumping the version. If another
+//! processor wrote the partition in between (a rebalance gave it the same
+//! Kafka partition for a moment), the batch is refused and the voucher is
+//! read and decided again, now finding the other's decisions: no decrement
+//! is applied twice or lost.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use futures::future::try_join_all;
+use scylla::client::session::Session;
+use scylla::statement::batch::{Batch, BatchType};
+use scylla::statement::prepared::PreparedStatement;
+use scylla::value::{CqlValue, Row};
+use seckill_core::decision::StockLevel;
+use seckill_core::event::{CancelReason, Event, OrderRequest};
+use seckill_core::{Envelope, OrderId, VoucherId};
+use uuid::Uuid;
+
+use super::unreadable;
+use crate::stock::MAX_EXPIRED_PAGE;
+use crate::stock_rules::{apply_input, StockState};
+use crate::{Decided, StockInput, StockStore, StoreError};
+
+/// Row kinds in a voucher's partition.
+const ORDER: &str = "order";
+const UPDATE: &str = "update";
+/// The holds table's single partition.
+const HOLD_SHARD: i32 = 0;
+/// Attempts at one voucher's conditional write before the batch fails (and
+/// the pipeline retries it whole).
+const MAX_ATTEMPTS: usize = 20;
+
+/// The processor's stock in a CQL keyspace.
+#[derive(Debug, Clone)]
+pub struct CqlStockStore {
+    session: Arc<Session>,
+    statements: Arc<Statements>,
+}
+
+#[derive(Debug)]
+struct Statements {
+    read_level: PreparedStatement,
+    read_row: PreparedStatement,
+    write_level: PreparedStatement,
+    write_row: PreparedStatement,
+    put_hold: PreparedStatement,
+    delete_hold: PreparedStatement,
+    due_holds: PreparedStatement,
+}
+
+impl CqlStockStore {
+    /// Prepares the statements on `session` (connected to a migrated
+    /// keyspace, see [`super::connect`]).
+    pub async fn new(session: Arc<Session>) -> Result<Self, StoreError> {
+        let prepare = |cql: &'static str| {
+            let session = Arc::clone(&session);
+            async move { session.prepare(cql).await }
+        };
+        let statements = Statements {
+            read_level: prepare(
+                "SELECT stock, remaining, hold_seconds, version FROM stock_ledger WHERE voucher_id = ? LIMIT 1",
+            )
+            .await?,
+            read_row: prepare("SELECT outcome FROM stock_ledger WHERE voucher_id = ? AND kind = ? AND id = ?").await?,
+            write_level: prepare(
+                "UPDATE stock_ledger SET stock = ?, remaining = ?, hold_seconds = ?, version = ? \
+                 WHERE voucher_id = ? IF version = ?",
+            )
+            .await?,
+            write_row: prepare("INSERT INTO stock_ledger (voucher_id, kind, id, outcome) VALUES (?, ?, ?, ?)").await?,
+            put_hold: prepare("INSERT INTO holds (shard, deadline, order_id, voucher_id) VALUES (?, ?, ?, ?)").await?,
+            delete_hold: prepare("DELETE FROM holds WHERE shard = ? AND deadline = ? AND order_id = ?").await?,
+            due_holds: prepare(
+                "SELECT deadline, order_id, voucher_id FROM holds WHERE shard = ? AND deadline <= ? LIMIT ?",
+            )
+            .await?,
+        };
+        Ok(Self { session, statements: Arc::new(statements) })
+    }
+
+    /// Reads a voucher's level and version (None, None: no partition).
+    async fn read_level(&self, voucher: VoucherId) -> Result<(Option<StockLevel>, Option<i64>), StoreError> {
+        type Level = (Option<i64>, Option<i64>, Option<i32>, Option<i64>);
+        let rows = self
+            .session
+            .execute_unpaged(&self.statements.read_level, (voucher.as_uuid(),))
+            .await?
+            .into_rows_result()
+            .map_err(unreadable)?;
+        let Some((stock, remaining, hold_seconds, version)) = rows.maybe_first_row::<Level>().map_err(unreadable)?
+        else {
+            return Ok((None, None));
+        };
+        let level = match (stock, remaining) {
+            (Some(stock), Some(remaining)) => Some(StockLevel {
+                stock: u64::try_from(stock).map_err(unreadable)?,
+                remaining: u64::try_from(remaining).map_err(unreadable)?,
+                hold_seconds: u32::try_from(hold_seconds.unwrap_or_default()).map_err(unreadable)?,
+            }),
+            _ => None,
+        };
+        Ok((level, version))
+    }
+
+    /// Reads one row: Some(outcome, if any) when it exists.
+    async fn read_row(&self, voucher: VoucherId, kind: &str, id: Uuid) -> Result<Option<Option<Envelope>>, StoreError> {
+        let rows = self
+            .session
+            .execute_unpaged(&self.statements.read_row, (voucher.as_uuid(), kind, id))
+            .await?
+            .into_rows_result()
+            .map_err(unreadable)?;
+        let Some((outcome,)) = rows.maybe_first_row::<(Option<Vec<u8>>,)>().map_err(unreadable)? else {
+            return Ok(None);
+        };
+        let outcome = match outcome {
+            Some(bytes) => Some(Envelope::decode(&bytes).map_err(|e| StoreError::Corrupt(e.to_string()))?),
+            None => None,
+        };
+        Ok(Some(outcome))
+    }
+
+    /// Reads what `inputs` (all of `voucher`) need.
+    async fn snapshot(&self, voucher: VoucherId, inputs: &[StockInput]) -> Result<Staged, StoreError> {
+        let (level, version) = self.read_level(voucher).await?;
+        let wanted: Vec<(&'static str, Uuid)> = inputs
+            .iter()
+            .filter_map(|input| match input {
+                StockInput::Voucher(_) => None,
+                StockInput::Update { update_id, .. } => Some((UPDATE, *update_id)),
+                StockInput::Order(order) => Some((ORDER, order.order_id.as_uuid())),
+                StockInput::Cancel(request) | StockInput::Confirm(request) => Some((ORDER, request.order_id.as_uuid())),
+            })
+            .collect();
+        let found = try_join_all(wanted.iter().map(|(kind, id)| self.read_row(voucher, kind, *id))).await?;
+        let rows = wanted.into_iter().zip(found).filter_map(|(key, row)| row.map(|outcome| (key, outcome))).collect();
+        Ok(Staged { voucher, level, version, rows, writes: Vec::new(), level_written: false, holds: Vec::new() })
+    }
+
+    /// Decides `inputs` (all of `voucher`, in order) and writes the result
+    /// with one conditional batch, retrying on a concurrent writer.
+    async fn apply_voucher(&self, voucher: VoucherId, inputs: Vec<StockInput>) -> Result<Vec<Decided>, StoreError> {
+        for _ in 0..MAX_ATTEMPTS {
+            let mut staged = self.snapshot(voucher, &inputs).await?;
+            let mut decided = Vec::new();
+            for input in inputs.iter().cloned() {
+                apply_input(&mut staged, input, &mut decided)?;
+            }
+            if staged.writes.is_empty() && !staged.level_written {
+                return Ok(decided);
+            }
+            // A hold recorded for a decision that then loses the race is
+            // harmless: the sweeper skips holds of orders not created.
+            for (deadline, order, keep) in &staged.holds {
+                if *keep {
+                    self.session
+                        .execute_unpaged(
+                            &self.statements.put_hold,
+                            (HOLD_SHARD, deadline, order.as_uuid(), voucher.as_uuid()),
+                        )
+                        .await?;
+                }
+            }
+            if !self.write(&staged).await? {
+                tracing::debug!(%voucher, "Another writer changed the voucher; deciding again.");
+                continue;
+            }
+            for (deadline, order, keep) in &staged.holds {
+                if !*keep {
+                    self.session
+                        .execute_unpaged(&self.statements.delete_hold, (HOLD_SHARD, deadline, order.as_uuid()))
+                        .await?;
+                }
+            }
+            return Ok(decided);
+        }
+        Err(StoreError::Backend(format!("voucher {voucher}: {MAX_ATTEMPTS} conditional writes refused in a row")))
+    }
+
+    /// The conditional batch; false when another writer got there first.
+    async fn write(&self, staged: &Staged) -> Result<bool, StoreError> {
+        let mut batch = Batch::new(BatchType::Logged);
+        let mut values: Vec<BatchValues> = Vec::with_capacity(staged.writes.len() + 1);
+        let level = staged.level.as_ref();
+        let as_i64 = |n: u64| i64::try_from(n).map_err(unreadable);
+        batch.append_statement(self.statements.write_level.clone());
+        values.push(BatchValues::Level(
+            level.map(|l| as_i64(l.stock)).transpose()?,
+            level.map(|l| as_i64(l.remaining)).transpose()?,
+            level.map(|l| i32::try_from(l.hold_seconds).map_err(unreadable)).transpose()?,
+            staged.version.unwrap_or(0) + 1,
+            staged.voucher.as_uuid(),
+            staged.version,
+        ));
+        for (kind, id, outcome) in &staged.writes {
+            batch.append_statement(self.statements.write_row.clone());
+            values.push(BatchValues::Row(staged.voucher.as_uuid(), kind, *id, outcome.clone()));
+        }
+        let result = self.session.batch(&batch, values).await?;
+        let rows = result.into_rows_result().map_err(unreadable)?;
+        let first = rows.maybe_first_row::<Row>().map_err(unreadable)?;
+        match first.and_then(|row| row.columns.into_iter().next().flatten()) {
+            Some(CqlValue::Boolean(applied)) => Ok(applied),
+            other => Err(unreadable(format!("a conditional batch answered {other:?}"))),
+        }
+    }
+}
+
+/// One statement's values in the conditional batch.
+enum BatchValues {
+    Level(Option<i64>, Option<i64>, Option<i32>, i64, Uuid, Option<i64>),
+    Row(Uuid, &'static str, Uuid, Option<Vec<u8>>),
+}
+
+impl scylla::serialize::row::SerializeRow for BatchValues {
+    fn serialize(
+        &self,
+        ctx: &scylla::serialize::row::RowSerializationContext<'_>,
+        writer: &mut scylla::serialize::writers::RowWriter,
+    ) -> Result<(), scylla::serialize::SerializationError> {
+        match self {
+            Self::Level(stock, remaining, hold, version, voucher, expected) => {
+                (stock, remaining, hold, version, voucher, expected).serialize(ctx, writer)
+            }
+            Self::Row(voucher, kind, id, outcome) => (voucher, kind, id, outcome).serialize(ctx, writer),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        false
+    }
+}
+
+/// One voucher's partition as read, plus what the rules changed.
+struct Staged {
+    voucher: VoucherId,
+    level: Option<StockLevel>,
+    version: Option<i64>,
+    /// (kind, id) → the row's outcome, for rows that exist.
+    rows: HashMap<(&'static str, Uuid), Option<Envelope>>,
+    writes: Vec<(&'static str, Uuid, Option<Vec<u8>>)>,
+    level_written: bool,
+    /// (deadline, order, keep).
+    holds: Vec<(DateTime<Utc>, OrderId, bool)>,
+}
+
+impl Staged {
+    fn check(&self, voucher: VoucherId) -> Result<(), StoreError> {
+        if voucher == self.voucher {
+            Ok(())
+        } else {
+            Err(StoreError::Backend(format!("voucher {voucher} read from the snapshot of {}", self.voucher)))
+        }
+    }
+}
+
+impl StockState for Staged {
+    fn level(&self, voucher: VoucherId) -> Result<Option<StockLevel>, StoreError> {
+        self.check(voucher)?;
+        Ok(self.level)
+    }
+
+    fn put_level(&mut self, voucher: VoucherId, level: &StockLevel) -> Result<(), StoreError> {
+        self.check(voucher)?;
+        self.level = Some(*level);
+        self.level_written = true;
+        Ok(())
+    }
+
+    fn latest(&self, voucher: VoucherId, order: OrderId) -> Result<Option<Envelope>, StoreError> {
+        self.check(voucher)?;
+        Ok(self.rows.get(&(ORDER, order.as_uuid())).cloned().flatten())
+    }
+
+    fn put_latest(&mut self, voucher: VoucherId, order: OrderId, outcome: &Envelope) -> Result<(), StoreError> {
+        self.check(voucher)?;
+        self.rows.insert((ORDER, order.as_uuid()), Some(outcome.clone()));
+        self.writes.push((ORDER, order.as_uuid(), Some(outcome.encode())));
+        Ok(())
+    }
+
+    fn update_applied(&self, voucher: VoucherId, update: Uuid) -> Result<bool, StoreError> {
+        self.check(voucher)?;
+        Ok(self.rows.contains_key(&(UPDATE, update)))
+    }
+
+    fn mark_update(&mut self, voucher: VoucherId, update: Uuid) -> Result<(), StoreError> {
+        self.check(voucher)?;
+        self.rows.insert((UPDATE, update), None);
+        self.writes.push((UPDATE, update, None));
+        Ok(())
+    }
+
+    fn hold(
+        &mut self,
+        deadline: DateTime<Utc>,
+        order: OrderId,
+        voucher: VoucherId,
+        keep: bool,
+    ) -> Result<(), StoreError> {
+        self.check(voucher)?;
+        self.holds.push((deadline, order, keep));
+        Ok(())
+    }
+}
+
+/// The voucher an input belongs to: its partition.
+fn voucher_of(input: &StockInput) -> VoucherId {
+    match input {
+        StockInput::Voucher(voucher) => voucher.voucher_id,
+        StockInput::Update { update, .. } => update.voucher_id,
+        StockInput::Order(order) => order.voucher_id,
+        StockInput::Cancel(request) | StockInput::Confirm(request) => request.voucher_id,
+    }
+}
+
+#[async_trait]
+impl StockStore for CqlStockStore {
+    async fn apply(&self, batch: Vec<StockInput>) -> Result<Vec<Decided>, StoreError> {
+        // Per voucher, in batch order; vouchers are independent partitions.
+        let mut groups: Vec<(VoucherId, Vec<(usize, StockInput)>)> = Vec::new();
+        for (index, input) in batch.into_iter().enumerate() {
+            let voucher = voucher_of(&input);
+            match groups.iter_mut().find(|(v, _)| *v == voucher) {
+                Some((_, inputs)) => inputs.push((index, input)),
+                None => groups.push((voucher, vec![(index, input)])),
+            }
+        }
+        let applied = try_join_all(groups.into_iter().map(|(voucher, inputs)| async move {
+            let first_index = inputs.first().map_or(0, |(index, _)| *index);
+            let decided = self.apply_voucher(voucher, inputs.into_iter().map(|(_, input)| input).collect()).await?;
+            Ok::<_, StoreError>((first_index, decided))
+        }))
+        .await?;
+        // Outcomes of different vouchers need no relative order; keep each
+        // voucher's together, in the order the vouchers first appeared.
+        let mut applied = applied;
+        applied.sort_by_key(|(first_index, _)| *first_index);
+        Ok(applied.into_iter().flat_map(|(_, decided)| decided).collect())
+    }
+
+    async fn stock(&self, voucher: VoucherId) -> Result<Option<StockLevel>, StoreError> {
+        Ok(self.read_level(voucher).await?.0)
+    }
+
+    async fn expired(&self, now: DateTime<Utc>, limit: usize) -> Result<Vec<OrderRequest>, StoreError> {
+        let limit = i32::try_from(limit.min(MAX_EXPIRED_PAGE)).unwrap_or(i32::MAX);
+        let rows = self
+            .session
+            .execute_unpaged(&self.statements.due_holds, (HOLD_SHARD, now, limit))
+            .await?
+            .into_rows_result()
+            .map_err(unreadable)?;
+        let holds: Vec<(DateTime<Utc>, Uuid, Uuid)> = rows
+            .rows::<(DateTime<Utc>, Uuid, Uuid)>()
+            .map_err(unreadable)?
+            .collect::<Result<_, _>>()
+            .map_err(unreadable)?;
+        let mut due = Vec::new();
+        for (deadline, order, voucher) in holds {
+            let (order_id, voucher_id) = (OrderId::from(order), VoucherId::from(voucher));
+            let latest = self.read_row(voucher_id, ORDER, order).await?.flatten();
+            if matches!(latest.as_ref().map(|e| &e.event), Some(Event::OrderCreated(_))) {
+                due.push(OrderRequest { order_id, voucher_id, reason: Some(CancelReason::Expired), requested_at: now });
+            } else {
+                // Confirmed, cancelled or never created: the hold is stale.
+                self.session.execute_unpaged(&self.statements.delete_hold, (HOLD_SHARD, deadline, order)).await?;
+            }
+        }
+        Ok(due)
+    }
+}

@@ -1,0 +1,159 @@
+//! The stock-store contract, one suite run against every backend: the
+//! embedded redb file and the CQL store on a real CQL server.
+
+use chrono::{Duration, Utc};
+use seckill_core::event::{CancelReason, Event, OrderAccepted, OrderRequest, VoucherCreated, VoucherUpdated};
+use seckill_core::{OrderId, UserId, VoucherId};
+use seckill_store::{Decided, StockInput};
+use uuid::Uuid;
+
+use crate::backends::Backend;
+
+fn voucher(stock: u64) -> VoucherCreated {
+    let now = Utc::now();
+    VoucherCreated {
+        voucher_id: VoucherId::generate(),
+        stock,
+        per_user_limit: 1,
+        begins_at: now,
+        ends_at: now + Duration::hours(1),
+        hold_seconds: 0,
+    }
+}
+
+fn request(order: &OrderAccepted, reason: Option<CancelReason>) -> OrderRequest {
+    OrderRequest { order_id: order.order_id, voucher_id: order.voucher_id, reason, requested_at: Utc::now() }
+}
+
+fn kinds(decided: &[Decided]) -> Vec<(&'static str, bool)> {
+    decided.iter().map(|d| (d.outcome.kind(), d.replayed)).collect()
+}
+
+fn order(voucher: VoucherId, user: &str) -> OrderAccepted {
+    OrderAccepted {
+        order_id: OrderId::generate(),
+        voucher_id: voucher,
+        user_id: UserId::parse(user).expect("valid"),
+        quantity: 1,
+        accepted_at: Utc::now(),
+    }
+}
+
+pub async fn replayed_orders_return_the_first_outcome_and_take_nothing(backend: &impl Backend) {
+    let store = backend.open().await;
+    let v = voucher(1);
+    let (first, second) = (order(v.voucher_id, "a"), order(v.voucher_id, "b"));
+    let decided = store
+        .apply(vec![
+            StockInput::Voucher(v.clone()),
+            StockInput::Order(first.clone()),
+            StockInput::Order(second.clone()),
+        ])
+        .await
+        .expect("applies");
+    assert!(matches!(decided[0].outcome.event, Event::OrderCreated(_)));
+    assert!(matches!(decided[1].outcome.event, Event::OrderFailed(_)));
+
+    // Redelivery of everything, even the voucher definition.
+    let again = store
+        .apply(vec![StockInput::Voucher(v.clone()), StockInput::Order(first), StockInput::Order(second)])
+        .await
+        .expect("applies");
+    assert!(again.iter().all(|d| d.replayed));
+    assert_eq!(again[0].outcome, decided[0].outcome, "byte-identical outcome");
+    let level = store.stock(v.voucher_id).await.expect("reads").expect("defined");
+    assert_eq!((level.stock, level.remaining), (1, 0));
+}
+
+pub async fn decisions_survive_reopening_the_store(backend: &impl Backend) {
+    let v = voucher(5);
+    let o = order(v.voucher_id, "a");
+    {
+        let store = backend.open().await;
+        store.apply(vec![StockInput::Voucher(v.clone()), StockInput::Order(o.clone())]).await.expect("applies");
+    }
+    let store = backend.open().await;
+    let replay = store.apply(vec![StockInput::Order(o)]).await.expect("applies");
+    assert!(replay[0].replayed);
+    assert_eq!(store.stock(v.voucher_id).await.expect("reads").map(|l| l.remaining), Some(4));
+}
+
+pub async fn a_cancelled_order_returns_its_units_once_and_they_sell_again(backend: &impl Backend) {
+    let store = backend.open().await;
+    let v = voucher(1);
+    let (first, second) = (order(v.voucher_id, "a"), order(v.voucher_id, "b"));
+    let cancel = StockInput::Cancel(request(&first, Some(CancelReason::Requested)));
+    let decided = store
+        .apply(vec![StockInput::Voucher(v.clone()), StockInput::Order(first.clone()), cancel.clone(), cancel])
+        .await
+        .expect("applies");
+    assert_eq!(kinds(&decided), [("OrderCreated", false), ("OrderCancelled", false), ("OrderCancelled", true)]);
+    assert_eq!(store.stock(v.voucher_id).await.expect("reads").map(|l| l.remaining), Some(1));
+
+    let decided = store
+        .apply(vec![
+            StockInput::Order(second.clone()),
+            StockInput::Confirm(request(&first, None)),
+            StockInput::Order(first.clone()),
+        ])
+        .await
+        .expect("applies");
+    // A confirmation of a cancelled order is ignored; a redelivered order
+    // repeats its latest outcome.
+    assert_eq!(kinds(&decided), [("OrderCreated", false), ("OrderCancelled", true)]);
+    assert_eq!(store.stock(v.voucher_id).await.expect("reads").map(|l| l.remaining), Some(0));
+
+    let failed = order(v.voucher_id, "c");
+    let decided = store
+        .apply(vec![
+            StockInput::Order(failed.clone()),
+            StockInput::Cancel(request(&failed, Some(CancelReason::Requested))),
+        ])
+        .await
+        .expect("applies");
+    assert_eq!(kinds(&decided), [("OrderFailed", false)], "a failed order is not cancellable");
+}
+
+pub async fn unconfirmed_orders_expire_from_persisted_holds(backend: &impl Backend) {
+    let v = VoucherCreated { hold_seconds: 60, ..voucher(3) };
+    let (kept, dropped) = (order(v.voucher_id, "a"), order(v.voucher_id, "b"));
+    {
+        let store = backend.open().await;
+        store
+            .apply(vec![
+                StockInput::Voucher(v.clone()),
+                StockInput::Order(kept.clone()),
+                StockInput::Order(dropped.clone()),
+            ])
+            .await
+            .expect("applies");
+        store.apply(vec![StockInput::Confirm(request(&kept, None))]).await.expect("applies");
+        assert!(store.expired(Utc::now(), 10).await.expect("reads").is_empty(), "not due yet");
+    }
+    // Reopened, as after a restart: the hold is still there.
+    let store = backend.open().await;
+    let due = store.expired(Utc::now() + Duration::seconds(61), 10).await.expect("reads");
+    assert_eq!(due.len(), 1);
+    assert_eq!((due[0].order_id, due[0].reason), (dropped.order_id, Some(CancelReason::Expired)));
+
+    let expire_kept = StockInput::Cancel(request(&kept, Some(CancelReason::Expired)));
+    let decided = store.apply(vec![StockInput::Cancel(due[0].clone()), expire_kept]).await.expect("applies");
+    assert_eq!(kinds(&decided), [("OrderCancelled", false)], "a confirmed order does not expire");
+    assert!(store.expired(Utc::now() + Duration::days(1), 10).await.expect("reads").is_empty());
+    assert_eq!(store.stock(v.voucher_id).await.expect("reads").map(|l| l.remaining), Some(2));
+}
+
+pub async fn added_stock_is_added_once_per_update(backend: &impl Backend) {
+    let store = backend.open().await;
+    let v = voucher(0);
+    let update = VoucherUpdated { voucher_id: v.voucher_id, paused: None, ends_at: None, add_stock: 2 };
+    let add = StockInput::Update { update_id: Uuid::now_v7(), update };
+    let buyer = order(v.voucher_id, "a");
+    let decided = store
+        .apply(vec![StockInput::Voucher(v.clone()), add.clone(), add, StockInput::Order(buyer)])
+        .await
+        .expect("applies");
+    assert_eq!(kinds(&decided), [("OrderCreated", false)]);
+    let level = store.stock(v.voucher_id).await.expect("reads").expect("defined");
+    assert_eq!((level.stock, level.remaining), (2, 1));
+}

@@ -1,0 +1,43 @@
+//! One stock-store suite, every backend.
+
+#![allow(unreachable_pub)]
+
+mod backends;
+mod contract;
+
+/// Runs every contract test against the backend `$fixture` builds.
+macro_rules! suite {
+    ($backend:ident, $fixture:expr) => {
+        mod $backend {
+            use super::backends::*;
+            use super::contract;
+
+            #[tokio::test]
+            async fn replayed_orders_return_the_first_outcome_and_take_nothing() {
+                contract::replayed_orders_return_the_first_outcome_and_take_nothing(&$fixture).await
+            }
+
+            #[tokio::test]
+            async fn decisions_survive_reopening_the_store() {
+                contract::decisions_survive_reopening_the_store(&$fixture).await
+            }
+
+            #[tokio::test]
+            async fn a_cancelled_order_returns_its_units_once_and_they_sell_again() {
+                contract::a_cancelled_order_returns_its_units_once_and_they_sell_again(&$fixture).await
+            }
+
+            #[tokio::test]
+            async fn unconfirmed_orders_expire_from_persisted_holds() {
+                contract::unconfirmed_orders_expire_from_persisted_holds(&$fixture).await
+            }
+
+            #[tokio::test]
+            async fn added_stock_is_added_once_per_update() {
+                contract::added_stock_is_added_once_per_update(&$fixture).await
+            }
+        }
+    };
+}
+
+suite!(embedded, Embedded::new().await);
