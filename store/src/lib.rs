@@ -14,6 +14,7 @@ mod error;
 mod stock;
 mod stock_rules;
 mod view;
+mod view_rules;
 
 pub use error::StoreError;
 pub use stock::{Decided, StockInput, StockStore, MAX_EXPIRED_PAGE};
@@ -42,9 +43,9 @@ pub async fn open_stock_store(config: &StoreConfig) -> Result<Arc<dyn StockStore
 pub async fn open_view_store(config: &StoreConfig) -> Result<Arc<dyn ViewStore>, StoreError> {
     match config.backend {
         StoreBackend::Embedded => Ok(Arc::new(embedded::EmbeddedViewStore::open(&config.path)?)),
-        StoreBackend::Scylla => Err(StoreError::Backend(
-            "the order-status view has no ScyllaDB backend yet; run the projector with store.backend = \"embedded\""
-                .to_owned(),
-        )),
+        StoreBackend::Scylla => {
+            let session = Arc::new(cql::connect(config).await?);
+            Ok(Arc::new(cql::CqlViewStore::new(session).await?))
+        }
     }
 }

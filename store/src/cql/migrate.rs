@@ -14,7 +14,10 @@ use super::unreadable;
 use crate::StoreError;
 
 /// The schema files, in order: (version, name, text).
-pub const MIGRATIONS: &[(i32, &str, &str)] = &[(1, "001_stock.cql", include_str!("../../cql/001_stock.cql"))];
+pub const MIGRATIONS: &[(i32, &str, &str)] = &[
+    (1, "001_stock.cql", include_str!("../../cql/001_stock.cql")),
+    (2, "002_view.cql", include_str!("../../cql/002_view.cql")),
+];
 
 /// Opens a session on `config.nodes`, creates the keyspace if missing, and
 /// applies the migrations not yet applied.

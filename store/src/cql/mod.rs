@@ -8,11 +8,15 @@
 
 mod migrate;
 mod stock;
+mod view;
 
 pub use migrate::{connect, MIGRATIONS};
 pub use stock::CqlStockStore;
+pub use view::CqlViewStore;
 
 use scylla::errors::{ExecutionError, NewSessionError, PrepareError};
+use scylla::response::query_result::QueryResult;
+use scylla::value::{CqlValue, Row};
 
 use crate::StoreError;
 
@@ -37,4 +41,15 @@ impl From<NewSessionError> for StoreError {
 /// Reading a result as rows of the expected types failed.
 fn unreadable(error: impl std::fmt::Display) -> StoreError {
     StoreError::Corrupt(format!("unexpected CQL result: {error}"))
+}
+
+/// Whether a conditional statement or batch was applied (its `[applied]`
+/// column; a refused one also returns the current values).
+fn was_applied(result: QueryResult) -> Result<bool, StoreError> {
+    let rows = result.into_rows_result().map_err(unreadable)?;
+    let first = rows.maybe_first_row::<Row>().map_err(unreadable)?;
+    match first.and_then(|row| row.columns.into_iter().next().flatten()) {
+        Some(CqlValue::Boolean(applied)) => Ok(applied),
+        other => Err(unreadable(format!("a conditional write answered {other:?}"))),
+    }
 }

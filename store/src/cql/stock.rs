@@ -19,13 +19,12 @@ use futures::future::try_join_all;
 use scylla::client::session::Session;
 use scylla::statement::batch::{Batch, BatchType};
 use scylla::statement::prepared::PreparedStatement;
-use scylla::value::{CqlValue, Row};
 use seckill_core::decision::StockLevel;
 use seckill_core::event::{CancelReason, Event, OrderRequest};
 use seckill_core::{Envelope, OrderId, VoucherId};
 use uuid::Uuid;
 
-use super::unreadable;
+use super::{unreadable, was_applied};
 use crate::stock::MAX_EXPIRED_PAGE;
 use crate::stock_rules::{apply_input, StockState};
 use crate::{Decided, StockInput, StockStore, StoreError};
@@ -205,13 +204,7 @@ impl CqlStockStore {
             batch.append_statement(self.statements.write_row.clone());
             values.push(BatchValues::Row(staged.voucher.as_uuid(), kind, *id, outcome.clone()));
         }
-        let result = self.session.batch(&batch, values).await?;
-        let rows = result.into_rows_result().map_err(unreadable)?;
-        let first = rows.maybe_first_row::<Row>().map_err(unreadable)?;
-        match first.and_then(|row| row.columns.into_iter().next().flatten()) {
-            Some(CqlValue::Boolean(applied)) => Ok(applied),
-            other => Err(unreadable(format!("a conditional batch answered {other:?}"))),
-        }
+        was_applied(self.session.batch(&batch, values).await?)
     }
 }
 

@@ -38,6 +38,3 @@ where
     let db = Arc::clone(db);
     tokio::task::spawn_blocking(move || work(&db)).await?
 }
-
-#[cfg(test)]
-mod tests;

@@ -4,12 +4,13 @@ use std::path::Path;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
-use seckill_core::event::Event;
+use redb::{Database, ReadableDatabase, ReadableTable, Table, TableDefinition};
 use seckill_core::{Envelope, OrderId, UserId, VoucherId};
+use uuid::Uuid;
 
 use super::{blocking, open_database};
-use crate::view::{merge_order, OrderView, VoucherCounters, VoucherRecord, VoucherView, MAX_PAGE};
+use crate::view::{OrderView, VoucherCounters, VoucherRecord, VoucherView, MAX_PAGE};
+use crate::view_rules::{apply_event, ViewState};
 use crate::{StoreError, ViewReader, ViewStore};
 
 /// order id → JSON [`OrderView`].
@@ -48,6 +49,64 @@ impl EmbeddedViewStore {
     }
 }
 
+/// The tables of one write transaction.
+struct Tables<'txn> {
+    orders: Table<'txn, &'static str, &'static [u8]>,
+    user_orders: Table<'txn, (&'static str, &'static str), ()>,
+    vouchers: Table<'txn, &'static str, &'static [u8]>,
+    counters: Table<'txn, &'static str, &'static [u8]>,
+    updates: Table<'txn, &'static str, ()>,
+}
+
+impl ViewState for Tables<'_> {
+    fn voucher(&self, voucher: VoucherId) -> Result<Option<VoucherRecord>, StoreError> {
+        match self.vouchers.get(voucher.to_string().as_str())? {
+            Some(raw) => Ok(Some(serde_json::from_slice(raw.value())?)),
+            None => Ok(None),
+        }
+    }
+
+    fn put_voucher(&mut self, record: &VoucherRecord) -> Result<(), StoreError> {
+        let key = record.definition.voucher_id.to_string();
+        self.vouchers.insert(key.as_str(), serde_json::to_vec(record)?.as_slice())?;
+        Ok(())
+    }
+
+    fn update_applied(&self, _voucher: VoucherId, update: Uuid) -> Result<bool, StoreError> {
+        Ok(self.updates.get(update.to_string().as_str())?.is_some())
+    }
+
+    fn mark_update(&mut self, _voucher: VoucherId, update: Uuid) -> Result<(), StoreError> {
+        self.updates.insert(update.to_string().as_str(), ())?;
+        Ok(())
+    }
+
+    fn order(&self, _voucher: VoucherId, order: OrderId) -> Result<Option<OrderView>, StoreError> {
+        match self.orders.get(order.to_string().as_str())? {
+            Some(raw) => Ok(Some(serde_json::from_slice(raw.value())?)),
+            None => Ok(None),
+        }
+    }
+
+    fn put_order(&mut self, row: &OrderView, first_seen: bool) -> Result<(), StoreError> {
+        let key = row.order_id.to_string();
+        self.orders.insert(key.as_str(), serde_json::to_vec(row)?.as_slice())?;
+        if first_seen {
+            self.user_orders.insert((row.user_id.as_str(), key.as_str()), ())?;
+        }
+        Ok(())
+    }
+
+    fn counters(&self, voucher: VoucherId) -> Result<VoucherCounters, StoreError> {
+        read_counters(&self.counters, &voucher.to_string())
+    }
+
+    fn put_counters(&mut self, voucher: VoucherId, counters: &VoucherCounters) -> Result<(), StoreError> {
+        self.counters.insert(voucher.to_string().as_str(), serde_json::to_vec(counters)?.as_slice())?;
+        Ok(())
+    }
+}
+
 #[async_trait]
 impl ViewStore for EmbeddedViewStore {
     async fn apply(&self, events: Vec<Envelope>) -> Result<Vec<bool>, StoreError> {
@@ -55,70 +114,15 @@ impl ViewStore for EmbeddedViewStore {
             let txn = db.begin_write()?;
             let mut changed = Vec::with_capacity(events.len());
             {
-                let mut orders = txn.open_table(ORDERS)?;
-                let mut user_orders = txn.open_table(USER_ORDERS)?;
-                let mut vouchers = txn.open_table(VOUCHERS)?;
-                let mut counters = txn.open_table(COUNTERS)?;
-                let mut updates = txn.open_table(UPDATES)?;
-                for envelope in events {
-                    match &envelope.event {
-                        Event::VoucherCreated(voucher) => {
-                            let key = voucher.voucher_id.to_string();
-                            let fresh = vouchers.get(key.as_str())?.is_none();
-                            if fresh {
-                                let record = VoucherRecord::new(voucher.clone());
-                                vouchers.insert(key.as_str(), serde_json::to_vec(&record)?.as_slice())?;
-                            }
-                            changed.push(fresh);
-                            continue;
-                        }
-                        Event::VoucherUpdated(update) => {
-                            let key = update.voucher_id.to_string();
-                            let update_id = envelope.event_id.to_string();
-                            let stored: Option<VoucherRecord> = match vouchers.get(key.as_str())? {
-                                Some(raw) => Some(serde_json::from_slice(raw.value())?),
-                                None => None,
-                            };
-                            // Updates follow their voucher on one partition;
-                            // one without a voucher has nothing to change.
-                            let fresh = updates.get(update_id.as_str())?.is_none();
-                            let Some(mut record) = stored.filter(|_| fresh) else {
-                                changed.push(false);
-                                continue;
-                            };
-                            record.update(envelope.event_id, update);
-                            vouchers.insert(key.as_str(), serde_json::to_vec(&record)?.as_slice())?;
-                            updates.insert(update_id.as_str(), ())?;
-                            changed.push(true);
-                            continue;
-                        }
-                        _ => {}
-                    }
-                    let Some(row) = OrderView::from_event(&envelope.event) else {
-                        changed.push(false);
-                        continue;
-                    };
-                    let order_key = row.order_id.to_string();
-                    let existing: Option<OrderView> = match orders.get(order_key.as_str())? {
-                        Some(raw) => Some(serde_json::from_slice(raw.value())?),
-                        None => None,
-                    };
-                    let Some((transition, row)) = merge_order(existing.as_ref(), &row) else {
-                        changed.push(false);
-                        continue;
-                    };
-                    orders.insert(order_key.as_str(), serde_json::to_vec(&row)?.as_slice())?;
-                    if transition.first_seen() {
-                        user_orders.insert((row.user_id.as_str(), order_key.as_str()), ())?;
-                    }
-                    let voucher_key = row.voucher_id.to_string();
-                    let mut count: VoucherCounters = match counters.get(voucher_key.as_str())? {
-                        Some(raw) => serde_json::from_slice(raw.value())?,
-                        None => VoucherCounters::default(),
-                    };
-                    transition.count(&mut count, row.quantity);
-                    counters.insert(voucher_key.as_str(), serde_json::to_vec(&count)?.as_slice())?;
-                    changed.push(true);
+                let mut tables = Tables {
+                    orders: txn.open_table(ORDERS)?,
+                    user_orders: txn.open_table(USER_ORDERS)?,
+                    vouchers: txn.open_table(VOUCHERS)?,
+                    counters: txn.open_table(COUNTERS)?,
+                    updates: txn.open_table(UPDATES)?,
+                };
+                for envelope in &events {
+                    changed.push(apply_event(&mut tables, envelope)?);
                 }
             }
             txn.commit()?;

@@ -1,16 +1,17 @@
-//! One stock-store suite, every backend.
+//! The store contracts (stock and view), one suite, every backend.
 
 #![allow(unreachable_pub)]
 
 mod backends;
-mod contract;
+mod stock;
+mod view;
 
 /// Runs every contract test against the backend `$fixture` builds.
 macro_rules! suite {
     ($backend:ident, $fixture:expr) => {
         mod $backend {
             use super::backends::*;
-            use super::contract;
+            use super::{stock as contract, view};
 
             #[tokio::test]
             async fn replayed_orders_return_the_first_outcome_and_take_nothing() {
@@ -35,6 +36,21 @@ macro_rules! suite {
             #[tokio::test]
             async fn added_stock_is_added_once_per_update() {
                 contract::added_stock_is_added_once_per_update(&$fixture).await
+            }
+
+            #[tokio::test]
+            async fn the_view_is_the_same_whatever_the_delivery_order() {
+                view::the_view_is_the_same_whatever_the_delivery_order(&$fixture).await
+            }
+
+            #[tokio::test]
+            async fn a_users_orders_are_listed_newest_first_and_bounded() {
+                view::a_users_orders_are_listed_newest_first_and_bounded(&$fixture).await
+            }
+
+            #[tokio::test]
+            async fn the_view_follows_cancellations_updates_and_lists_vouchers_newest_first() {
+                view::the_view_follows_cancellations_updates_and_lists_vouchers_newest_first(&$fixture).await
             }
         }
     };

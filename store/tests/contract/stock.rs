@@ -1,5 +1,4 @@
-//! The stock-store contract, one suite run against every backend: the
-//! embedded redb file and the CQL store on a real CQL server.
+//! The stock-store contract, run against every backend.
 
 use chrono::{Duration, Utc};
 use seckill_core::event::{CancelReason, Event, OrderAccepted, OrderRequest, VoucherCreated, VoucherUpdated};

@@ -1,12 +1,11 @@
-//! The embedded view store against its contract, on real redb files (the
-//! stock store's suite runs against every backend: `tests/stock_suite`).
+//! The view-store contract, run against every backend.
 
 use chrono::{Duration, Utc};
 use seckill_core::event::{CancelReason, Event, OrderAccepted, OrderCreated, VoucherCreated, VoucherUpdated};
 use seckill_core::{Envelope, OrderId, UserId, VoucherId};
+use seckill_store::OrderStatus;
 
-use super::EmbeddedViewStore;
-use crate::{OrderStatus, ViewReader, ViewStore};
+use crate::backends::Backend;
 
 fn voucher(stock: u64) -> VoucherCreated {
     let now = Utc::now();
@@ -30,21 +29,20 @@ fn order(voucher: VoucherId, user: &str) -> OrderAccepted {
     }
 }
 
-#[tokio::test]
-async fn the_view_is_the_same_whatever_the_delivery_order() {
-    let v = voucher(3);
-    let accepted = order(v.voucher_id, "carol");
-    let created = OrderCreated { order: accepted.clone(), decided_at: Utc::now(), remaining: 2 };
-    let events = [
-        Envelope::new(Event::VoucherCreated(v.clone())),
-        Envelope::new(Event::OrderAccepted(accepted.clone())),
-        Envelope::new(Event::OrderCreated(created)),
-    ];
+pub async fn the_view_is_the_same_whatever_the_delivery_order(backend: &impl Backend) {
+    let store = backend.open_view().await;
     let orders = [[0, 1, 2], [2, 1, 0], [1, 2, 0]];
     let mut views = Vec::new();
     for sequence in orders {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let store = EmbeddedViewStore::open(&dir.path().join("view.redb")).expect("opens");
+        // A voucher and order of their own per delivery order.
+        let v = voucher(3);
+        let accepted = order(v.voucher_id, "carol");
+        let created = OrderCreated { order: accepted.clone(), decided_at: accepted.accepted_at, remaining: 2 };
+        let events = [
+            Envelope::new(Event::VoucherCreated(v.clone())),
+            Envelope::new(Event::OrderAccepted(accepted.clone())),
+            Envelope::new(Event::OrderCreated(created)),
+        ];
         for i in sequence {
             store.apply(vec![events[i].clone()]).await.expect("applies");
         }
@@ -55,15 +53,13 @@ async fn the_view_is_the_same_whatever_the_delivery_order() {
         assert_eq!(row.status, OrderStatus::Created);
         let shown = store.voucher(v.voucher_id).await.expect("reads").expect("exists");
         assert_eq!((shown.admitted, shown.created, shown.remaining), (1, 1, 2));
-        views.push((row, shown));
+        views.push((row.status, row.decided_at.is_some(), shown.admitted, shown.created, shown.remaining));
     }
-    assert!(views.windows(2).all(|pair| pair[0] == pair[1]));
+    assert!(views.windows(2).all(|pair| pair[0] == pair[1]), "{views:?}");
 }
 
-#[tokio::test]
-async fn a_users_orders_are_listed_newest_first_and_bounded() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let store = EmbeddedViewStore::open(&dir.path().join("view.redb")).expect("opens");
+pub async fn a_users_orders_are_listed_newest_first_and_bounded(backend: &impl Backend) {
+    let store = backend.open_view().await;
     let v = voucher(10);
     let mine: Vec<OrderAccepted> = (0..3).map(|_| order(v.voucher_id, "dave")).collect();
     let other = order(v.voucher_id, "dave2");
@@ -78,10 +74,8 @@ async fn a_users_orders_are_listed_newest_first_and_bounded() {
     assert!(store.voucher(VoucherId::generate()).await.expect("reads").is_none());
 }
 
-#[tokio::test]
-async fn the_view_follows_cancellations_updates_and_lists_vouchers_newest_first() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let store = EmbeddedViewStore::open(&dir.path().join("view.redb")).expect("opens");
+pub async fn the_view_follows_cancellations_updates_and_lists_vouchers_newest_first(backend: &impl Backend) {
+    let store = backend.open_view().await;
     let (older, newer) = (voucher(2), voucher(5));
     let buyer = order(older.voucher_id, "erin");
     let created = OrderCreated { order: buyer.clone(), decided_at: Utc::now(), remaining: 1 };
