@@ -247,6 +247,10 @@ pub struct StoreConfig {
     pub keyspace: String,
     /// `scylla`: replication factor of the keyspace when it is created.
     pub replication_factor: u32,
+    /// `scylla`: read the cluster's schema metadata, which token-aware
+    /// routing needs. Off only for servers without `system_schema`
+    /// (Cassandra 2.x, which the tests run on).
+    pub schema_metadata: bool,
 }
 
 impl StoreConfig {
@@ -264,6 +268,7 @@ impl Default for StoreConfig {
             nodes: vec!["127.0.0.1:9042".to_owned()],
             keyspace: "seckill".to_owned(),
             replication_factor: 1,
+            schema_metadata: true,
         }
     }
 }

@@ -1,6 +1,5 @@
 //! The processor's configuration.
 
-
 use seckill_core::config::{
     ensure, ConfigError, ConsumerConfig, HttpConfig, KafkaConfig, RedisConfig, StoreConfig, Validate,
 };

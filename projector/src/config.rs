@@ -1,6 +1,5 @@
 //! The projector's configuration.
 
-
 use seckill_core::config::{ConfigError, ConsumerConfig, HttpConfig, KafkaConfig, StoreConfig, Validate};
 use serde::{Deserialize, Serialize};
 

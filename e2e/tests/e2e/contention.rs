@@ -7,6 +7,8 @@ use futures::future::join_all;
 use reqwest::StatusCode;
 use tokio::sync::Semaphore;
 
+use seckill_core::config::{StoreBackend, StoreConfig};
+
 use crate::helpers::Platform;
 
 /// Distinct users, each ordering once.
@@ -19,11 +21,33 @@ const CONCURRENCY: usize = 256;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn five_thousand_buyers_ten_units() {
-    let platform = Arc::new(Platform::start().await);
-    let voucher = Arc::new(platform.create_voucher(STOCK, 1).await);
+    sell_out(Arc::new(Platform::start().await), USERS, REPEATERS).await;
+}
 
+/// The same sale with the stock and the view on a real CQL server and two
+/// processors sharing the sales topic's partitions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processors_on_cql_sell_exactly_the_stock() {
+    let cql = seckill_cqltest::TestCql::start().await.expect("Cassandra starts (run scripts/setup)");
+    let store = StoreConfig {
+        backend: StoreBackend::Scylla,
+        nodes: vec![cql.nodes()],
+        keyspace: seckill_cqltest::unique_keyspace(),
+        schema_metadata: false,
+        ..StoreConfig::default()
+    };
+    let mut platform = Platform::start_with(Some(store)).await;
+    platform.start_another_processor().await;
+    sell_out(Arc::new(platform), 2_000, 200).await;
+}
+
+/// `users` distinct buyers plus `repeaters` of them again, all at once, on
+/// one voucher of STOCK units: exactly the stock is sold, once per user.
+async fn sell_out(platform: Arc<Platform>, users: usize, repeaters: usize) {
+    let voucher = Arc::new(platform.create_voucher(STOCK, 1).await);
     let users: Vec<String> =
-        (0..USERS).map(|i| format!("buyer-{i}")).chain((0..REPEATERS).map(|i| format!("buyer-{}", i * 7))).collect();
+        (0..users).map(|i| format!("buyer-{i}")).chain((0..repeaters).map(|i| format!("buyer-{}", i * 7))).collect();
+    let requests_sent = users.len();
     let gate = Arc::new(Semaphore::new(CONCURRENCY));
     let requests = users.into_iter().map(|user| {
         let (platform, voucher, gate) = (Arc::clone(&platform), Arc::clone(&voucher), Arc::clone(&gate));
@@ -34,7 +58,7 @@ async fn five_thousand_buyers_ten_units() {
         })
     });
     let answers: Vec<_> = join_all(requests).await.into_iter().map(|r| r.expect("request task")).collect();
-    assert_eq!(answers.len(), USERS + REPEATERS);
+    assert_eq!(answers.len(), requests_sent);
 
     let mut admitted: HashMap<String, String> = HashMap::new();
     let mut codes: HashMap<String, usize> = HashMap::new();

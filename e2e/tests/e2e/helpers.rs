@@ -55,6 +55,10 @@ pub struct Platform {
     pub ingress: Option<Running>,
     pub processor: Option<Running>,
     pub projector: Option<Running>,
+    /// More processors in the same consumer group (shared stores only).
+    pub more_processors: Vec<Running>,
+    /// The stores' configuration when shared (CQL); None: embedded files.
+    pub shared_store: Option<StoreConfig>,
     /// Last, so the servers outlive the services when a test ends.
     pub infra: TestInfra,
 }
@@ -62,6 +66,12 @@ pub struct Platform {
 impl Platform {
     /// Starts Redis, the broker and the three services.
     pub async fn start() -> Self {
+        Self::start_with(None).await
+    }
+
+    /// Starts Redis, the broker and the three services, with the processor
+    /// and projector on `shared_store` when given.
+    pub async fn start_with(shared_store: Option<StoreConfig>) -> Self {
         let infra = TestInfra::start().expect("Redis and the broker start (run scripts/setup)");
         let kafka = KafkaConfig {
             brokers: infra.broker.brokers(),
@@ -87,6 +97,8 @@ impl Platform {
             ingress: None,
             processor: None,
             projector: None,
+            more_processors: Vec::new(),
+            shared_store,
         };
         platform.start_processor().await;
         platform.start_projector().await;
@@ -113,8 +125,20 @@ impl Platform {
     }
 
     pub async fn start_processor(&mut self) {
+        let running = self.processor_on(self.processor_addr).await;
+        self.processor = Some(running);
+    }
+
+    /// Starts one more processor in the group, on its own port.
+    pub async fn start_another_processor(&mut self) {
+        let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let running = self.processor_on(addr).await;
+        self.more_processors.push(running);
+    }
+
+    async fn processor_on(&self, listen: SocketAddr) -> Running {
         let config = ProcessorConfig {
-            http: HttpConfig { listen: self.processor_addr },
+            http: HttpConfig { listen },
             kafka: self.kafka.clone(),
             consumer: ConsumerConfig::new(&format!("{}-processor", self.infra.namespace)),
             redis: self.redis.clone(),
@@ -130,7 +154,7 @@ impl Platform {
         let shutdown = CancellationToken::new();
         let token = shutdown.clone();
         let task = tokio::spawn(async move { app.run(token).await.expect("processor runs") });
-        self.processor = Some(Running { shutdown, task: AbortOnDropHandle::new(task) });
+        Running { shutdown, task: AbortOnDropHandle::new(task) }
     }
 
     pub async fn start_projector(&mut self) {
@@ -150,7 +174,10 @@ impl Platform {
     }
 
     fn store(&self, file: &str) -> StoreConfig {
-        StoreConfig::embedded(self.infra.dir.path().join(file))
+        match &self.shared_store {
+            Some(shared) => shared.clone(),
+            None => StoreConfig::embedded(self.infra.dir.path().join(file)),
+        }
     }
 
     /// Creates a voucher open from now for an hour.

@@ -24,9 +24,9 @@ pub const MIGRATIONS: &[(i32, &str, &str)] = &[
 pub async fn connect(config: &StoreConfig) -> Result<Session, StoreError> {
     let session = SessionBuilder::new()
         .known_nodes(&config.nodes)
-        // Schema metadata is not needed (statements are prepared) and
-        // older servers do not have the tables it is read from.
-        .fetch_schema_metadata(false)
+        // Routing needs the light metadata only; older servers have none.
+        .fetch_schema_metadata(config.schema_metadata)
+        .fetch_full_schema_metadata(false)
         .build()
         .await?;
     let keyspace = &config.keyspace;

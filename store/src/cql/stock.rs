@@ -49,6 +49,7 @@ pub struct CqlStockStore {
 struct Statements {
     read_level: PreparedStatement,
     read_row: PreparedStatement,
+    init_version: PreparedStatement,
     write_level: PreparedStatement,
     write_row: PreparedStatement,
     put_hold: PreparedStatement,
@@ -70,6 +71,7 @@ impl CqlStockStore {
             )
             .await?,
             read_row: prepare("SELECT outcome FROM stock_ledger WHERE voucher_id = ? AND kind = ? AND id = ?").await?,
+            init_version: prepare("INSERT INTO stock_ledger (voucher_id, version) VALUES (?, 0) IF NOT EXISTS").await?,
             write_level: prepare(
                 "UPDATE stock_ledger SET stock = ?, remaining = ?, hold_seconds = ?, version = ? \
                  WHERE voucher_id = ? IF version = ?",
@@ -142,7 +144,7 @@ impl CqlStockStore {
             .collect();
         let found = try_join_all(wanted.iter().map(|(kind, id)| self.read_row(voucher, kind, *id))).await?;
         let rows = wanted.into_iter().zip(found).filter_map(|(key, row)| row.map(|outcome| (key, outcome))).collect();
-        Ok(Staged { voucher, level, version, rows, writes: Vec::new(), level_written: false, holds: Vec::new() })
+        Ok(Staged { voucher, level, version, rows, writes: HashMap::new(), level_written: false, holds: Vec::new() })
     }
 
     /// Decides `inputs` (all of `voucher`, in order) and writes the result
@@ -187,6 +189,18 @@ impl CqlStockStore {
 
     /// The conditional batch; false when another writer got there first.
     async fn write(&self, staged: &Staged) -> Result<bool, StoreError> {
+        let expected = match staged.version {
+            Some(version) => version,
+            None => {
+                // A condition on a partition that does not exist is false on
+                // some servers (Cassandra 2.1): create its version first. If
+                // another writer got there first, the batch below is refused.
+                let _ = was_applied(
+                    self.session.execute_unpaged(&self.statements.init_version, (staged.voucher.as_uuid(),)).await?,
+                )?;
+                0
+            }
+        };
         let mut batch = Batch::new(BatchType::Logged);
         let mut values: Vec<BatchValues> = Vec::with_capacity(staged.writes.len() + 1);
         let level = staged.level.as_ref();
@@ -196,11 +210,11 @@ impl CqlStockStore {
             level.map(|l| as_i64(l.stock)).transpose()?,
             level.map(|l| as_i64(l.remaining)).transpose()?,
             level.map(|l| i32::try_from(l.hold_seconds).map_err(unreadable)).transpose()?,
-            staged.version.unwrap_or(0) + 1,
+            expected + 1,
             staged.voucher.as_uuid(),
-            staged.version,
+            expected,
         ));
-        for (kind, id, outcome) in &staged.writes {
+        for ((kind, id), outcome) in &staged.writes {
             batch.append_statement(self.statements.write_row.clone());
             values.push(BatchValues::Row(staged.voucher.as_uuid(), kind, *id, outcome.clone()));
         }
@@ -210,7 +224,7 @@ impl CqlStockStore {
 
 /// One statement's values in the conditional batch.
 enum BatchValues {
-    Level(Option<i64>, Option<i64>, Option<i32>, i64, Uuid, Option<i64>),
+    Level(Option<i64>, Option<i64>, Option<i32>, i64, Uuid, i64),
     Row(Uuid, &'static str, Uuid, Option<Vec<u8>>),
 }
 
@@ -240,7 +254,9 @@ struct Staged {
     version: Option<i64>,
     /// (kind, id) → the row's outcome, for rows that exist.
     rows: HashMap<(&'static str, Uuid), Option<Envelope>>,
-    writes: Vec<(&'static str, Uuid, Option<Vec<u8>>)>,
+    /// The rows to write, last write per row only: statements of one batch
+    /// share a timestamp, so two writes of one row would not keep the later.
+    writes: HashMap<(&'static str, Uuid), Option<Vec<u8>>>,
     level_written: bool,
     /// (deadline, order, keep).
     holds: Vec<(DateTime<Utc>, OrderId, bool)>,
@@ -277,7 +293,7 @@ impl StockState for Staged {
     fn put_latest(&mut self, voucher: VoucherId, order: OrderId, outcome: &Envelope) -> Result<(), StoreError> {
         self.check(voucher)?;
         self.rows.insert((ORDER, order.as_uuid()), Some(outcome.clone()));
-        self.writes.push((ORDER, order.as_uuid(), Some(outcome.encode())));
+        self.writes.insert((ORDER, order.as_uuid()), Some(outcome.encode()));
         Ok(())
     }
 
@@ -289,7 +305,7 @@ impl StockState for Staged {
     fn mark_update(&mut self, voucher: VoucherId, update: Uuid) -> Result<(), StoreError> {
         self.check(voucher)?;
         self.rows.insert((UPDATE, update), None);
-        self.writes.push((UPDATE, update, None));
+        self.writes.insert((UPDATE, update), None);
         Ok(())
     }
 

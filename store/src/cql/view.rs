@@ -40,6 +40,7 @@ pub struct CqlViewStore {
 struct Statements {
     read_statics: PreparedStatement,
     read_row: PreparedStatement,
+    init_version: PreparedStatement,
     write_statics: PreparedStatement,
     write_row: PreparedStatement,
     put_index: PreparedStatement,
@@ -63,6 +64,8 @@ impl CqlViewStore {
             read_statics: prepare("SELECT record, counters, version FROM view_vouchers WHERE voucher_id = ? LIMIT 1")
                 .await?,
             read_row: prepare("SELECT row FROM view_vouchers WHERE voucher_id = ? AND kind = ? AND id = ?").await?,
+            init_version: prepare("INSERT INTO view_vouchers (voucher_id, version) VALUES (?, 0) IF NOT EXISTS")
+                .await?,
             write_statics: prepare(
                 "UPDATE view_vouchers SET record = ?, counters = ?, version = ? WHERE voucher_id = ? IF version = ?",
             )
@@ -141,7 +144,7 @@ impl CqlViewStore {
             counters,
             version,
             rows,
-            writes: Vec::new(),
+            writes: HashMap::new(),
             statics_written: false,
             created: false,
             first_seen: Vec::new(),
@@ -185,17 +188,28 @@ impl CqlViewStore {
 
     /// The conditional batch; false when another writer got there first.
     async fn write(&self, staged: &StagedView) -> Result<bool, StoreError> {
+        let expected = match staged.version {
+            Some(version) => version,
+            None => {
+                // See the stock store: conditions on a missing partition are
+                // false on some servers, so create its version first.
+                let _ = was_applied(
+                    self.session.execute_unpaged(&self.statements.init_version, (staged.voucher.as_uuid(),)).await?,
+                )?;
+                0
+            }
+        };
         let mut batch = Batch::new(BatchType::Logged);
         let mut values: Vec<ViewValues> = Vec::with_capacity(staged.writes.len() + 1);
         batch.append_statement(self.statements.write_statics.clone());
         values.push(ViewValues::Statics(
             staged.record.as_ref().map(serde_json::to_vec).transpose()?,
             serde_json::to_vec(&staged.counters)?,
-            staged.version.unwrap_or(0) + 1,
+            expected + 1,
             staged.voucher.as_uuid(),
-            staged.version,
+            expected,
         ));
-        for (kind, id, row) in &staged.writes {
+        for ((kind, id), row) in &staged.writes {
             batch.append_statement(self.statements.write_row.clone());
             values.push(ViewValues::Row(staged.voucher.as_uuid(), kind, *id, row.clone()));
         }
@@ -210,7 +224,7 @@ impl CqlViewStore {
 
 /// One statement's values in the conditional batch.
 enum ViewValues {
-    Statics(Option<Vec<u8>>, Vec<u8>, i64, Uuid, Option<i64>),
+    Statics(Option<Vec<u8>>, Vec<u8>, i64, Uuid, i64),
     Row(Uuid, &'static str, Uuid, Option<Vec<u8>>),
 }
 
@@ -240,7 +254,9 @@ struct StagedView {
     counters: VoucherCounters,
     version: Option<i64>,
     rows: HashMap<(&'static str, Uuid), Option<OrderView>>,
-    writes: Vec<(&'static str, Uuid, Option<Vec<u8>>)>,
+    /// The rows to write, last write per row only: statements of one batch
+    /// share a timestamp, so two writes of one row would not keep the later.
+    writes: HashMap<(&'static str, Uuid), Option<Vec<u8>>>,
     statics_written: bool,
     /// The voucher was defined by this batch (it joins the list).
     created: bool,
@@ -280,7 +296,7 @@ impl ViewState for StagedView {
     fn mark_update(&mut self, voucher: VoucherId, update: Uuid) -> Result<(), StoreError> {
         self.check(voucher)?;
         self.rows.insert((UPDATE, update), None);
-        self.writes.push((UPDATE, update, None));
+        self.writes.insert((UPDATE, update), None);
         Ok(())
     }
 
@@ -292,7 +308,7 @@ impl ViewState for StagedView {
     fn put_order(&mut self, row: &OrderView, first_seen: bool) -> Result<(), StoreError> {
         self.check(row.voucher_id)?;
         self.rows.insert((ORDER, row.order_id.as_uuid()), Some(row.clone()));
-        self.writes.push((ORDER, row.order_id.as_uuid(), Some(serde_json::to_vec(row)?)));
+        self.writes.insert((ORDER, row.order_id.as_uuid()), Some(serde_json::to_vec(row)?));
         self.written_orders.push(row.order_id);
         if first_seen {
             self.first_seen.push((row.user_id.clone(), row.order_id));

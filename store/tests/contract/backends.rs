@@ -2,6 +2,8 @@
 
 use std::sync::Arc;
 
+use seckill_core::config::{StoreBackend, StoreConfig};
+use seckill_cqltest::TestCql;
 use seckill_store::embedded::{EmbeddedStockStore, EmbeddedViewStore};
 use seckill_store::{StockStore, ViewStore};
 
@@ -28,5 +30,36 @@ impl Backend for Embedded {
 
     async fn open_view(&self) -> Arc<dyn ViewStore> {
         Arc::new(EmbeddedViewStore::open(&self.0.path().join("view.redb")).expect("opens"))
+    }
+}
+
+/// A keyspace of its own on a real CQL server (Cassandra 2.1 behind the
+/// protocol bridge, see `seckill-cqltest`).
+pub struct Cql {
+    config: StoreConfig,
+}
+
+impl Cql {
+    /// A fresh keyspace on `server`.
+    pub fn on(server: &TestCql) -> Self {
+        Self {
+            config: StoreConfig {
+                backend: StoreBackend::Scylla,
+                nodes: vec![server.nodes()],
+                keyspace: seckill_cqltest::unique_keyspace(),
+                schema_metadata: false,
+                ..StoreConfig::default()
+            },
+        }
+    }
+}
+
+impl Backend for Cql {
+    async fn open(&self) -> Arc<dyn StockStore> {
+        seckill_store::open_stock_store(&self.config).await.expect("the CQL stock store opens")
+    }
+
+    async fn open_view(&self) -> Arc<dyn ViewStore> {
+        seckill_store::open_view_store(&self.config).await.expect("the CQL view store opens")
     }
 }

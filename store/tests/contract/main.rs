@@ -57,3 +57,31 @@ macro_rules! suite {
 }
 
 suite!(embedded, Embedded::new().await);
+
+/// The same contracts on a real CQL server: one Cassandra for the whole
+/// suite (a JVM per test would not fit two cores), a keyspace per contract.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_contract_holds_on_cql() {
+    use backends::Cql;
+
+    let server = seckill_cqltest::TestCql::start().await.expect("Cassandra starts (run scripts/setup)");
+    macro_rules! run {
+        ($($contract:path),* $(,)?) => {$(
+            let started = std::time::Instant::now();
+            $contract(&Cql::on(&server)).await;
+            println!("cql: {} passed in {:?}", stringify!($contract), started.elapsed());
+        )*};
+    }
+    run!(
+        stock::replayed_orders_return_the_first_outcome_and_take_nothing,
+        stock::decisions_survive_reopening_the_store,
+        stock::a_cancelled_order_returns_its_units_once_and_they_sell_again,
+        stock::unconfirmed_orders_expire_from_persisted_holds,
+        stock::added_stock_is_added_once_per_update,
+        stock::concurrent_processors_decide_each_order_once,
+        view::the_view_is_the_same_whatever_the_delivery_order,
+        view::a_users_orders_are_listed_newest_first_and_bounded,
+        view::the_view_follows_cancellations_updates_and_lists_vouchers_newest_first,
+        view::concurrent_projectors_count_each_transition_once,
+    );
+}

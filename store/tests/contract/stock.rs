@@ -156,3 +156,23 @@ pub async fn added_stock_is_added_once_per_update(backend: &impl Backend) {
     let level = store.stock(v.voucher_id).await.expect("reads").expect("defined");
     assert_eq!((level.stock, level.remaining), (2, 1));
 }
+
+/// Two processors with the same batch at once (a rebalance overlap): each
+/// order is decided once, with one outcome, and the stock moves once.
+/// Needs a backend several processes share.
+pub async fn concurrent_processors_decide_each_order_once(backend: &impl Backend) {
+    let (one, two) = (backend.open().await, backend.open().await);
+    let v = voucher(5);
+    let mut batch = vec![StockInput::Voucher(v.clone())];
+    batch.extend((0..10).map(|i| StockInput::Order(order(v.voucher_id, &format!("u{i}")))));
+    let (first, second) = tokio::join!(one.apply(batch.clone()), two.apply(batch));
+    let (first, second) = (first.expect("applies"), second.expect("applies"));
+    assert_eq!(first.len(), 10);
+    for (a, b) in first.iter().zip(&second) {
+        assert_eq!(a.outcome.event_id, b.outcome.event_id, "one decision per order, whoever reports it");
+    }
+    let created = first.iter().filter(|d| matches!(d.outcome.event, Event::OrderCreated(_))).count();
+    assert_eq!(created, 5);
+    let level = one.stock(v.voucher_id).await.expect("reads").expect("defined");
+    assert_eq!((level.stock, level.remaining), (5, 0));
+}

@@ -113,3 +113,24 @@ pub async fn the_view_follows_cancellations_updates_and_lists_vouchers_newest_fi
     let page = store.vouchers(Some(newer.voucher_id), 10).await.expect("reads");
     assert_eq!(page.iter().map(|v| v.voucher_id).collect::<Vec<_>>(), [older.voucher_id]);
 }
+
+/// Two projectors applying the same events at once count each transition
+/// once. Needs a backend several processes share.
+pub async fn concurrent_projectors_count_each_transition_once(backend: &impl Backend) {
+    let (one, two) = (backend.open_view().await, backend.open_view().await);
+    let v = voucher(10);
+    let mut events = vec![Envelope::new(Event::VoucherCreated(v.clone()))];
+    for i in 0..6 {
+        let accepted = order(v.voucher_id, &format!("u{i}"));
+        events.push(Envelope::new(Event::OrderAccepted(accepted.clone())));
+        let created = OrderCreated { order: accepted.clone(), decided_at: accepted.accepted_at, remaining: 9 - i };
+        events.push(Envelope::new(Event::OrderCreated(created)));
+    }
+    let (a, b) = tokio::join!(one.apply(events.clone()), two.apply(events));
+    let (a, b) = (a.expect("applies"), b.expect("applies"));
+    let either = a.iter().zip(&b).filter(|(x, y)| **x || **y).count();
+    let both = a.iter().zip(&b).filter(|(x, y)| **x && **y).count();
+    assert_eq!((either, both), (13, 0), "every event changed the view exactly once between the two");
+    let shown = one.voucher(v.voucher_id).await.expect("reads").expect("exists");
+    assert_eq!((shown.admitted, shown.created, shown.remaining), (6, 6, 4));
+}
