@@ -8,7 +8,8 @@
 //! all-in-one local run.
 
 use prometheus::{
-    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts, Registry, TextEncoder,
+    Encoder, Gauge, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+    Registry, TextEncoder,
 };
 
 /// Buckets for request-path latencies: 100 µs to 2.5 s.
@@ -41,6 +42,34 @@ fn register<C: prometheus::core::Collector + Clone + 'static>(registry: &Registr
 }
 
 /// `seckill_kafka_produce_errors_total`, for every service that produces.
+/// `seckill_process_start_time_seconds`: when this service started (Unix
+/// seconds); a restart shows as a change. Register once per service.
+pub fn register_start_time(registry: &Registry, service: &str) {
+    let started = register(
+        registry,
+        Gauge::with_opts(opts(
+            service,
+            "seckill_process_start_time_seconds",
+            "When the service started, Unix seconds.",
+        ))
+        .expect("valid metric"),
+    );
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    started.set(now.as_secs_f64());
+}
+
+fn produce_in_flight(registry: &Registry, service: &str) -> IntGauge {
+    register(
+        registry,
+        IntGauge::with_opts(opts(
+            service,
+            "seckill_kafka_produce_in_flight",
+            "Events sent to the broker and not yet acknowledged.",
+        ))
+        .expect("valid metric"),
+    )
+}
+
 fn produce_errors(registry: &Registry, service: &str) -> IntCounter {
     register(
         registry,
@@ -118,6 +147,8 @@ pub struct AdmissionMetrics {
     pub produce_duration: Histogram,
     /// `seckill_kafka_produce_errors_total`.
     pub produce_errors: IntCounter,
+    /// `seckill_kafka_produce_in_flight`.
+    pub produce_in_flight: IntGauge,
     /// `seckill_outbox_entries`: admitted orders not yet published, as this
     /// ingress's relay last saw the outbox.
     pub outbox_entries: IntGauge,
@@ -165,6 +196,7 @@ impl AdmissionMetrics {
                 .expect("valid metric"),
             ),
             produce_errors: produce_errors(registry, service),
+            produce_in_flight: produce_in_flight(registry, service),
             outbox_entries: register(
                 registry,
                 IntGauge::with_opts(opts(
@@ -205,6 +237,11 @@ pub struct ConsumerMetrics {
     /// `seckill_compensations_total`: failed and cancelled orders whose
     /// units went back to the Redis gate.
     pub compensations: IntCounter,
+    /// `seckill_kafka_produce_in_flight`.
+    pub produce_in_flight: IntGauge,
+    /// `seckill_consumer_lag{topic,partition}`: records behind the high
+    /// watermark per assigned partition (bounded by the partition count).
+    pub lag: IntGaugeVec,
 }
 
 impl ConsumerMetrics {
@@ -251,6 +288,15 @@ impl ConsumerMetrics {
                 .expect("valid metric"),
             ),
             produce_errors: produce_errors(registry, service),
+            produce_in_flight: produce_in_flight(registry, service),
+            lag: register(
+                registry,
+                IntGaugeVec::new(
+                    opts(service, "seckill_consumer_lag", "Records behind the high watermark, per assigned partition."),
+                    &["topic", "partition"],
+                )
+                .expect("valid metric"),
+            ),
             compensations: register(
                 registry,
                 IntCounter::with_opts(opts(
@@ -264,18 +310,32 @@ impl ConsumerMetrics {
     }
 }
 
-/// Metrics of the processor's expiry sweeper.
+/// Metrics only the processor has.
 #[derive(Clone, Debug)]
-pub struct ExpiryMetrics {
+pub struct ProcessorMetrics {
     /// `seckill_expiry_requests_total`: cancellations requested for orders
     /// not confirmed within their voucher's `hold_seconds`.
-    pub requests: IntCounter,
+    pub expiry_requests: IntCounter,
+    /// `seckill_stock_remaining{voucher}`: persistent stock left, for the
+    /// most recently active vouchers only (see `MAX_STOCK_SERIES`).
+    pub stock_remaining: IntGaugeVec,
 }
 
-impl ExpiryMetrics {
+/// Most vouchers `seckill_stock_remaining` has a series for at once.
+pub const MAX_STOCK_SERIES: usize = 50;
+
+impl ProcessorMetrics {
     pub fn register(registry: &Registry, service: &str) -> Self {
         Self {
-            requests: register(
+            stock_remaining: register(
+                registry,
+                IntGaugeVec::new(
+                    opts(service, "seckill_stock_remaining", "Persistent stock left of recently active vouchers."),
+                    &["voucher"],
+                )
+                .expect("valid metric"),
+            ),
+            expiry_requests: register(
                 registry,
                 IntCounter::with_opts(opts(
                     service,

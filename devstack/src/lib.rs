@@ -9,10 +9,12 @@
 
 mod broker;
 mod process;
+mod prometheus;
 mod redis;
 mod testenv;
 
 pub use broker::{Broker, BrokerStorage};
 pub use process::{free_port, DevstackError, Server};
+pub use prometheus::Prometheus;
 pub use redis::{Redis, RedisPersistence};
 pub use testenv::{TempDir, TestInfra};

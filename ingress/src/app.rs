@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use prometheus::Registry;
-use seckill_core::metrics::{AdmissionMetrics, HttpMetrics};
+use seckill_core::metrics::{register_start_time, AdmissionMetrics, HttpMetrics};
 use seckill_store::ViewReader;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -60,7 +60,9 @@ impl App {
             .with_metrics(metrics.clone())
             .with_outbox_limit(config.max_outbox_entries);
 
+        register_start_time(&deps.registry, "ingress");
         let (topics, producer) = seckill_kafka::connect(&config.kafka).await?;
+        let producer = producer.with_in_flight_gauge(metrics.produce_in_flight.clone());
         let relay_name = format!("ingress-{}", uuid::Uuid::now_v7().simple());
         let relay = Relay {
             outbox: Outbox::connect(&config.redis, &relay_name, RELAY_READ_BLOCK).await?,

@@ -9,10 +9,12 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use prometheus::IntGaugeVec;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
 use rdkafka::error::{KafkaError as RdKafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Message, OwnedMessage};
+use rdkafka::Offset;
 use seckill_core::config::{ConsumerConfig, KafkaConfig};
 use seckill_core::Envelope;
 use tokio::time::Instant;
@@ -51,6 +53,8 @@ pub struct BatchConsumer {
     consumer: Option<StreamConsumer>,
     max_batch: usize,
     max_wait: Duration,
+    /// Where `run` reports how far behind each assigned partition is.
+    lag: Option<IntGaugeVec>,
 }
 
 impl std::fmt::Debug for BatchConsumer {
@@ -82,7 +86,45 @@ impl BatchConsumer {
             .create()
             .map_err(KafkaError::Client)?;
         consumer.subscribe(topics).map_err(KafkaError::Consume)?;
-        Ok(Self { consumer: Some(consumer), max_batch: settings.max_batch.max(1), max_wait: settings.max_wait })
+        Ok(Self {
+            consumer: Some(consumer),
+            max_batch: settings.max_batch.max(1),
+            max_wait: settings.max_wait,
+            lag: None,
+        })
+    }
+
+    /// Reports the lag of each assigned partition in `gauge` (labels
+    /// `topic`, `partition`) while `run` consumes.
+    pub fn with_lag_gauge(mut self, gauge: IntGaugeVec) -> Self {
+        self.lag = Some(gauge);
+        self
+    }
+
+    /// Records behind the high watermark, per assigned partition.
+    /// Partitions without a position yet are left out. Asks the broker for
+    /// the watermarks (bounded by `LAG_QUERY_TIMEOUT` each), so it blocks:
+    /// `run` calls it at most once per `LAG_REPORT_EVERY`.
+    pub fn lag(&self) -> Vec<(String, i32, i64)> {
+        let Ok(positions) = self.consumer().position() else { return Vec::new() };
+        positions
+            .elements()
+            .iter()
+            .filter_map(|element| {
+                let Offset::Offset(position) = element.offset() else { return None };
+                let (_, high) =
+                    self.consumer().fetch_watermarks(element.topic(), element.partition(), LAG_QUERY_TIMEOUT).ok()?;
+                Some((element.topic().to_owned(), element.partition(), (high - position).max(0)))
+            })
+            .collect()
+    }
+
+    fn report_lag(&self) {
+        let Some(gauge) = &self.lag else { return };
+        gauge.reset();
+        for (topic, partition, lag) in self.lag() {
+            gauge.with_label_values(&[topic.as_str(), partition.to_string().as_str()]).set(lag);
+        }
     }
 
     fn consumer(&self) -> &StreamConsumer {
@@ -197,6 +239,7 @@ impl BatchConsumer {
     /// The at-least-once loop: batch, handle, store offsets; on shutdown,
     /// commit what was stored and leave the group.
     pub async fn run<H: BatchHandler>(self, handler: &H, shutdown: &CancellationToken) {
+        let mut lag_reported: Option<Instant> = None;
         loop {
             let batch = match self.next_batch(shutdown).await {
                 Ok(batch) if batch.is_empty() => break,
@@ -213,6 +256,10 @@ impl BatchConsumer {
                 break;
             }
             self.store(&batch);
+            if lag_reported.is_none_or(|at| at.elapsed() >= LAG_REPORT_EVERY) {
+                self.report_lag();
+                lag_reported = Some(Instant::now());
+            }
         }
         if let Err(error) = self.commit() {
             tracing::warn!(%error, "Final offset commit failed; the last batches will be replayed.");
@@ -250,6 +297,11 @@ fn close_in_background(consumer: Option<StreamConsumer>) -> tokio::sync::oneshot
     }
     closed
 }
+
+/// How often `run` refreshes the lag gauge (after a batch).
+const LAG_REPORT_EVERY: Duration = Duration::from_secs(1);
+/// Longest wait for one partition's watermarks.
+const LAG_QUERY_TIMEOUT: Duration = Duration::from_millis(200);
 
 /// Longest wait for a consumer to leave its group at shutdown.
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);

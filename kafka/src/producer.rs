@@ -2,6 +2,7 @@
 
 use std::time::{Duration, Instant};
 
+use prometheus::IntGauge;
 use rdkafka::config::ClientConfig;
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
@@ -49,6 +50,8 @@ pub async fn connect(config: &KafkaConfig) -> Result<(Topics, EventProducer), Ka
 pub struct EventProducer {
     producer: FutureProducer,
     timeout: Duration,
+    /// Sends awaiting their acknowledgement, for operators.
+    in_flight: Option<IntGauge>,
 }
 
 impl std::fmt::Debug for EventProducer {
@@ -75,7 +78,13 @@ impl EventProducer {
             .set("message.timeout.ms", &timeout_ms)
             .create()
             .map_err(KafkaError::Client)?;
-        Ok(Self { producer, timeout: settings.timeout })
+        Ok(Self { producer, timeout: settings.timeout, in_flight: None })
+    }
+
+    /// Counts sends awaiting their acknowledgement in `gauge`.
+    pub fn with_in_flight_gauge(mut self, gauge: IntGauge) -> Self {
+        self.in_flight = Some(gauge);
+        self
     }
 
     /// Produces `envelope` to `topic`, keyed by its voucher, and waits for
@@ -109,6 +118,7 @@ impl EventProducer {
         headers: OwnedHeaders,
     ) -> Result<Duration, KafkaError> {
         let started = Instant::now();
+        let _in_flight = self.in_flight.as_ref().map(InFlight::enter);
         let mut record = FutureRecord::<[u8], [u8]>::to(topic).payload(payload).headers(headers);
         if let Some(key) = key {
             record = record.key(key);
@@ -128,5 +138,22 @@ impl EventProducer {
         if let Err(error) = self.producer.flush(Timeout::After(timeout)) {
             tracing::warn!(%error, "Producer flush did not complete.");
         }
+    }
+}
+
+/// One send counted in the in-flight gauge until dropped, however the send
+/// ends (acknowledged, failed, or its future dropped).
+struct InFlight(IntGauge);
+
+impl InFlight {
+    fn enter(gauge: &IntGauge) -> Self {
+        gauge.inc();
+        Self(gauge.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.dec();
     }
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use prometheus::Registry;
-use seckill_core::metrics::{ConsumerMetrics, ExpiryMetrics, HttpMetrics};
+use seckill_core::metrics::{register_start_time, ConsumerMetrics, HttpMetrics, ProcessorMetrics};
 use seckill_core::VoucherId;
 use seckill_gate::Gate;
 use seckill_kafka::{BatchConsumer, ConsumerSettings, DeadLetter};
@@ -18,6 +18,7 @@ use warp::{Filter, Rejection};
 
 use crate::expiry::ExpirySweeper;
 use crate::pipeline::Pipeline;
+use crate::stock_gauge::StockGauge;
 use crate::{ProcessorConfig, ProcessorError};
 
 const ROUTES: &[&str] = &["/api/v1/stock/{id}", "/healthz", "/metrics"];
@@ -49,9 +50,14 @@ impl App {
         registry: Registry,
     ) -> Result<Self, ProcessorError> {
         let gate = Gate::connect(&config.redis).await?;
+        let metrics = ConsumerMetrics::register(&registry, "processor");
+        let processor_metrics = ProcessorMetrics::register(&registry, "processor");
+        register_start_time(&registry, "processor");
         let (topics, producer) = seckill_kafka::connect(&config.kafka).await?;
+        let producer = producer.with_in_flight_gauge(metrics.produce_in_flight.clone());
         let consumer =
-            BatchConsumer::subscribe(&ConsumerSettings::new(&config.kafka, &config.consumer), &[&topics.sales])?;
+            BatchConsumer::subscribe(&ConsumerSettings::new(&config.kafka, &config.consumer), &[&topics.sales])?
+                .with_lag_gauge(metrics.lag.clone());
         let listener = TcpListener::bind(config.http.listen)
             .await
             .map_err(|source| ProcessorError::Bind { addr: config.http.listen, source })?;
@@ -60,7 +66,7 @@ impl App {
             producer: producer.clone(),
             topics: topics.clone(),
             interval: Duration::from_millis(config.expiry_sweep_ms),
-            metrics: ExpiryMetrics::register(&registry, "processor"),
+            metrics: processor_metrics.clone(),
         };
         let pipeline = Pipeline {
             gate,
@@ -68,7 +74,8 @@ impl App {
             producer,
             store,
             topics,
-            metrics: ConsumerMetrics::register(&registry, "processor"),
+            metrics,
+            stock: StockGauge::new(processor_metrics.stock_remaining),
         };
         Ok(Self {
             listener,

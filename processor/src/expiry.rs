@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use chrono::Utc;
 use seckill_core::event::Event;
-use seckill_core::metrics::ExpiryMetrics;
+use seckill_core::metrics::ProcessorMetrics;
 use seckill_core::topics::Topics;
 use seckill_core::{Envelope, OrderId};
 use seckill_kafka::EventProducer;
@@ -32,7 +32,7 @@ pub(crate) struct ExpirySweeper {
     pub(crate) producer: EventProducer,
     pub(crate) topics: Topics,
     pub(crate) interval: Duration,
-    pub(crate) metrics: ExpiryMetrics,
+    pub(crate) metrics: ProcessorMetrics,
 }
 
 impl ExpirySweeper {
@@ -63,7 +63,7 @@ impl ExpirySweeper {
             let envelope = Envelope::new(Event::CancelRequested(request));
             self.producer.send(&self.topics.sales, &envelope).await.map_err(|e| e.to_string())?;
             requested.insert(order_id, Instant::now());
-            self.metrics.requests.inc();
+            self.metrics.expiry_requests.inc();
             tracing::debug!(%order_id, "Hold expired; cancellation requested.");
         }
         Ok(())

@@ -13,6 +13,7 @@ pub mod config;
 mod error;
 mod expiry;
 mod pipeline;
+mod stock_gauge;
 
 pub use app::{run_standalone, App};
 pub use config::ProcessorConfig;

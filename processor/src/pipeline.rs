@@ -14,6 +14,8 @@ use seckill_kafka::{
 use seckill_store::{Decided, StockInput, StockStore};
 use tokio_util::sync::CancellationToken;
 
+use crate::stock_gauge::StockGauge;
+
 /// The loop's parts.
 #[derive(Debug)]
 pub(crate) struct Pipeline {
@@ -24,6 +26,8 @@ pub(crate) struct Pipeline {
     pub(crate) gate: Gate,
     pub(crate) topics: Topics,
     pub(crate) metrics: ConsumerMetrics,
+    /// The persistent stock of recently active vouchers, for dashboards.
+    pub(crate) stock: StockGauge,
 }
 
 impl Pipeline {
@@ -116,6 +120,11 @@ impl Pipeline {
         self.metrics.events.with_label_values(&[request_kind(&decision.outcome.event), result]).inc();
         if decision.replayed {
             return;
+        }
+        match &decision.outcome.event {
+            Event::OrderCreated(c) => self.stock.record(c.order.voucher_id, c.remaining),
+            Event::OrderCancelled(c) => self.stock.record(c.order.voucher_id, c.remaining),
+            _ => {}
         }
         let (accepted_at, decided_at) = match &decision.outcome.event {
             Event::OrderCreated(c) => (c.order.accepted_at, c.decided_at),

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use prometheus::Registry;
-use seckill_core::metrics::{ConsumerMetrics, HttpMetrics};
+use seckill_core::metrics::{register_start_time, ConsumerMetrics, HttpMetrics};
 use seckill_kafka::{BatchConsumer, ConsumerSettings, DeadLetter, EventProducer};
 use seckill_store::{ViewReader, ViewStore};
 use seckill_web::{healthz, instrumented, metrics, query_routes, recover};
@@ -45,18 +45,22 @@ impl App {
         view: Arc<dyn ViewStore>,
         registry: Registry,
     ) -> Result<Self, ProjectorError> {
+        let metrics = ConsumerMetrics::register(&registry, "projector");
+        register_start_time(&registry, "projector");
         let (topics, producer) = seckill_kafka::connect(&config.kafka).await?;
+        let producer = producer.with_in_flight_gauge(metrics.produce_in_flight.clone());
         let consumer = BatchConsumer::subscribe(
             &ConsumerSettings::new(&config.kafka, &config.consumer),
             &[&topics.sales, &topics.orders],
-        )?;
+        )?
+        .with_lag_gauge(metrics.lag.clone());
         let listener = TcpListener::bind(config.http.listen)
             .await
             .map_err(|source| ProjectorError::Bind { addr: config.http.listen, source })?;
         let projection = Projection {
             view,
             dead_letter: DeadLetter::new(producer.clone(), topics.dead_letters.clone(), "projector"),
-            metrics: ConsumerMetrics::register(&registry, "projector"),
+            metrics,
         };
         Ok(Self {
             listener,

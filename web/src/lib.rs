@@ -7,6 +7,7 @@
 //!
 //! [`ViewReader`]: seckill_store::ViewReader
 
+pub mod dashboards;
 pub mod error;
 mod ops;
 mod query;

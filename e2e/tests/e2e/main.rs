@@ -8,6 +8,7 @@ mod contention;
 mod dead_letters;
 mod helpers;
 mod lifecycle;
+mod observability;
 mod orders;
 mod restart;
 mod retries;
