@@ -7,10 +7,12 @@
 //! seckill reconcile --dry-run    # what a Redis rebuilt from the log would differ in
 //! seckill dead-letters list      # every parked record, one JSON object per line
 //! seckill dead-letters redrive   # put them back on their source topics, once each
+//! seckill rebuild-view --into view2.redb --verify   # the view from the log, compared with the live one
 //! ```
 
 mod dead_letters;
 mod dev;
+mod rebuild_view;
 mod reconcile;
 mod serve;
 
@@ -40,6 +42,9 @@ enum Command {
     /// Lists the records consumers parked on the dead-letter topic, or
     /// produces them back to their source topics.
     DeadLetters(dead_letters::DeadLetterArgs),
+    /// Rebuilds the order-status view from the log into a fresh store and,
+    /// with --verify, reports every row that differs from the live view.
+    RebuildView(rebuild_view::RebuildArgs),
 }
 
 #[tokio::main]
@@ -50,5 +55,6 @@ async fn main() -> anyhow::Result<()> {
         Command::Serve(args) => serve::run(args).await,
         Command::Reconcile(args) => reconcile::run(args).await,
         Command::DeadLetters(args) => dead_letters::run(args).await,
+        Command::RebuildView(args) => rebuild_view::run(args).await,
     }
 }

@@ -10,6 +10,7 @@ mod helpers;
 mod lifecycle;
 mod observability;
 mod orders;
+mod rebuild;
 mod restart;
 mod retries;
 mod rules;

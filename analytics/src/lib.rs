@@ -1,0 +1,9 @@
+//! What analysts and operators do with the log, as a library the `seckill`
+//! command (and the tests) call: the log is the source of truth, and
+//! everything here reads it without disturbing the services (no consumer
+//! group of theirs is touched).
+
+mod error;
+pub mod rebuild;
+
+pub use error::AnalyticsError;
