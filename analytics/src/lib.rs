@@ -5,5 +5,8 @@
 
 mod error;
 pub mod rebuild;
+pub mod replay;
+pub mod stats;
+pub mod topics;
 
 pub use error::AnalyticsError;

@@ -31,6 +31,8 @@ use seckill_core::{Envelope, Event};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use crate::AnalyticsError;
+
 /// One voucher's sale as the log tells it. Field names are the `--json`
 /// output's and stay stable.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -68,15 +70,6 @@ pub struct VoucherStats {
     pub latency_p50_ms: Option<f64>,
     /// 99th percentile accept → decision latency, in milliseconds.
     pub latency_p99_ms: Option<f64>,
-}
-
-/// Why the log could not be read.
-#[derive(Debug, thiserror::Error)]
-pub enum StatsError {
-    #[error("reading the sales and orders topics: {0}")]
-    Read(#[from] seckill_kafka::KafkaError),
-    #[error("the log reader stopped unexpectedly: {0}")]
-    Reader(#[from] tokio::task::JoinError),
 }
 
 /// The fold: what has been seen of each voucher so far.
@@ -142,20 +135,26 @@ impl Stats {
             Event::OrderAccepted(order) => {
                 voucher.accepted.insert(order.order_id, order.accepted_at);
             }
-            Event::OrderCreated(created) => voucher.decide(Decision {
-                created: true,
-                quantity: created.order.quantity,
-                accepted_at: created.order.accepted_at,
-                decided_at: created.decided_at,
-                event_id: envelope.event_id,
-            }, created.order.order_id),
-            Event::OrderFailed(failed) => voucher.decide(Decision {
-                created: false,
-                quantity: failed.order.quantity,
-                accepted_at: failed.order.accepted_at,
-                decided_at: failed.decided_at,
-                event_id: envelope.event_id,
-            }, failed.order.order_id),
+            Event::OrderCreated(created) => voucher.decide(
+                Decision {
+                    created: true,
+                    quantity: created.order.quantity,
+                    accepted_at: created.order.accepted_at,
+                    decided_at: created.decided_at,
+                    event_id: envelope.event_id,
+                },
+                created.order.order_id,
+            ),
+            Event::OrderFailed(failed) => voucher.decide(
+                Decision {
+                    created: false,
+                    quantity: failed.order.quantity,
+                    accepted_at: failed.order.accepted_at,
+                    decided_at: failed.decided_at,
+                    event_id: envelope.event_id,
+                },
+                failed.order.order_id,
+            ),
             Event::OrderCancelled(cancelled) => {
                 let incoming =
                     Cancellation { quantity: cancelled.order.quantity, cancelled_at: cancelled.cancelled_at };
@@ -201,12 +200,8 @@ impl Voucher {
         let created = self.decided.values().filter(|d| d.created).count() as u64;
         let created_units: u64 = self.decided.values().filter(|d| d.created).map(|d| u64::from(d.quantity)).sum();
         let cancelled_units: u64 = self.cancelled.values().map(|c| u64::from(c.quantity)).sum();
-        let first_accepted_at = self
-            .accepted
-            .values()
-            .copied()
-            .chain(self.decided.values().map(|d| d.accepted_at))
-            .min();
+        let first_accepted_at =
+            self.accepted.values().copied().chain(self.decided.values().map(|d| d.accepted_at)).min();
 
         let last_unit = if self.stock.is_some() { self.last_unit(stock) } else { None };
         let sold_out_at = last_unit.map(|(_, accepted_at)| accepted_at);
@@ -295,7 +290,7 @@ fn millis(delta: TimeDelta) -> f64 {
 
 /// Reads the sales and orders topics as they are now and folds them.
 /// Records that are not valid events are skipped (and counted in a log line).
-pub async fn stats_from_log(kafka: &KafkaConfig) -> Result<Vec<VoucherStats>, StatsError> {
+pub async fn stats_from_log(kafka: &KafkaConfig) -> Result<Vec<VoucherStats>, AnalyticsError> {
     let topics = kafka.topics();
     let brokers = kafka.brokers.clone();
     let (stats, read, skipped) = tokio::task::spawn_blocking(move || {
@@ -310,7 +305,8 @@ pub async fn stats_from_log(kafka: &KafkaConfig) -> Result<Vec<VoucherStats>, St
         });
         (stats, read, skipped)
     })
-    .await?;
+    .await
+    .map_err(|error| AnalyticsError::Task(format!("reading the log: {error}")))?;
     let read = read?;
     if skipped > 0 {
         tracing::warn!(read, skipped, "Skipped records that are not valid events.");
@@ -372,7 +368,11 @@ mod tests {
         }
 
         fn create(&mut self, order: &OrderAccepted, decided_ms: i64) -> Envelope {
-            self.push(Event::OrderCreated(OrderCreated { order: order.clone(), decided_at: at(decided_ms), remaining: 0 }))
+            self.push(Event::OrderCreated(OrderCreated {
+                order: order.clone(),
+                decided_at: at(decided_ms),
+                remaining: 0,
+            }))
         }
 
         fn fail(&mut self, order: &OrderAccepted, decided_ms: i64) -> Envelope {
@@ -423,10 +423,7 @@ mod tests {
         sale.events.push(confirmed);
 
         let stats = sale.stats();
-        assert_eq!(
-            (stats.accepted, stats.created, stats.failed, stats.confirmed, stats.cancelled),
-            (2, 1, 1, 1, 0)
-        );
+        assert_eq!((stats.accepted, stats.created, stats.failed, stats.confirmed, stats.cancelled), (2, 1, 1, 1, 0));
         assert_eq!((stats.units_sold, stats.stock), (2, 15));
         assert!(!stats.sold_out);
         assert_eq!((stats.sold_out_at, stats.sell_out_ms), (None, None));

@@ -13,15 +13,12 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
+use seckill_analytics::replay::{dead_letter_header as header, describe_dead_letter as describe};
 use seckill_core::config;
 use seckill_ingress::IngressConfig;
-use seckill_kafka::{
-    BatchConsumer, ConsumerSettings, EventProducer, Headers, Message, OwnedHeaders, OwnedMessage, ProducerSettings,
-};
+use seckill_kafka::{BatchConsumer, ConsumerSettings, EventProducer, Message, OwnedHeaders, ProducerSettings};
 use tokio_util::sync::CancellationToken;
 
-/// Longest payload excerpt `list` prints.
-const PAYLOAD_EXCERPT: usize = 512;
 /// How long `redrive` waits for more dead letters before it is done.
 const IDLE: Duration = Duration::from_secs(3);
 
@@ -60,30 +57,6 @@ pub(crate) async fn run(args: DeadLetterArgs) -> anyhow::Result<()> {
         }
         Action::Redrive => redrive(&config, &topic).await,
     }
-}
-
-fn header<'m>(message: &'m OwnedMessage, key: &str) -> Option<&'m str> {
-    let headers = message.headers()?;
-    headers.iter().find(|header| header.key == key).and_then(|header| std::str::from_utf8(header.value?).ok())
-}
-
-fn describe(message: &OwnedMessage) -> serde_json::Value {
-    let payload = String::from_utf8_lossy(message.payload().unwrap_or_default());
-    let excerpt: String = payload.chars().take(PAYLOAD_EXCERPT).collect();
-    serde_json::json!({
-        "offset": message.offset(),
-        "partition": message.partition(),
-        "service": header(message, "dlq.service"),
-        "reason": header(message, "dlq.reason"),
-        "source": {
-            "topic": header(message, "dlq.source.topic"),
-            "partition": header(message, "dlq.source.partition").and_then(|p| p.parse::<i32>().ok()),
-            "offset": header(message, "dlq.source.offset").and_then(|o| o.parse::<i64>().ok()),
-        },
-        "key": message.key().map(String::from_utf8_lossy),
-        "payload": excerpt,
-        "payload_bytes": message.payload().map_or(0, <[u8]>::len),
-    })
 }
 
 async fn redrive(config: &IngressConfig, topic: &str) -> anyhow::Result<()> {

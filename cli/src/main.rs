@@ -14,7 +14,10 @@ mod dead_letters;
 mod dev;
 mod rebuild_view;
 mod reconcile;
+mod replay;
 mod serve;
+mod stats;
+mod topics;
 
 use clap::{Parser, Subcommand};
 use seckill_core::telemetry;
@@ -45,6 +48,17 @@ enum Command {
     /// Rebuilds the order-status view from the log into a fresh store and,
     /// with --verify, reports every row that differs from the live view.
     RebuildView(rebuild_view::RebuildArgs),
+    /// Per-voucher sale statistics from the log: orders accepted, created,
+    /// failed, cancelled and confirmed, units sold, sell-out time and the
+    /// accept → decision latency (p50/p99); --json for machines.
+    Stats(stats::StatsArgs),
+    /// Writes the platform's topics between two bounds (offsets, times, or
+    /// following), filtered by type, voucher or user, as JSON Lines or CSV.
+    /// Joins no consumer group.
+    Replay(replay::ReplayArgs),
+    /// Lists the platform's topics: partitions, watermarks, and the
+    /// services' consumer groups' committed offsets and lag.
+    Topics(topics::TopicsArgs),
 }
 
 #[tokio::main]
@@ -56,5 +70,8 @@ async fn main() -> anyhow::Result<()> {
         Command::Reconcile(args) => reconcile::run(args).await,
         Command::DeadLetters(args) => dead_letters::run(args).await,
         Command::RebuildView(args) => rebuild_view::run(args).await,
+        Command::Stats(args) => stats::run(args).await,
+        Command::Replay(args) => replay::run(args).await,
+        Command::Topics(args) => topics::run(args).await,
     }
 }
