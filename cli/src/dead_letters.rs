@@ -48,7 +48,10 @@ pub(crate) async fn run(args: DeadLetterArgs) -> anyhow::Result<()> {
         Action::List => {
             let brokers = config.kafka.brokers.clone();
             let count = tokio::task::spawn_blocking(move || {
-                seckill_kafka::read_to_end(&brokers, &[&topic], |message| println!("{}", describe(message)))
+                seckill_kafka::read_to_end(&brokers, &[&topic], |message| {
+                    // A closed pipe only ends the listing.
+                    let _ = crate::output::emit(&format!("{}\n", describe(message)));
+                })
             })
             .await
             .context("reading the dead letters")??;

@@ -12,6 +12,7 @@
 
 mod dead_letters;
 mod dev;
+mod output;
 mod rebuild_view;
 mod reconcile;
 mod replay;

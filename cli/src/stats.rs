@@ -50,9 +50,10 @@ pub(crate) async fn run(args: StatsArgs) -> anyhow::Result<()> {
         anyhow::ensure!(!stats.is_empty(), "voucher {voucher} does not appear in the log");
     }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&stats).context("encoding the statistics")?);
+        let json = serde_json::to_string_pretty(&stats).context("encoding the statistics")?;
+        crate::output::emit(&format!("{json}\n"))?;
     } else {
-        print!("{}", table(&stats));
+        crate::output::emit(&table(&stats))?;
     }
     Ok(())
 }

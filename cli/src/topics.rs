@@ -47,9 +47,10 @@ pub(crate) async fn run(args: TopicsArgs) -> anyhow::Result<()> {
         .context("the topics thread failed")?
         .context("reading the topics")?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&overview).context("encoding the overview")?);
+        let json = serde_json::to_string_pretty(&overview).context("encoding the overview")?;
+        crate::output::emit(&format!("{json}\n"))?;
     } else {
-        print!("{}", overview.table());
+        crate::output::emit(&overview.table())?;
     }
     Ok(())
 }
