@@ -12,6 +12,7 @@
 
 mod dead_letters;
 mod dev;
+mod loadgen;
 mod output;
 mod rebuild_view;
 mod reconcile;
@@ -60,6 +61,11 @@ enum Command {
     /// Lists the platform's topics: partitions, watermarks, and the
     /// services' consumer groups' committed offsets and lag.
     Topics(topics::TopicsArgs),
+    /// Drives a flash sale over HTTP against a running platform (closed loop
+    /// or open loop at a fixed rate) and reports requests/s, answers,
+    /// latency percentiles, accept → final latency, time to sell out, the
+    /// invariants and its own CPU use.
+    Loadgen(loadgen::LoadgenArgs),
 }
 
 #[tokio::main]
@@ -74,5 +80,6 @@ async fn main() -> anyhow::Result<()> {
         Command::Stats(args) => stats::run(args).await,
         Command::Replay(args) => replay::run(args).await,
         Command::Topics(args) => topics::run(args).await,
+        Command::Loadgen(args) => loadgen::run(args).await,
     }
 }

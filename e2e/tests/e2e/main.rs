@@ -8,6 +8,7 @@ mod contention;
 mod dead_letters;
 mod helpers;
 mod lifecycle;
+mod loadgen;
 mod observability;
 mod orders;
 mod rebuild;

@@ -1,0 +1,98 @@
+//! `seckill loadgen`: drives a flash sale over HTTP and prints one report.
+
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use seckill_loadgen::{Checks, Pacing, Plan};
+
+/// Flags of `seckill loadgen`.
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  # 50,000 users racing for 10 units over 256 keep-alive connections:
+  seckill loadgen --stock 10 --requests 50000 --users 50000 --connections 256
+  # Open loop at 2,000 requests/s (latency measured from the schedule), with the
+  # Redis and persistent stock compared at the end (the local run's ports):
+  seckill loadgen --stock 100000 --requests 20000 --rate 2000 \\
+    --processor-url http://127.0.0.1:8081 --redis-url redis://127.0.0.1:16379/
+  # Machines:
+  seckill loadgen --requests 5000 --json | jq .invariants.passed")]
+pub(crate) struct LoadgenArgs {
+    /// The ingress's base URL.
+    #[arg(long, default_value = "http://127.0.0.1:8080")]
+    url: String,
+    /// The admin token, if the ingress has one.
+    #[arg(long, env = "SECKILL_ADMIN_TOKEN", hide_env_values = true)]
+    admin_token: Option<String>,
+    /// Units for sale (S).
+    #[arg(long, default_value_t = 10)]
+    stock: u64,
+    /// Most units per user (L).
+    #[arg(long, default_value_t = 1)]
+    limit: u32,
+    /// Order requests to send (R).
+    #[arg(long, default_value_t = 10_000)]
+    requests: usize,
+    /// Distinct users (U); request i comes from user i mod U.
+    #[arg(long, default_value_t = 10_000)]
+    users: usize,
+    /// Units per order.
+    #[arg(long, default_value_t = 1)]
+    quantity: u32,
+    /// A user's repeated requests carry one Idempotency-Key (retries).
+    #[arg(long)]
+    idempotency_keys: bool,
+    /// Closed loop: connections, each sending its next request when answered.
+    #[arg(long, default_value_t = 64, conflicts_with = "rate")]
+    connections: usize,
+    /// Open loop: requests per second, whatever the answers take.
+    #[arg(long)]
+    rate: Option<f64>,
+    /// Open loop: most requests outstanding at once.
+    #[arg(long, default_value_t = 10_000)]
+    max_in_flight: usize,
+    /// The processor's URL, to compare the persistent stock with Redis.
+    #[arg(long)]
+    processor_url: Option<String>,
+    /// The gate's Redis, to compare its remaining stock.
+    #[arg(long)]
+    redis_url: Option<String>,
+    /// The platform's Redis key prefix.
+    #[arg(long, default_value = "seckill")]
+    redis_prefix: String,
+    /// Seconds to wait for every admitted order to be final.
+    #[arg(long, default_value_t = 60)]
+    settle_seconds: u64,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub(crate) async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
+    let pacing = match args.rate {
+        Some(per_second) => Pacing::Open { per_second, max_in_flight: args.max_in_flight },
+        None => Pacing::Closed { connections: args.connections },
+    };
+    let plan = Plan {
+        base_url: args.url.trim_end_matches('/').to_owned(),
+        admin_token: args.admin_token,
+        stock: args.stock,
+        per_user_limit: args.limit,
+        requests: args.requests,
+        users: args.users,
+        quantity: args.quantity,
+        idempotency_keys: args.idempotency_keys,
+        pacing,
+        user_prefix: format!("load-{}-", chrono::Utc::now().timestamp_millis()),
+        settle_timeout: Duration::from_secs(args.settle_seconds),
+    };
+    let checks =
+        Checks { processor_url: args.processor_url, redis_url: args.redis_url, redis_prefix: args.redis_prefix };
+    let report = seckill_loadgen::run(&plan, &checks, !args.json).await.context("running the load")?;
+    let text = if args.json { format!("{}\n", serde_json::to_string_pretty(&report)?) } else { report.to_string() };
+    crate::output::emit(&text)?;
+    if !report.invariants.passed {
+        anyhow::bail!("the sale's invariants do not hold (see the report)");
+    }
+    Ok(())
+}

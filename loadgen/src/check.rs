@@ -1,0 +1,111 @@
+//! After the load: every admitted order final, and the sale's invariants.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use futures::stream::{self, StreamExt};
+use serde_json::Value;
+
+use crate::run::{Checks, LoadgenError};
+
+/// An admitted order as the status view has it once final.
+#[derive(Clone, Debug)]
+pub(crate) struct FinalOrder {
+    pub(crate) user: String,
+    pub(crate) status: String,
+    pub(crate) quantity: u64,
+    /// `decided_at − accepted_at`, milliseconds.
+    pub(crate) accept_to_final_ms: Option<f64>,
+}
+
+/// Polls the view until every order in `orders` is final, or `timeout`.
+/// Returns the final rows found (missing ones are not final in time).
+pub(crate) async fn wait_final(
+    http: &reqwest::Client,
+    base: &str,
+    orders: &[String],
+    timeout: Duration,
+) -> Vec<FinalOrder> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    stream::iter(orders)
+        .map(|order| async move {
+            loop {
+                let url = format!("{base}/api/v1/orders/{order}");
+                if let Ok(response) = http.get(&url).send().await {
+                    if let Ok(row) = response.json::<Value>().await {
+                        if row["status"].is_string() && row["status"] != "PENDING" {
+                            return Some(final_order(&row));
+                        }
+                    }
+                }
+                if tokio::time::Instant::now() >= deadline {
+                    return None;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+        .buffer_unordered(32)
+        .filter_map(|row| async move { row })
+        .collect()
+        .await
+}
+
+fn final_order(row: &Value) -> FinalOrder {
+    let time = |field: &str| row[field].as_str().and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok());
+    let accept_to_final_ms = match (time("accepted_at"), time("decided_at")) {
+        (Some(accepted), Some(decided)) => (decided - accepted).num_microseconds().map(|us| us as f64 / 1000.0),
+        _ => None,
+    };
+    FinalOrder {
+        user: row["user_id"].as_str().unwrap_or_default().to_owned(),
+        status: row["status"].as_str().unwrap_or_default().to_owned(),
+        quantity: row["quantity"].as_u64().unwrap_or_default(),
+        accept_to_final_ms,
+    }
+}
+
+/// Units held per user by created (or confirmed) orders.
+pub(crate) fn units_per_user(orders: &[FinalOrder]) -> HashMap<&str, u64> {
+    let mut units: HashMap<&str, u64> = HashMap::new();
+    for order in orders.iter().filter(|o| o.status == "CREATED" || o.status == "CONFIRMED") {
+        *units.entry(order.user.as_str()).or_default() += order.quantity;
+    }
+    units
+}
+
+/// Redis remaining and persistent remaining of `voucher`, once they agree
+/// (compensations may still be on their way) or after a few seconds.
+pub(crate) async fn remaining(
+    http: &reqwest::Client,
+    checks: &Checks,
+    voucher: &str,
+) -> Result<(Option<u64>, Option<u64>), LoadgenError> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let redis = match &checks.redis_url {
+            Some(url) => Some(redis_remaining(url, &checks.redis_prefix, voucher).await?),
+            None => None,
+        };
+        let persistent = match &checks.processor_url {
+            Some(url) => {
+                let stock: Value = http.get(format!("{url}/api/v1/stock/{voucher}")).send().await?.json().await?;
+                stock["remaining"].as_u64()
+            }
+            None => None,
+        };
+        let agree = matches!((redis, persistent), (Some(a), Some(b)) if a == b);
+        if agree || redis.is_none() || persistent.is_none() || tokio::time::Instant::now() >= deadline {
+            return Ok((redis, persistent));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn redis_remaining(url: &str, prefix: &str, voucher: &str) -> Result<u64, LoadgenError> {
+    let client = redis::Client::open(url)?;
+    let mut connection = client.get_multiplexed_async_connection().await?;
+    let voucher_id = voucher.parse().map_err(|e| LoadgenError::Invalid(format!("voucher id {voucher}: {e}")))?;
+    let key = seckill_gate::VoucherKeys::new(prefix, voucher_id).voucher;
+    let remaining: Option<u64> = redis::cmd("HGET").arg(key).arg("remaining").query_async(&mut connection).await?;
+    remaining.ok_or_else(|| LoadgenError::Invalid(format!("Redis has no voucher {voucher} under prefix {prefix}")))
+}

@@ -1,0 +1,297 @@
+//! Running a plan: create the voucher, send the requests, settle, check.
+
+use std::collections::{BTreeMap, HashSet};
+use std::io::IsTerminal;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::stream::{self, StreamExt};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+
+use crate::check::{self, FinalOrder};
+use crate::report::{Invariants, Report};
+use crate::{Pacing, Percentiles, Plan};
+
+/// What to check beyond the HTTP API, when reachable.
+#[derive(Clone, Debug, Default)]
+pub struct Checks {
+    /// The processor's base URL, for the persistent stock.
+    pub processor_url: Option<String>,
+    /// The gate's Redis, for its remaining stock.
+    pub redis_url: Option<String>,
+    /// The platform's Redis key prefix.
+    pub redis_prefix: String,
+}
+
+/// Why a run could not be carried out (answers the server gives are
+/// measurements, not errors).
+#[derive(Debug, thiserror::Error)]
+pub enum LoadgenError {
+    #[error("HTTP: {0}")]
+    Http(#[from] reqwest::Error),
+    #[error("Redis: {0}")]
+    Redis(#[from] redis::RedisError),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// One order request's result.
+struct Outcome {
+    status: Option<StatusCode>,
+    code: Option<String>,
+    order: Option<String>,
+    latency: Duration,
+    /// When the answer arrived, since the start.
+    answered_at: Duration,
+}
+
+/// Runs `plan`; shows a progress bar on a terminal when `progress`.
+pub async fn run(plan: &Plan, checks: &Checks, progress: bool) -> Result<Report, LoadgenError> {
+    if plan.requests == 0 || plan.users == 0 || plan.quantity == 0 {
+        return Err(LoadgenError::Invalid("requests, users and quantity must be at least 1".to_owned()));
+    }
+    let http = reqwest::Client::builder().pool_max_idle_per_host(4096).timeout(Duration::from_secs(10)).build()?;
+    let voucher = create_voucher(&http, plan).await?;
+    let bar = progress_bar(plan.requests, progress);
+    let cpu_before = cpu_seconds();
+    let started = Instant::now();
+    let outcomes = match plan.pacing {
+        Pacing::Closed { connections } => closed_loop(&http, plan, &voucher, connections, &bar, started).await,
+        Pacing::Open { per_second, max_in_flight } => {
+            open_loop(&http, plan, &voucher, per_second, max_in_flight, &bar, started).await
+        }
+    };
+    let (outcomes, late_starts) = outcomes;
+    let elapsed = started.elapsed();
+    bar.finish_and_clear();
+    let loadgen_cpu_s = cpu_seconds() - cpu_before;
+
+    let mut status_counts = BTreeMap::new();
+    let mut error_codes = BTreeMap::new();
+    let mut transport_errors = 0;
+    let mut admitted: Vec<(Duration, String)> = Vec::new();
+    let mut seen = HashSet::new();
+    for outcome in &outcomes {
+        match outcome.status {
+            Some(status) => *status_counts.entry(status.as_u16()).or_insert(0u64) += 1,
+            None => transport_errors += 1,
+        }
+        if let Some(code) = &outcome.code {
+            *error_codes.entry(code.clone()).or_insert(0u64) += 1;
+        }
+        if let Some(order) = &outcome.order {
+            if seen.insert(order.clone()) {
+                admitted.push((outcome.answered_at, order.clone()));
+            }
+        }
+    }
+    admitted.sort();
+    let units_to_sell_out = usize::try_from(plan.stock.div_ceil(u64::from(plan.quantity))).unwrap_or(usize::MAX);
+    let sold_out_after_s = (plan.stock > 0 && admitted.len() >= units_to_sell_out)
+        .then(|| admitted[units_to_sell_out - 1].0.as_secs_f64());
+
+    let orders: Vec<String> = admitted.iter().map(|(_, order)| order.clone()).collect();
+    let finals = check::wait_final(&http, &plan.base_url, &orders, plan.settle_timeout).await;
+    let invariants = invariants(&http, plan, checks, &voucher, &orders, &finals).await?;
+    let mut final_statuses = BTreeMap::new();
+    for order in &finals {
+        *final_statuses.entry(order.status.clone()).or_insert(0u64) += 1;
+    }
+    Ok(Report {
+        voucher_id: voucher,
+        requests: outcomes.len(),
+        elapsed_s: elapsed.as_secs_f64(),
+        requests_per_s: outcomes.len() as f64 / elapsed.as_secs_f64().max(f64::EPSILON),
+        status_counts,
+        error_codes,
+        transport_errors,
+        latency: Percentiles::of(outcomes.iter().map(|o| o.latency.as_secs_f64() * 1000.0).collect()),
+        late_starts,
+        admitted_orders: orders.len(),
+        final_statuses,
+        end_to_end: Percentiles::of(finals.iter().filter_map(|o| o.accept_to_final_ms).collect()),
+        sold_out_after_s,
+        invariants,
+        loadgen_cpu_s,
+        loadgen_cores: loadgen_cpu_s / elapsed.as_secs_f64().max(f64::EPSILON),
+    })
+}
+
+async fn invariants(
+    http: &reqwest::Client,
+    plan: &Plan,
+    checks: &Checks,
+    voucher: &str,
+    orders: &[String],
+    finals: &[FinalOrder],
+) -> Result<Invariants, LoadgenError> {
+    let per_user = check::units_per_user(finals);
+    let created_units: u64 = per_user.values().sum();
+    let users_over_limit = per_user.values().filter(|units| **units > u64::from(plan.per_user_limit)).count();
+    let (redis_remaining, persistent_remaining) = check::remaining(http, checks, voucher).await?;
+    let remaining_agree = match (redis_remaining, persistent_remaining) {
+        (Some(a), Some(b)) => Some(a == b),
+        _ => None,
+    };
+    let created_within_stock = created_units <= plan.stock;
+    let every_admitted_order_final = finals.len() == orders.len();
+    Ok(Invariants {
+        stock: plan.stock,
+        created_units,
+        created_within_stock,
+        per_user_limit: plan.per_user_limit,
+        users_over_limit,
+        redis_remaining,
+        persistent_remaining,
+        remaining_agree,
+        every_admitted_order_final,
+        passed: created_within_stock
+            && users_over_limit == 0
+            && remaining_agree != Some(false)
+            && every_admitted_order_final,
+    })
+}
+
+async fn create_voucher(http: &reqwest::Client, plan: &Plan) -> Result<String, LoadgenError> {
+    let now = chrono::Utc::now();
+    let body = json!({
+        "stock": plan.stock,
+        "per_user_limit": plan.per_user_limit,
+        "begins_at": now - chrono::Duration::seconds(1),
+        "ends_at": now + chrono::Duration::hours(1),
+    });
+    let mut request = http.post(format!("{}/api/v1/vouchers", plan.base_url)).json(&body);
+    if let Some(token) = &plan.admin_token {
+        request = request.bearer_auth(token);
+    }
+    let response = request.send().await?;
+    let status = response.status();
+    let body: Value = response.json().await?;
+    match body["voucher_id"].as_str() {
+        Some(id) if status == StatusCode::CREATED => Ok(id.to_owned()),
+        _ => Err(LoadgenError::Invalid(format!("creating the voucher answered {status}: {body}"))),
+    }
+}
+
+/// Sends request `index` and measures it from `since`.
+async fn order(
+    http: &reqwest::Client,
+    plan: &Plan,
+    voucher: &str,
+    index: usize,
+    since: Instant,
+    started: Instant,
+) -> Outcome {
+    let user = plan.user(index);
+    let mut request = http
+        .post(format!("{}/api/v1/vouchers/{voucher}/orders", plan.base_url))
+        .header("x-user-id", &user)
+        .json(&json!({ "quantity": plan.quantity }));
+    if plan.idempotency_keys {
+        request = request.header("idempotency-key", format!("{user}-order"));
+    }
+    let answer = request.send().await;
+    let (status, body) = match answer {
+        Ok(response) => {
+            let status = response.status();
+            (Some(status), response.json::<Value>().await.unwrap_or(Value::Null))
+        }
+        Err(_) => (None, Value::Null),
+    };
+    let now = Instant::now();
+    Outcome {
+        status,
+        code: body["error"].as_str().map(str::to_owned),
+        order: (status == Some(StatusCode::ACCEPTED)).then(|| body["order_id"].as_str().map(str::to_owned)).flatten(),
+        latency: now - since,
+        answered_at: now - started,
+    }
+}
+
+async fn closed_loop(
+    http: &reqwest::Client,
+    plan: &Plan,
+    voucher: &str,
+    connections: usize,
+    bar: &ProgressBar,
+    started: Instant,
+) -> (Vec<Outcome>, u64) {
+    let outcomes = stream::iter(0..plan.requests)
+        .map(|index| async move {
+            let outcome = order(http, plan, voucher, index, Instant::now(), started).await;
+            bar.inc(1);
+            outcome
+        })
+        .buffer_unordered(connections.max(1))
+        .collect()
+        .await;
+    (outcomes, 0)
+}
+
+async fn open_loop(
+    http: &reqwest::Client,
+    plan: &Plan,
+    voucher: &str,
+    per_second: f64,
+    max_in_flight: usize,
+    bar: &ProgressBar,
+    started: Instant,
+) -> (Vec<Outcome>, u64) {
+    let gap = Duration::from_secs_f64(1.0 / per_second.max(0.001));
+    let in_flight = Arc::new(Semaphore::new(max_in_flight.max(1)));
+    let (http, plan, voucher) = (Arc::new(http.clone()), Arc::new(plan.clone()), Arc::new(voucher.to_owned()));
+    let mut tasks = JoinSet::new();
+    let mut late = 0;
+    for index in 0..plan.requests {
+        let scheduled = started + gap.mul_f64(index as f64);
+        tokio::time::sleep_until(scheduled.into()).await;
+        let permit = match Arc::clone(&in_flight).try_acquire_owned() {
+            Ok(permit) => permit,
+            Err(_) => {
+                late += 1;
+                Arc::clone(&in_flight).acquire_owned().await.expect("the semaphore is never closed")
+            }
+        };
+        let (http, plan, voucher, bar) = (Arc::clone(&http), Arc::clone(&plan), Arc::clone(&voucher), bar.clone());
+        tasks.spawn(async move {
+            // Measured from the schedule: waiting for a free slot counts.
+            let outcome = order(&http, &plan, &voucher, index, scheduled, started).await;
+            drop(permit);
+            bar.inc(1);
+            outcome
+        });
+    }
+    let mut outcomes = Vec::with_capacity(plan.requests);
+    while let Some(outcome) = tasks.join_next().await {
+        if let Ok(outcome) = outcome {
+            outcomes.push(outcome);
+        }
+    }
+    (outcomes, late)
+}
+
+fn progress_bar(len: usize, wanted: bool) -> ProgressBar {
+    if !wanted || !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::with_draw_target(Some(len as u64), ProgressDrawTarget::stderr());
+    if let Ok(style) = ProgressStyle::with_template("{bar:40} {pos}/{len} requests  {per_sec}  ETA {eta}") {
+        bar.set_style(style);
+    }
+    bar
+}
+
+/// CPU time this process has used, over all its threads (Linux schedstat).
+fn cpu_seconds() -> f64 {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return 0.0 };
+    tasks
+        .filter_map(Result::ok)
+        .filter_map(|task| std::fs::read_to_string(task.path().join("schedstat")).ok())
+        .filter_map(|stat| stat.split_whitespace().next()?.parse::<u64>().ok())
+        .map(|nanos| nanos as f64 / 1e9)
+        .sum()
+}
