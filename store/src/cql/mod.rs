@@ -14,11 +14,67 @@ pub use migrate::{connect, MIGRATIONS};
 pub use stock::CqlStockStore;
 pub use view::CqlViewStore;
 
+use scylla::client::session::Session;
 use scylla::errors::{ExecutionError, NewSessionError, PrepareError};
 use scylla::response::query_result::QueryResult;
+use scylla::statement::prepared::PreparedStatement;
 use scylla::value::{CqlValue, Row};
+use seckill_core::VoucherId;
 
 use crate::StoreError;
+
+/// Row kinds in a voucher's partition (stock and view alike).
+const ORDER: &str = "order";
+const UPDATE: &str = "update";
+/// Attempts at one voucher's conditional write before the batch fails (and
+/// the consumer retries it whole).
+const MAX_ATTEMPTS: usize = 20;
+
+/// The error when a voucher's conditional write lost `MAX_ATTEMPTS` races.
+fn refused_too_often(voucher: VoucherId) -> StoreError {
+    StoreError::Backend(format!("voucher {voucher}: {MAX_ATTEMPTS} conditional writes refused in a row"))
+}
+
+/// A snapshot of `snapshot_of`'s partition answers only for that voucher.
+fn same_partition(voucher: VoucherId, snapshot_of: VoucherId) -> Result<(), StoreError> {
+    if voucher == snapshot_of {
+        Ok(())
+    } else {
+        Err(StoreError::Backend(format!("voucher {voucher} read from the snapshot of {snapshot_of}")))
+    }
+}
+
+/// The version a conditional batch on `voucher`'s partition must expect,
+/// given the one read (None: the partition has none yet). A condition on a
+/// partition that does not exist is false on some servers (Cassandra 2.1),
+/// so a missing version is first created as 0 with `init` (an
+/// `INSERT … (voucher_id, version) VALUES (?, 0) IF NOT EXISTS`); if another
+/// writer got there first, the batch that expects 0 is refused.
+async fn expected_version(
+    session: &Session,
+    init: &PreparedStatement,
+    voucher: VoucherId,
+    read: Option<i64>,
+) -> Result<i64, StoreError> {
+    if let Some(version) = read {
+        return Ok(version);
+    }
+    was_applied(session.execute_unpaged(init, (voucher.as_uuid(),)).await?)?;
+    Ok(0)
+}
+
+/// The positions of `vouchers`, grouped by voucher in the order each
+/// voucher first appears: one group per partition, each in batch order.
+fn group_by_voucher(vouchers: impl IntoIterator<Item = VoucherId>) -> Vec<(VoucherId, Vec<usize>)> {
+    let mut groups: Vec<(VoucherId, Vec<usize>)> = Vec::new();
+    for (index, voucher) in vouchers.into_iter().enumerate() {
+        match groups.iter_mut().find(|(v, _)| *v == voucher) {
+            Some((_, indices)) => indices.push(index),
+            None => groups.push((voucher, vec![index])),
+        }
+    }
+    groups
+}
 
 impl From<ExecutionError> for StoreError {
     fn from(error: ExecutionError) -> Self {

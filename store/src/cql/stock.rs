@@ -24,19 +24,16 @@ use seckill_core::event::{CancelReason, Event, OrderRequest};
 use seckill_core::{Envelope, OrderId, VoucherId};
 use uuid::Uuid;
 
-use super::{unreadable, was_applied};
+use super::{
+    expected_version, group_by_voucher, refused_too_often, same_partition, unreadable, was_applied, MAX_ATTEMPTS,
+    ORDER, UPDATE,
+};
 use crate::stock::MAX_EXPIRED_PAGE;
 use crate::stock_rules::{apply_input, StockState};
 use crate::{Decided, StockInput, StockStore, StoreError};
 
-/// Row kinds in a voucher's partition.
-const ORDER: &str = "order";
-const UPDATE: &str = "update";
 /// The holds table's single partition.
 const HOLD_SHARD: i32 = 0;
-/// Attempts at one voucher's conditional write before the batch fails (and
-/// the pipeline retries it whole).
-const MAX_ATTEMPTS: usize = 20;
 
 /// The processor's stock in a CQL keyspace.
 #[derive(Debug, Clone)]
@@ -184,23 +181,13 @@ impl CqlStockStore {
             }
             return Ok(decided);
         }
-        Err(StoreError::Backend(format!("voucher {voucher}: {MAX_ATTEMPTS} conditional writes refused in a row")))
+        Err(refused_too_often(voucher))
     }
 
     /// The conditional batch; false when another writer got there first.
     async fn write(&self, staged: &Staged) -> Result<bool, StoreError> {
-        let expected = match staged.version {
-            Some(version) => version,
-            None => {
-                // A condition on a partition that does not exist is false on
-                // some servers (Cassandra 2.1): create its version first. If
-                // another writer got there first, the batch below is refused.
-                let _ = was_applied(
-                    self.session.execute_unpaged(&self.statements.init_version, (staged.voucher.as_uuid(),)).await?,
-                )?;
-                0
-            }
-        };
+        let expected =
+            expected_version(&self.session, &self.statements.init_version, staged.voucher, staged.version).await?;
         let mut batch = Batch::new(BatchType::Logged);
         let mut values: Vec<BatchValues> = Vec::with_capacity(staged.writes.len() + 1);
         let level = staged.level.as_ref();
@@ -264,11 +251,7 @@ struct Staged {
 
 impl Staged {
     fn check(&self, voucher: VoucherId) -> Result<(), StoreError> {
-        if voucher == self.voucher {
-            Ok(())
-        } else {
-            Err(StoreError::Backend(format!("voucher {voucher} read from the snapshot of {}", self.voucher)))
-        }
+        same_partition(voucher, self.voucher)
     }
 }
 
@@ -336,25 +319,17 @@ fn voucher_of(input: &StockInput) -> VoucherId {
 impl StockStore for CqlStockStore {
     async fn apply(&self, batch: Vec<StockInput>) -> Result<Vec<Decided>, StoreError> {
         // Per voucher, in batch order; vouchers are independent partitions.
-        let mut groups: Vec<(VoucherId, Vec<(usize, StockInput)>)> = Vec::new();
-        for (index, input) in batch.into_iter().enumerate() {
-            let voucher = voucher_of(&input);
-            match groups.iter_mut().find(|(v, _)| *v == voucher) {
-                Some((_, inputs)) => inputs.push((index, input)),
-                None => groups.push((voucher, vec![(index, input)])),
-            }
-        }
-        let applied = try_join_all(groups.into_iter().map(|(voucher, inputs)| async move {
-            let first_index = inputs.first().map_or(0, |(index, _)| *index);
-            let decided = self.apply_voucher(voucher, inputs.into_iter().map(|(_, input)| input).collect()).await?;
-            Ok::<_, StoreError>((first_index, decided))
-        }))
-        .await?;
-        // Outcomes of different vouchers need no relative order; keep each
-        // voucher's together, in the order the vouchers first appeared.
-        let mut applied = applied;
-        applied.sort_by_key(|(first_index, _)| *first_index);
-        Ok(applied.into_iter().flat_map(|(_, decided)| decided).collect())
+        // Outcomes of different vouchers need no relative order: each
+        // voucher's come together, in the order the vouchers first appeared.
+        let groups = group_by_voucher(batch.iter().map(voucher_of));
+        let mut inputs: Vec<Option<StockInput>> = batch.into_iter().map(Some).collect();
+        let groups: Vec<(VoucherId, Vec<StockInput>)> = groups
+            .into_iter()
+            .map(|(voucher, indices)| (voucher, indices.into_iter().filter_map(|index| inputs[index].take()).collect()))
+            .collect();
+        let applied =
+            try_join_all(groups.into_iter().map(|(voucher, inputs)| self.apply_voucher(voucher, inputs))).await?;
+        Ok(applied.into_iter().flatten().collect())
     }
 
     async fn stock(&self, voucher: VoucherId) -> Result<Option<StockLevel>, StoreError> {

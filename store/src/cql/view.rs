@@ -19,15 +19,13 @@ use seckill_core::event::Event;
 use seckill_core::{Envelope, OrderId, UserId, VoucherId};
 use uuid::Uuid;
 
-use super::{unreadable, was_applied};
+use super::{
+    expected_version, group_by_voucher, refused_too_often, same_partition, unreadable, was_applied, MAX_ATTEMPTS,
+    ORDER, UPDATE,
+};
 use crate::view::{OrderView, VoucherCounters, VoucherRecord, VoucherView, MAX_PAGE};
 use crate::view_rules::{apply_event, ViewState};
 use crate::{StoreError, ViewReader, ViewStore};
-
-const ORDER: &str = "order";
-const UPDATE: &str = "update";
-/// Attempts at one voucher's conditional write before the batch fails.
-const MAX_ATTEMPTS: usize = 20;
 
 /// The projector's view in a CQL keyspace.
 #[derive(Debug, Clone)]
@@ -166,7 +164,7 @@ impl CqlViewStore {
             }
             tracing::debug!(%voucher, "Another projector changed the voucher; applying again.");
         }
-        Err(StoreError::Backend(format!("voucher {voucher}: {MAX_ATTEMPTS} conditional writes refused in a row")))
+        Err(refused_too_often(voucher))
     }
 
     /// The lookup rows of what `staged` is about to write; idempotent.
@@ -188,17 +186,8 @@ impl CqlViewStore {
 
     /// The conditional batch; false when another writer got there first.
     async fn write(&self, staged: &StagedView) -> Result<bool, StoreError> {
-        let expected = match staged.version {
-            Some(version) => version,
-            None => {
-                // See the stock store: conditions on a missing partition are
-                // false on some servers, so create its version first.
-                let _ = was_applied(
-                    self.session.execute_unpaged(&self.statements.init_version, (staged.voucher.as_uuid(),)).await?,
-                )?;
-                0
-            }
-        };
+        let expected =
+            expected_version(&self.session, &self.statements.init_version, staged.voucher, staged.version).await?;
         let mut batch = Batch::new(BatchType::Logged);
         let mut values: Vec<ViewValues> = Vec::with_capacity(staged.writes.len() + 1);
         batch.append_statement(self.statements.write_statics.clone());
@@ -266,11 +255,7 @@ struct StagedView {
 
 impl StagedView {
     fn check(&self, voucher: VoucherId) -> Result<(), StoreError> {
-        if voucher == self.voucher {
-            Ok(())
-        } else {
-            Err(StoreError::Backend(format!("voucher {voucher} read from the snapshot of {}", self.voucher)))
-        }
+        same_partition(voucher, self.voucher)
     }
 }
 
@@ -332,14 +317,7 @@ impl ViewState for StagedView {
 #[async_trait]
 impl ViewStore for CqlViewStore {
     async fn apply(&self, events: Vec<Envelope>) -> Result<Vec<bool>, StoreError> {
-        let mut groups: Vec<(VoucherId, Vec<usize>)> = Vec::new();
-        for (index, envelope) in events.iter().enumerate() {
-            let voucher = envelope.event.voucher_id();
-            match groups.iter_mut().find(|(v, _)| *v == voucher) {
-                Some((_, indices)) => indices.push(index),
-                None => groups.push((voucher, vec![index])),
-            }
-        }
+        let groups = group_by_voucher(events.iter().map(|envelope| envelope.event.voucher_id()));
         let events = &events;
         let results = try_join_all(groups.into_iter().map(|(voucher, indices)| async move {
             let group: Vec<&Envelope> = indices.iter().map(|i| &events[*i]).collect();
