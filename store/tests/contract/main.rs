@@ -3,6 +3,7 @@
 #![allow(unreachable_pub)]
 
 mod backends;
+mod fixtures;
 mod stock;
 mod view;
 

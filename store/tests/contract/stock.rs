@@ -2,23 +2,11 @@
 
 use chrono::{Duration, Utc};
 use seckill_core::event::{CancelReason, Event, OrderAccepted, OrderRequest, VoucherCreated, VoucherUpdated};
-use seckill_core::{OrderId, UserId, VoucherId};
 use seckill_store::{Decided, StockInput};
 use uuid::Uuid;
 
 use crate::backends::Backend;
-
-fn voucher(stock: u64) -> VoucherCreated {
-    let now = Utc::now();
-    VoucherCreated {
-        voucher_id: VoucherId::generate(),
-        stock,
-        per_user_limit: 1,
-        begins_at: now,
-        ends_at: now + Duration::hours(1),
-        hold_seconds: 0,
-    }
-}
+use crate::fixtures::{order, voucher};
 
 fn request(order: &OrderAccepted, reason: Option<CancelReason>) -> OrderRequest {
     OrderRequest { order_id: order.order_id, voucher_id: order.voucher_id, reason, requested_at: Utc::now() }
@@ -26,16 +14,6 @@ fn request(order: &OrderAccepted, reason: Option<CancelReason>) -> OrderRequest 
 
 fn kinds(decided: &[Decided]) -> Vec<(&'static str, bool)> {
     decided.iter().map(|d| (d.outcome.kind(), d.replayed)).collect()
-}
-
-fn order(voucher: VoucherId, user: &str) -> OrderAccepted {
-    OrderAccepted {
-        order_id: OrderId::generate(),
-        voucher_id: voucher,
-        user_id: UserId::parse(user).expect("valid"),
-        quantity: 1,
-        accepted_at: Utc::now(),
-    }
 }
 
 pub async fn replayed_orders_return_the_first_outcome_and_take_nothing(backend: &impl Backend) {

@@ -1,33 +1,12 @@
 //! The view-store contract, run against every backend.
 
-use chrono::{Duration, Utc};
-use seckill_core::event::{CancelReason, Event, OrderAccepted, OrderCreated, VoucherCreated, VoucherUpdated};
-use seckill_core::{Envelope, OrderId, UserId, VoucherId};
+use chrono::Utc;
+use seckill_core::event::{CancelReason, Event, OrderAccepted, OrderCreated, VoucherUpdated};
+use seckill_core::{Envelope, UserId, VoucherId};
 use seckill_store::OrderStatus;
 
 use crate::backends::Backend;
-
-fn voucher(stock: u64) -> VoucherCreated {
-    let now = Utc::now();
-    VoucherCreated {
-        voucher_id: VoucherId::generate(),
-        stock,
-        per_user_limit: 1,
-        begins_at: now,
-        ends_at: now + Duration::hours(1),
-        hold_seconds: 0,
-    }
-}
-
-fn order(voucher: VoucherId, user: &str) -> OrderAccepted {
-    OrderAccepted {
-        order_id: OrderId::generate(),
-        voucher_id: voucher,
-        user_id: UserId::parse(user).expect("valid"),
-        quantity: 1,
-        accepted_at: Utc::now(),
-    }
-}
+use crate::fixtures::{order, voucher};
 
 pub async fn the_view_is_the_same_whatever_the_delivery_order(backend: &impl Backend) {
     let store = backend.open_view().await;
