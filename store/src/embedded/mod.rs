@@ -14,7 +14,8 @@ pub use view::EmbeddedViewStore;
 use std::path::Path;
 use std::sync::Arc;
 
-use redb::Database;
+use redb::{Database, ReadableTable};
+use serde::de::DeserializeOwned;
 
 use crate::StoreError;
 
@@ -27,6 +28,17 @@ fn open_database(path: &Path) -> Result<Arc<Database>, StoreError> {
     Database::create(path)
         .map(Arc::new)
         .map_err(|e| StoreError::Backend(format!("cannot open {}: {e}", path.display())))
+}
+
+/// The JSON value stored under `key`, if any.
+fn read_json<T: DeserializeOwned>(
+    table: &impl ReadableTable<&'static str, &'static [u8]>,
+    key: &str,
+) -> Result<Option<T>, StoreError> {
+    match table.get(key)? {
+        Some(raw) => Ok(Some(serde_json::from_slice(raw.value())?)),
+        None => Ok(None),
+    }
 }
 
 /// Runs blocking redb work off the async runtime.

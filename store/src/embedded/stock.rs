@@ -11,7 +11,7 @@ use seckill_core::event::{CancelReason, OrderRequest};
 use seckill_core::{Envelope, OrderId, VoucherId};
 use uuid::Uuid;
 
-use super::{blocking, open_database};
+use super::{blocking, open_database, read_json};
 use crate::stock::MAX_EXPIRED_PAGE;
 use crate::stock_rules::{apply_input, StockState};
 use crate::{Decided, StockInput, StockStore, StoreError};
@@ -57,10 +57,7 @@ struct Tables<'txn> {
 
 impl StockState for Tables<'_> {
     fn level(&self, voucher: VoucherId) -> Result<Option<StockLevel>, StoreError> {
-        match self.levels.get(voucher.to_string().as_str())? {
-            Some(raw) => Ok(Some(serde_json::from_slice(raw.value())?)),
-            None => Ok(None),
-        }
+        read_json(&self.levels, &voucher.to_string())
     }
 
     fn put_level(&mut self, voucher: VoucherId, level: &StockLevel) -> Result<(), StoreError> {
@@ -133,12 +130,7 @@ impl StockStore for EmbeddedStockStore {
     async fn stock(&self, voucher: VoucherId) -> Result<Option<StockLevel>, StoreError> {
         blocking(&self.db, move |db| {
             let txn = db.begin_read()?;
-            let levels = txn.open_table(LEVELS)?;
-            let level = levels.get(voucher.to_string().as_str())?;
-            Ok(match level {
-                Some(raw) => Some(serde_json::from_slice(raw.value())?),
-                None => None,
-            })
+            read_json(&txn.open_table(LEVELS)?, &voucher.to_string())
         })
         .await
     }

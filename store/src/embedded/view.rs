@@ -8,7 +8,7 @@ use redb::{Database, ReadableDatabase, ReadableTable, Table, TableDefinition};
 use seckill_core::{Envelope, OrderId, UserId, VoucherId};
 use uuid::Uuid;
 
-use super::{blocking, open_database};
+use super::{blocking, open_database, read_json};
 use crate::view::{OrderView, VoucherCounters, VoucherRecord, VoucherView, MAX_PAGE};
 use crate::view_rules::{apply_event, ViewState};
 use crate::{StoreError, ViewReader, ViewStore};
@@ -60,10 +60,7 @@ struct Tables<'txn> {
 
 impl ViewState for Tables<'_> {
     fn voucher(&self, voucher: VoucherId) -> Result<Option<VoucherRecord>, StoreError> {
-        match self.vouchers.get(voucher.to_string().as_str())? {
-            Some(raw) => Ok(Some(serde_json::from_slice(raw.value())?)),
-            None => Ok(None),
-        }
+        read_json(&self.vouchers, &voucher.to_string())
     }
 
     fn put_voucher(&mut self, record: &VoucherRecord) -> Result<(), StoreError> {
@@ -82,10 +79,7 @@ impl ViewState for Tables<'_> {
     }
 
     fn order(&self, _voucher: VoucherId, order: OrderId) -> Result<Option<OrderView>, StoreError> {
-        match self.orders.get(order.to_string().as_str())? {
-            Some(raw) => Ok(Some(serde_json::from_slice(raw.value())?)),
-            None => Ok(None),
-        }
+        read_json(&self.orders, &order.to_string())
     }
 
     fn put_order(&mut self, row: &OrderView, first_seen: bool) -> Result<(), StoreError> {
@@ -137,12 +131,7 @@ impl ViewReader for EmbeddedViewStore {
     async fn order(&self, order: OrderId) -> Result<Option<OrderView>, StoreError> {
         blocking(&self.db, move |db| {
             let txn = db.begin_read()?;
-            let orders = txn.open_table(ORDERS)?;
-            let row = orders.get(order.to_string().as_str())?;
-            Ok(match row {
-                Some(raw) => Some(serde_json::from_slice(raw.value())?),
-                None => None,
-            })
+            read_json(&txn.open_table(ORDERS)?, &order.to_string())
         })
         .await
     }
@@ -209,8 +198,5 @@ fn read_counters(
     table: &impl ReadableTable<&'static str, &'static [u8]>,
     key: &str,
 ) -> Result<VoucherCounters, StoreError> {
-    Ok(match table.get(key)? {
-        Some(raw) => serde_json::from_slice(raw.value())?,
-        None => VoucherCounters::default(),
-    })
+    Ok(read_json(table, key)?.unwrap_or_default())
 }
