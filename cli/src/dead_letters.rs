@@ -11,11 +11,11 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::tool_config::ToolConfig;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use seckill_analytics::replay::{dead_letter_header as header, describe_dead_letter as describe};
 use seckill_core::config;
-use seckill_ingress::IngressConfig;
 use seckill_kafka::{BatchConsumer, ConsumerSettings, EventProducer, Message, OwnedHeaders, ProducerSettings};
 use tokio_util::sync::CancellationToken;
 
@@ -42,7 +42,7 @@ enum Action {
 }
 
 pub(crate) async fn run(args: DeadLetterArgs) -> anyhow::Result<()> {
-    let config: IngressConfig = config::load(args.config.as_deref()).context("loading the config")?;
+    let config: ToolConfig = config::load(args.config.as_deref()).context("loading the config")?;
     let topic = config.kafka.topics().dead_letters;
     match args.action {
         Action::List => {
@@ -62,7 +62,7 @@ pub(crate) async fn run(args: DeadLetterArgs) -> anyhow::Result<()> {
     }
 }
 
-async fn redrive(config: &IngressConfig, topic: &str) -> anyhow::Result<()> {
+async fn redrive(config: &ToolConfig, topic: &str) -> anyhow::Result<()> {
     let settings = ConsumerSettings {
         brokers: config.kafka.brokers.clone(),
         group: format!("{}.redrive", config.kafka.topic_prefix),

@@ -5,6 +5,12 @@
 //! this process with embedded stores in the same directory. The ingress
 //! answers status queries from the projector's view directly, so one base URL
 //! serves everything. Running it again reuses the data.
+//!
+//! Authentication is real but convenient: an admin token and a JWT secret
+//! are created in the data directory on the first run (`seckill token USER`
+//! signs user tokens with it), and, for curl, `X-User-Id` is trusted too
+//! (`auth.insecure_dev_user_header`). Every client is on this machine, so
+//! only the per-user rate limit applies, not the per-address one.
 
 use std::path::PathBuf;
 
@@ -14,10 +20,12 @@ use prometheus::Registry;
 use seckill_core::config::{HttpConfig, KafkaConfig, RedisConfig, StoreConfig};
 use seckill_core::shutdown;
 use seckill_devstack::{Broker, BrokerStorage, Redis, RedisPersistence};
-use seckill_ingress::{Dependencies, IngressConfig};
+use seckill_ingress::{AuthConfig, Dependencies, IngressConfig, RateLimitConfig};
 use seckill_processor::ProcessorConfig;
 use seckill_projector::ProjectorConfig;
 use tokio::task::JoinSet;
+
+use crate::secrets::{local_secret, ADMIN_TOKEN_FILE, JWT_SECRET_FILE};
 
 /// Flags of `seckill dev`.
 #[derive(Debug, Args)]
@@ -87,22 +95,41 @@ async fn serve(args: &DevArgs, data: &std::path::Path, kafka: KafkaConfig, redis
     )
     .await
     .context("starting the projector")?;
+    let auth = AuthConfig {
+        admin_token: Some(local_secret(data, ADMIN_TOKEN_FILE)?),
+        jwt_secret: Some(local_secret(data, JWT_SECRET_FILE)?),
+        insecure_dev_user_header: true,
+        ..AuthConfig::default()
+    };
+    let rate_limit = RateLimitConfig { per_ip_per_second: 0, ..RateLimitConfig::default() };
     let ingress = seckill_ingress::App::build(
-        IngressConfig { http: HttpConfig::local(args.port), redis, kafka, ..IngressConfig::default() },
+        IngressConfig {
+            http: HttpConfig::local(args.port),
+            redis,
+            kafka,
+            auth,
+            rate_limit,
+            ..IngressConfig::default()
+        },
         Dependencies { registry: Registry::new(), view: projector.view() },
     )
     .await
     .context("starting the ingress")?;
 
     let base = format!("http://{}", ingress.local_addr());
+    let admin_file = data.join(ADMIN_TOKEN_FILE);
     println!("\nseckill is up: {base}\n");
+    println!("  admin=\"authorization: Bearer $(cat {})\"", admin_file.display());
     println!("  # open a sale of 10 units, one per user, for the next hour");
     println!(
-        "  curl -s -X POST {base}/api/v1/vouchers -H 'content-type: application/json' \\\n    -d \"{{\\\"stock\\\":10,\\\"per_user_limit\\\":1,\\\"begins_at\\\":\\\"$(date -u +%FT%TZ)\\\",\\\"ends_at\\\":\\\"$(date -u -d '+1 hour' +%FT%TZ)\\\"}}\""
+        "  curl -s -X POST {base}/api/v1/vouchers -H \"$admin\" -H 'content-type: application/json' \\\n    -d \"{{\\\"stock\\\":10,\\\"per_user_limit\\\":1,\\\"begins_at\\\":\\\"$(date -u +%FT%TZ)\\\",\\\"ends_at\\\":\\\"$(date -u -d '+1 hour' +%FT%TZ)\\\"}}\""
     );
     println!("  # order as user alice (use the voucher_id from the answer), then poll the order");
-    println!("  curl -s -X POST {base}/api/v1/vouchers/VOUCHER_ID/orders -H 'x-user-id: alice'");
-    println!("  curl -s {base}/api/v1/orders/ORDER_ID\n");
+    let seckill = std::env::current_exe().map_or_else(|_| "seckill".to_owned(), |exe| exe.display().to_string());
+    println!("  alice=\"authorization: Bearer $({seckill} token alice --data-dir {})\"", data.display());
+    println!("  curl -s -X POST {base}/api/v1/vouchers/VOUCHER_ID/orders -H \"$alice\"");
+    println!("  curl -s {base}/api/v1/orders/ORDER_ID -H \"$alice\"\n");
+    println!("Development run: X-User-Id is also trusted as the user (never outside development).");
     println!(
         "Metrics: {base}/metrics, http://{}/metrics, http://{}/metrics",
         processor.local_addr(),

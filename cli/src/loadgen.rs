@@ -1,14 +1,21 @@
 //! `seckill loadgen`: drives a flash sale over HTTP and prints one report.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
-use seckill_loadgen::{Checks, Pacing, Plan};
+use seckill_auth::JwtKey;
+use seckill_loadgen::{Checks, Credentials, Pacing, Plan};
+
+use crate::secrets::{given_or_stored, ADMIN_TOKEN_FILE, JWT_SECRET_FILE};
 
 /// Flags of `seckill loadgen`.
 #[derive(Debug, Args)]
-#[command(after_help = "Examples:
+#[command(after_help = "Users send HS256 tokens signed with --jwt-secret; the admin token creates the
+voucher. Against the local run (`seckill dev`) both come from its data directory.
+
+Examples:
   # 50,000 users racing for 10 units over 256 keep-alive connections:
   seckill loadgen --stock 10 --requests 50000 --users 50000 --connections 256
   # Open loop at 2,000 requests/s (latency measured from the schedule), with the
@@ -21,9 +28,19 @@ pub(crate) struct LoadgenArgs {
     /// The ingress's base URL.
     #[arg(long, default_value = "http://127.0.0.1:8080")]
     url: String,
-    /// The admin token, if the ingress has one.
-    #[arg(long, env = "SECKILL_ADMIN_TOKEN", hide_env_values = true)]
+    /// The ingress's admin token (default: the local run's).
+    #[arg(long, env = "SECKILL_AUTH__ADMIN_TOKEN", hide_env_values = true)]
     admin_token: Option<String>,
+    /// The HS256 secret the ingress verifies user tokens with (default: the
+    /// local run's).
+    #[arg(long, env = "SECKILL_AUTH__JWT_SECRET", hide_env_values = true)]
+    jwt_secret: Option<String>,
+    /// Send X-User-Id instead of tokens (a development ingress only).
+    #[arg(long, conflicts_with = "jwt_secret")]
+    dev_user_header: bool,
+    /// Where `seckill dev` keeps its data and secrets.
+    #[arg(long, default_value = ".seckill")]
+    data_dir: PathBuf,
     /// Units for sale (S).
     #[arg(long, default_value_t = 10)]
     stock: u64,
@@ -60,6 +77,10 @@ pub(crate) struct LoadgenArgs {
     /// The platform's Redis key prefix.
     #[arg(long, default_value = "seckill")]
     redis_prefix: String,
+    /// Poll one admitted order in N from its 202 until its final status is
+    /// visible, for the client-side end-to-end latency (0: none).
+    #[arg(long, default_value_t = 0)]
+    visibility_sample: usize,
     /// Seconds to wait for every admitted order to be final.
     #[arg(long, default_value_t = 60)]
     settle_seconds: u64,
@@ -73,9 +94,18 @@ pub(crate) async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
         Some(per_second) => Pacing::Open { per_second, max_in_flight: args.max_in_flight },
         None => Pacing::Closed { connections: args.connections },
     };
+    let admin_token =
+        given_or_stored(args.admin_token, &args.data_dir.join(ADMIN_TOKEN_FILE), "admin token", "--admin-token")?;
+    let credentials = if args.dev_user_header {
+        Credentials::DevHeader
+    } else {
+        let file = args.data_dir.join(JWT_SECRET_FILE);
+        Credentials::Tokens(JwtKey::new(&given_or_stored(args.jwt_secret, &file, "JWT secret", "--jwt-secret")?))
+    };
     let plan = Plan {
         base_url: args.url.trim_end_matches('/').to_owned(),
-        admin_token: args.admin_token,
+        admin_token: Some(admin_token.expose().to_owned()),
+        credentials,
         stock: args.stock,
         per_user_limit: args.limit,
         requests: args.requests,
@@ -85,6 +115,7 @@ pub(crate) async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
         pacing,
         user_prefix: format!("load-{}-", chrono::Utc::now().timestamp_millis()),
         settle_timeout: Duration::from_secs(args.settle_seconds),
+        visibility_sample: args.visibility_sample,
     };
     let checks =
         Checks { processor_url: args.processor_url, redis_url: args.redis_url, redis_prefix: args.redis_prefix };

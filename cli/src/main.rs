@@ -8,6 +8,7 @@
 //! seckill dead-letters list      # every parked record, one JSON object per line
 //! seckill dead-letters redrive   # put them back on their source topics, once each
 //! seckill rebuild-view --into view2.redb --verify   # the view from the log, compared with the live one
+//! seckill token alice            # a signed user token for curl (the local run's secret)
 //! ```
 
 mod dead_letters;
@@ -17,8 +18,11 @@ mod output;
 mod rebuild_view;
 mod reconcile;
 mod replay;
+mod secrets;
 mod serve;
 mod stats;
+mod token;
+mod tool_config;
 mod topics;
 
 use clap::{Parser, Subcommand};
@@ -66,6 +70,9 @@ enum Command {
     /// latency percentiles, accept → final latency, time to sell out, the
     /// invariants and its own CPU use.
     Loadgen(loadgen::LoadgenArgs),
+    /// Prints a signed user token (HS256 JWT, `sub` = the user id), as the
+    /// platform's login service would issue it; for curl, scripts and tests.
+    Token(token::TokenArgs),
 }
 
 #[tokio::main]
@@ -81,5 +88,6 @@ async fn main() -> anyhow::Result<()> {
         Command::Replay(args) => replay::run(args).await,
         Command::Topics(args) => topics::run(args).await,
         Command::Loadgen(args) => loadgen::run(args).await,
+        Command::Token(args) => token::run(args),
     }
 }

@@ -10,12 +10,12 @@
 
 use std::path::PathBuf;
 
+use crate::tool_config::ToolConfig;
 use anyhow::Context;
 use clap::Args;
 use seckill_core::config;
 use seckill_core::Envelope;
 use seckill_gate::{Gate, Ledger, VoucherAdmission};
-use seckill_ingress::IngressConfig;
 
 /// Most outbox records taken into account.
 const MAX_OUTBOX: usize = 10_000_000;
@@ -33,7 +33,7 @@ pub(crate) struct ReconcileArgs {
 }
 
 pub(crate) async fn run(args: ReconcileArgs) -> anyhow::Result<()> {
-    let config: IngressConfig = config::load(args.config.as_deref()).context("loading the config")?;
+    let config: ToolConfig = config::load(args.config.as_deref()).context("loading the config")?;
     let gate = Gate::connect(&config.redis).await.context("connecting to Redis")?;
     let topics = config.kafka.topics();
 

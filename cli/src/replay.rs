@@ -8,13 +8,13 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use crate::tool_config::ToolConfig;
 use anyhow::Context;
 use chrono::{DateTime, Utc};
 use clap::{ArgGroup, Args};
 use seckill_analytics::replay::{self, End, Filter, Format, LogTopic, ReplayError, ReplayOptions, Start};
 use seckill_core::config;
 use seckill_core::VoucherId;
-use seckill_ingress::IngressConfig;
 
 const EXAMPLES: &str = "\
 Examples:
@@ -108,7 +108,7 @@ fn parse_time(text: &str) -> Result<DateTime<Utc>, String> {
 }
 
 pub(crate) async fn run(args: ReplayArgs) -> anyhow::Result<()> {
-    let config: IngressConfig = config::load(args.config.as_deref()).context("loading the config")?;
+    let config: ToolConfig = config::load(args.config.as_deref()).context("loading the config")?;
     let start = match (args.from_offset, args.from_time, args.last) {
         (Some(offset), _, _) => Start::Offset(offset),
         (_, Some(time), _) => Start::Time(time),

@@ -8,12 +8,12 @@
 
 use std::path::PathBuf;
 
+use crate::tool_config::ToolConfig;
 use anyhow::Context;
 use clap::Args;
 use seckill_analytics::stats::{stats_from_log, VoucherStats};
 use seckill_core::config;
 use seckill_core::VoucherId;
-use seckill_ingress::IngressConfig;
 
 /// Flags of `seckill stats`.
 #[derive(Debug, Args)]
@@ -43,7 +43,7 @@ pub(crate) struct StatsArgs {
 }
 
 pub(crate) async fn run(args: StatsArgs) -> anyhow::Result<()> {
-    let config: IngressConfig = config::load(args.config.as_deref()).context("loading the config")?;
+    let config: ToolConfig = config::load(args.config.as_deref()).context("loading the config")?;
     let mut stats = stats_from_log(&config.kafka).await.context("reading the sales and orders topics")?;
     if let Some(voucher) = args.voucher {
         stats.retain(|s| s.voucher_id == voucher);

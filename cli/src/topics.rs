@@ -4,11 +4,11 @@
 
 use std::path::PathBuf;
 
+use crate::tool_config::ToolConfig;
 use anyhow::Context;
 use clap::Args;
 use seckill_analytics::topics;
 use seckill_core::config;
-use seckill_ingress::IngressConfig;
 
 const EXAMPLES: &str = "\
 Examples:
@@ -35,7 +35,7 @@ pub(crate) struct TopicsArgs {
 }
 
 pub(crate) async fn run(args: TopicsArgs) -> anyhow::Result<()> {
-    let config: IngressConfig = config::load(args.config.as_deref()).context("loading the config")?;
+    let config: ToolConfig = config::load(args.config.as_deref()).context("loading the config")?;
     let groups = if args.groups.is_empty() {
         topics::DEFAULT_GROUPS.iter().map(|group| (*group).to_owned()).collect()
     } else {

@@ -43,6 +43,15 @@ pub fn load<T>(file: Option<&Path>) -> Result<T, ConfigError>
 where
     T: Default + Serialize + DeserializeOwned + Validate,
 {
+    load_with(file, &[])
+}
+
+/// Loads `T` as [`load`] does, then sets each `("section.key", value)` of
+/// `overrides` on top (command-line flags, tests).
+pub fn load_with<T>(file: Option<&Path>, overrides: &[(&str, &str)]) -> Result<T, ConfigError>
+where
+    T: Default + Serialize + DeserializeOwned + Validate,
+{
     let mut figment = Figment::from(Serialized::defaults(T::default()));
     if let Some(file) = file {
         if !file.exists() {
@@ -50,8 +59,14 @@ where
         }
         figment = figment.merge(Toml::file(file));
     }
-    let config: T =
-        figment.merge(Env::prefixed(ENV_PREFIX).ignore(NOT_CONFIG_KEYS).split("__")).extract().map_err(Box::new)?;
+    figment = figment.merge(Env::prefixed(ENV_PREFIX).ignore(NOT_CONFIG_KEYS).split("__"));
+    for (key, value) in overrides {
+        // Parsed as environment values are: `true`, `12` and `[a, b]` are
+        // typed values, anything else a string.
+        let value: figment::value::Value = value.parse().unwrap_or_else(|never| match never {});
+        figment = figment.merge(Serialized::default(key, value));
+    }
+    let config: T = figment.extract().map_err(Box::new)?;
     config.validate()?;
     Ok(config)
 }

@@ -223,6 +223,13 @@ pub enum EventError {
     Invalid(String),
 }
 
+/// A record's `type` tag alone, read to check it is a string.
+#[derive(Deserialize)]
+struct TypeTag<'a> {
+    #[serde(rename = "type", borrow)]
+    _kind: std::borrow::Cow<'a, str>,
+}
+
 impl Envelope {
     /// Wraps `event` in fresh metadata.
     pub fn new(event: Event) -> Self {
@@ -234,6 +241,9 @@ impl Envelope {
         if bytes.len() > MAX_EVENT_BYTES {
             return Err(EventError::TooLarge(bytes.len()));
         }
+        // The tag must be a name: serde's tagged enums would also take a
+        // variant's index (`"type": 2`), which no writer of the log means.
+        serde_json::from_slice::<TypeTag<'_>>(bytes)?;
         let envelope: Self = serde_json::from_slice(bytes)?;
         if envelope.schema == 0 || envelope.schema > SCHEMA_VERSION {
             return Err(EventError::UnsupportedSchema(envelope.schema));
@@ -319,6 +329,8 @@ impl VoucherCreated {
         check(self.stock <= MAX_STOCK, "stock exceeds 1000000000")?;
         check((1..=MAX_QUANTITY).contains(&self.per_user_limit), "per_user_limit must be 1 to 10000")?;
         check(self.hold_seconds <= MAX_HOLD_SECONDS, "hold_seconds must be 0 to 604800")?;
+        check(within_sale_years(self.begins_at), "begins_at must be in the years 1970 to 9999")?;
+        check(within_sale_years(self.ends_at), "ends_at must be in the years 1970 to 9999")?;
         check(self.ends_at > self.begins_at, "ends_at must be after begins_at")
     }
 }
@@ -327,6 +339,7 @@ impl VoucherUpdated {
     /// Checks what can be checked without the voucher's current state.
     pub fn validate(&self) -> Result<(), EventError> {
         check(self.add_stock <= MAX_STOCK, "add_stock exceeds 1000000000")?;
+        check(self.ends_at.is_none_or(within_sale_years), "ends_at must be in the years 1970 to 9999")?;
         check(
             self.paused.is_some() || self.ends_at.is_some() || self.add_stock > 0,
             "an update must change paused, ends_at or add_stock",
@@ -338,6 +351,12 @@ impl OrderAccepted {
     fn validate(&self) -> Result<(), EventError> {
         check((1..=MAX_QUANTITY).contains(&self.quantity), "quantity must be 1 to 10000")
     }
+}
+
+/// Sale times live in Redis as Unix milliseconds and travel as RFC 3339,
+/// which has four-digit years: both hold from 1970 to 9999.
+fn within_sale_years(time: DateTime<Utc>) -> bool {
+    (1970..=9999).contains(&chrono::Datelike::year(&time))
 }
 
 fn check(ok: bool, what: &str) -> Result<(), EventError> {
@@ -399,6 +418,12 @@ mod tests {
 
         let unknown_type = br#"{"schema":1,"event_id":"0192f0c4-7a7e-7cc1-8000-000000000000","emitted_at":"2026-01-01T00:00:00Z","type":"Nope"}"#;
         assert!(matches!(Envelope::decode(unknown_type), Err(EventError::Malformed(_))));
+
+        let mut numeric_tag: serde_json::Value =
+            serde_json::from_slice(&Envelope::new(Event::OrderAccepted(accepted())).encode()).expect("json");
+        numeric_tag["type"] = 2.into();
+        let numeric_tag = serde_json::to_vec(&numeric_tag).expect("json");
+        assert!(matches!(Envelope::decode(&numeric_tag), Err(EventError::Malformed(_))), "a tag is a name");
     }
 
     #[test]

@@ -154,6 +154,34 @@ pub struct AdmissionMetrics {
     pub outbox_entries: IntGauge,
     /// `seckill_outbox_published_total`: outbox entries published and removed.
     pub outbox_published: IntCounter,
+    /// `seckill_requests_refused_total{reason}`: requests turned away before
+    /// any work, by [`RefusalReason`].
+    pub refused: IntCounterVec,
+}
+
+/// Why a request was turned away at the door (the `reason` label).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RefusalReason {
+    /// No credentials, or credentials that do not check out (`401`).
+    Unauthorized,
+    /// Known caller, not allowed (`403`).
+    Forbidden,
+    /// Over the per-user rate (`429`).
+    RateLimitedUser,
+    /// Over the per-address rate (`429`).
+    RateLimitedIp,
+}
+
+impl RefusalReason {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Unauthorized => "unauthorized",
+            Self::Forbidden => "forbidden",
+            Self::RateLimitedUser => "rate_limited_user",
+            Self::RateLimitedIp => "rate_limited_ip",
+        }
+    }
 }
 
 impl AdmissionMetrics {
@@ -213,6 +241,18 @@ impl AdmissionMetrics {
                     "seckill_outbox_published_total",
                     "Outbox entries published to the log and removed.",
                 ))
+                .expect("valid metric"),
+            ),
+            refused: register(
+                registry,
+                IntCounterVec::new(
+                    opts(
+                        service,
+                        "seckill_requests_refused_total",
+                        "Requests refused before any work: unauthorized, forbidden or rate limited (per user or per address).",
+                    ),
+                    &["reason"],
+                )
                 .expect("valid metric"),
             ),
         }

@@ -18,7 +18,7 @@ use seckill_gate::{Gate, Outbox};
 const SOLD_OUT_MEMO_CAPACITY: usize = 10_000;
 /// Longest blocking read of the outbox relay.
 const RELAY_READ_BLOCK: Duration = Duration::from_millis(100);
-use crate::routes::{routes, Ingress};
+use crate::routes::{routes, Authenticator, Ingress, Limits};
 use crate::{IngressConfig, IngressError};
 
 /// What the ingress is given rather than builds: shared with other services
@@ -72,8 +72,11 @@ impl App {
             claim_idle: Duration::from_millis(config.outbox_claim_idle_ms),
         };
 
-        if config.admin_token.is_none() {
-            tracing::warn!("No admin_token is set: anyone can create vouchers. Set one outside development.");
+        if config.auth.insecure_dev_user_header {
+            tracing::warn!(
+                "auth.insecure_dev_user_header is on: X-User-Id is trusted unchecked, so anyone can act as anyone. \
+                 Development only."
+            );
         }
         let listener = TcpListener::bind(config.http.listen)
             .await
@@ -85,7 +88,8 @@ impl App {
             producer,
             topics,
             metrics,
-            admin_token: config.admin_token.clone(),
+            auth: Authenticator::new(&config.auth),
+            limits: Limits::new(&config.rate_limit),
             view: Arc::clone(&deps.view),
         });
         Ok(Self { listener, ingress, deps, relay, http_metrics, config })

@@ -1,6 +1,11 @@
 //! The ingress's configuration.
 
-use seckill_core::config::{ensure, ConfigError, HttpConfig, KafkaConfig, RedisConfig, Secret, Validate};
+mod auth;
+mod rate_limit;
+
+pub use auth::AuthConfig;
+pub use rate_limit::RateLimitConfig;
+use seckill_core::config::{ensure, ConfigError, HttpConfig, KafkaConfig, RedisConfig, Validate};
 use serde::{Deserialize, Serialize};
 
 /// Everything the ingress needs; see `config/ingress.toml` for an example.
@@ -10,9 +15,10 @@ pub struct IngressConfig {
     pub http: HttpConfig,
     pub redis: RedisConfig,
     pub kafka: KafkaConfig,
-    /// Bearer token required on admin routes. Unset: admin routes are open,
-    /// acceptable only on a developer's machine (a warning is logged).
-    pub admin_token: Option<Secret>,
+    /// Who may call: user tokens and the admin token.
+    pub auth: AuthConfig,
+    /// How fast one user or one address may send order requests.
+    pub rate_limit: RateLimitConfig,
     /// Largest request body accepted, in bytes.
     pub max_body_bytes: u64,
     /// Base URL of the projector's query API, used for status queries when
@@ -37,7 +43,8 @@ impl Default for IngressConfig {
             http: HttpConfig::local(8080),
             redis: RedisConfig::default(),
             kafka: KafkaConfig::default(),
-            admin_token: None,
+            auth: AuthConfig::default(),
+            rate_limit: RateLimitConfig::default(),
             max_body_bytes: 16 * 1024,
             view_url: "http://127.0.0.1:8082".to_owned(),
             drain_ms: 10_000,
@@ -52,6 +59,8 @@ impl Validate for IngressConfig {
     fn validate(&self) -> Result<(), ConfigError> {
         self.redis.validate()?;
         self.kafka.validate()?;
+        self.auth.validate()?;
+        self.rate_limit.validate()?;
         ensure((256..=1024 * 1024).contains(&self.max_body_bytes), "max_body_bytes", "must be 256 to 1048576")?;
         ensure(
             self.view_url.starts_with("http://") || self.view_url.starts_with("https://"),
@@ -61,11 +70,7 @@ impl Validate for IngressConfig {
         ensure(self.drain_ms <= 120_000, "drain_ms", "must be at most 120000")?;
         ensure(self.sold_out_memo_ms <= 1_000, "sold_out_memo_ms", "must be at most 1000")?;
         ensure((1..=10_000_000).contains(&self.max_outbox_entries), "max_outbox_entries", "must be 1 to 10000000")?;
-        ensure((100..=600_000).contains(&self.outbox_claim_idle_ms), "outbox_claim_idle_ms", "must be 100 to 600000")?;
-        if let Some(token) = &self.admin_token {
-            ensure(token.expose().len() >= 16, "admin_token", "must be at least 16 characters")?;
-        }
-        Ok(())
+        ensure((100..=600_000).contains(&self.outbox_claim_idle_ms), "outbox_claim_idle_ms", "must be 100 to 600000")
     }
 }
 
@@ -73,12 +78,48 @@ impl Validate for IngressConfig {
 mod tests {
     use std::path::Path;
 
+    use seckill_core::config::{load_with, Secret};
+
     use super::*;
 
+    const SECRETS: [(&str, &str); 2] =
+        [("auth.admin_token", "an admin token for tests"), ("auth.jwt_secret", "0123456789abcdef0123456789abcdef")];
+
+    fn with_secrets() -> IngressConfig {
+        let mut config = IngressConfig::default();
+        config.auth.admin_token = Some(Secret::new(SECRETS[0].1));
+        config.auth.jwt_secret = Some(Secret::new(SECRETS[1].1));
+        config
+    }
+
     #[test]
-    fn the_example_config_is_valid_and_matches_the_defaults() {
+    fn the_example_config_with_its_secrets_matches_the_defaults() {
         let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../config/ingress.toml");
-        let loaded: IngressConfig = seckill_core::config::load(Some(&example)).expect("the example loads");
-        assert_eq!(loaded, IngressConfig::default());
+        let loaded: IngressConfig = load_with(Some(&example), &SECRETS).expect("the example loads");
+        assert_eq!(loaded, with_secrets());
+    }
+
+    #[test]
+    fn missing_or_weak_secrets_are_refused_by_name() {
+        let refused =
+            |overrides: &[(&str, &str)]| load_with::<IngressConfig>(None, overrides).expect_err("refused").to_string();
+        assert!(refused(&[]).contains("auth.admin_token"));
+        assert!(refused(&SECRETS[..1]).contains("auth.jwt_secret"));
+        assert!(refused(&[SECRETS[0], ("auth.jwt_secret", "too short")]).contains("auth.jwt_secret"));
+        assert!(refused(&[("auth.admin_token", "short"), SECRETS[1]]).contains("auth.admin_token"));
+        assert!(refused(&[SECRETS[0], SECRETS[1], ("rate_limit.per_user_burst", "0")])
+            .contains("rate_limit.per_user_burst"));
+
+        let dev: IngressConfig =
+            load_with(None, &[SECRETS[0], ("auth.insecure_dev_user_header", "true")]).expect("dev setup");
+        assert!(dev.auth.jwt_secret.is_none());
+    }
+
+    #[test]
+    fn secrets_never_print() {
+        let printed = format!("{:?}", with_secrets());
+        for (_, secret) in SECRETS {
+            assert!(!printed.contains(secret), "{printed}");
+        }
     }
 }

@@ -1,19 +1,22 @@
 //! The ingress: the platform's front door.
 //!
-//! `POST /api/v1/vouchers/{id}/orders` runs one atomic Lua admission check
-//! in Redis (window, per-user limit, stock, decrement, record), publishes
-//! `OrderAccepted` to the sales topic keyed by voucher and waits for the
-//! broker's acknowledgement, then answers `202`. Redis is the fast gate; the
-//! log is the record. Admin routes create vouchers; query routes read the
-//! order-status view.
+//! `POST /api/v1/vouchers/{id}/orders` takes the user from a verified HS256
+//! token, checks the address's and the user's rate, then runs one atomic Lua
+//! admission check in Redis (window, per-user limit, stock, decrement, and
+//! the order's `OrderAccepted` record appended to the Redis outbox) and
+//! answers `202`. The relay publishes the outbox to the sales topic, keyed
+//! by voucher. Redis is the fast gate; the log is the record. Admin routes
+//! (admin token) create and change vouchers; users read and act on their
+//! own orders; the API is described by `openapi.json`.
 
 mod app;
 pub mod config;
 mod error;
+mod rate_limit;
 mod relay;
 mod routes;
 mod sold_out;
 
 pub use app::{run_standalone, App, Dependencies};
-pub use config::IngressConfig;
+pub use config::{AuthConfig, IngressConfig, RateLimitConfig};
 pub use error::IngressError;

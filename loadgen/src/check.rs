@@ -4,9 +4,11 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use futures::stream::{self, StreamExt};
+use seckill_core::UserId;
 use serde_json::Value;
 
 use crate::run::{Checks, LoadgenError};
+use crate::Plan;
 
 /// An admitted order as the status view has it once final.
 #[derive(Clone, Debug)]
@@ -18,20 +20,21 @@ pub(crate) struct FinalOrder {
     pub(crate) accept_to_final_ms: Option<f64>,
 }
 
-/// Polls the view until every order in `orders` is final, or `timeout`.
-/// Returns the final rows found (missing ones are not final in time).
+/// Polls the view, as each order's owner, until every order in `orders`
+/// is final, or `timeout`. Returns the final rows found (missing ones are
+/// not final in time).
 pub(crate) async fn wait_final(
     http: &reqwest::Client,
-    base: &str,
-    orders: &[String],
+    plan: &Plan,
+    orders: &[(String, UserId)],
     timeout: Duration,
 ) -> Vec<FinalOrder> {
     let deadline = tokio::time::Instant::now() + timeout;
     stream::iter(orders)
-        .map(|order| async move {
+        .map(|(order, user)| async move {
+            let url = format!("{}/api/v1/orders/{order}", plan.base_url);
             loop {
-                let url = format!("{base}/api/v1/orders/{order}");
-                if let Ok(response) = http.get(&url).send().await {
+                if let Ok(response) = plan.credentials.as_user(http.get(&url), user).send().await {
                     if let Ok(row) = response.json::<Value>().await {
                         if row["status"].is_string() && row["status"] != "PENDING" {
                             return Some(final_order(&row));

@@ -7,15 +7,20 @@
 //! latency measured from the scheduled time, so a slow server cannot hide
 //! its queueing: no coordinated omission), waits until every admitted order
 //! is final in the status view, and reports throughput, answers, latency
-//! percentiles, end-to-end latency, time to sell out, the sale's invariants
-//! and the generator's own CPU use.
+//! percentiles, end-to-end latency (from the view's timestamps, and as a
+//! client sees it for a sample of orders), time to sell out, the sale's
+//! invariants and the generator's own CPU use. Users send signed tokens, as
+//! real clients do.
 
 mod check;
+mod client;
 mod percentiles;
 mod plan;
 mod report;
 mod run;
+mod visibility;
 
+pub use client::Credentials;
 pub use percentiles::Percentiles;
 pub use plan::{Pacing, Plan};
 pub use report::{Invariants, Report};

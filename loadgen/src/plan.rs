@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use crate::Credentials;
+
 /// How requests are sent.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Pacing {
@@ -19,9 +21,10 @@ pub enum Pacing {
 pub struct Plan {
     /// The ingress, e.g. `http://127.0.0.1:8080`.
     pub base_url: String,
-    /// `Authorization: Bearer` for creating the voucher, if the ingress
-    /// has an admin token.
+    /// `Authorization: Bearer` for creating the voucher.
     pub admin_token: Option<String>,
+    /// How each request says which user sends it.
+    pub credentials: Credentials,
     /// Units for sale (S).
     pub stock: u64,
     /// Most units per user (L).
@@ -41,6 +44,9 @@ pub struct Plan {
     pub user_prefix: String,
     /// Longest wait for every admitted order to be final.
     pub settle_timeout: Duration,
+    /// Every this many admitted orders, one is polled from its `202` until
+    /// its final status is visible (client-side end-to-end latency); 0: none.
+    pub visibility_sample: usize,
 }
 
 impl Plan {

@@ -32,6 +32,9 @@ pub struct Report {
     /// Accept → decision of the admitted orders (the view's `accepted_at`
     /// and `decided_at`).
     pub end_to_end: Percentiles,
+    /// A sample of admitted orders: from the `202` arriving to a client's
+    /// poll first seeing the final status (polled every 5 ms).
+    pub visible: Percentiles,
     /// From the first request to the admission that took the last unit;
     /// None when units were left.
     pub sold_out_after_s: Option<f64>,
@@ -77,6 +80,10 @@ impl fmt::Display for Report {
         let finals: Vec<String> = self.final_statuses.iter().map(|(s, n)| format!("{s}: {n}")).collect();
         writeln!(f, "admitted      {} orders; final: {}", self.admitted_orders, finals.join(", "))?;
         write_percentiles(f, "accept→final", &self.end_to_end)?;
+        if self.visible.count > 0 {
+            write_percentiles(f, "202→visible", &self.visible)?;
+            writeln!(f, "              ({} sampled orders, polled every 5 ms)", self.visible.count)?;
+        }
         match self.sold_out_after_s {
             Some(seconds) => writeln!(f, "sold out      after {seconds:.3} s")?,
             None => writeln!(f, "sold out      no (units left)")?,

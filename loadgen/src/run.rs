@@ -12,8 +12,11 @@ use serde_json::{json, Value};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
+use seckill_core::UserId;
+
 use crate::check::{self, FinalOrder};
 use crate::report::{Invariants, Report};
+use crate::visibility::VisibilityProbe;
 use crate::{Pacing, Percentiles, Plan};
 
 /// What to check beyond the HTTP API, when reachable.
@@ -41,6 +44,7 @@ pub enum LoadgenError {
 
 /// One order request's result.
 struct Outcome {
+    user: UserId,
     status: Option<StatusCode>,
     code: Option<String>,
     order: Option<String>,
@@ -54,26 +58,43 @@ pub async fn run(plan: &Plan, checks: &Checks, progress: bool) -> Result<Report,
     if plan.requests == 0 || plan.users == 0 || plan.quantity == 0 {
         return Err(LoadgenError::Invalid("requests, users and quantity must be at least 1".to_owned()));
     }
+    UserId::parse(&plan.user(plan.users - 1))
+        .map_err(|e| LoadgenError::Invalid(format!("the user prefix makes invalid user ids: {e}")))?;
     let http = reqwest::Client::builder().pool_max_idle_per_host(4096).timeout(Duration::from_secs(10)).build()?;
     let voucher = create_voucher(&http, plan).await?;
     let bar = progress_bar(plan.requests, progress);
+    let probe = (plan.visibility_sample > 0).then(|| {
+        let probe = VisibilityProbe::new(
+            http.clone(),
+            &plan.base_url,
+            plan.credentials.clone(),
+            plan.visibility_sample,
+            plan.settle_timeout,
+        );
+        Arc::new(probe)
+    });
+    let sent = Sender { http: http.clone(), plan: plan.clone(), voucher: voucher.clone(), probe: probe.clone() };
+    let sent = Arc::new(sent);
     let cpu_before = cpu_seconds();
     let started = Instant::now();
     let outcomes = match plan.pacing {
-        Pacing::Closed { connections } => closed_loop(&http, plan, &voucher, connections, &bar, started).await,
-        Pacing::Open { per_second, max_in_flight } => {
-            open_loop(&http, plan, &voucher, per_second, max_in_flight, &bar, started).await
-        }
+        Pacing::Closed { connections } => closed_loop(&sent, connections, &bar, started).await,
+        Pacing::Open { per_second, max_in_flight } => open_loop(&sent, per_second, max_in_flight, &bar, started).await,
     };
     let (outcomes, late_starts) = outcomes;
     let elapsed = started.elapsed();
     bar.finish_and_clear();
     let loadgen_cpu_s = cpu_seconds() - cpu_before;
+    drop(sent);
+    let visible = match probe.and_then(Arc::into_inner) {
+        Some(probe) => probe.finish().await,
+        None => Vec::new(),
+    };
 
     let mut status_counts = BTreeMap::new();
     let mut error_codes = BTreeMap::new();
     let mut transport_errors = 0;
-    let mut admitted: Vec<(Duration, String)> = Vec::new();
+    let mut admitted: Vec<(Duration, String, UserId)> = Vec::new();
     let mut seen = HashSet::new();
     for outcome in &outcomes {
         match outcome.status {
@@ -85,7 +106,7 @@ pub async fn run(plan: &Plan, checks: &Checks, progress: bool) -> Result<Report,
         }
         if let Some(order) = &outcome.order {
             if seen.insert(order.clone()) {
-                admitted.push((outcome.answered_at, order.clone()));
+                admitted.push((outcome.answered_at, order.clone(), outcome.user.clone()));
             }
         }
     }
@@ -94,8 +115,8 @@ pub async fn run(plan: &Plan, checks: &Checks, progress: bool) -> Result<Report,
     let sold_out_after_s = (plan.stock > 0 && admitted.len() >= units_to_sell_out)
         .then(|| admitted[units_to_sell_out - 1].0.as_secs_f64());
 
-    let orders: Vec<String> = admitted.iter().map(|(_, order)| order.clone()).collect();
-    let finals = check::wait_final(&http, &plan.base_url, &orders, plan.settle_timeout).await;
+    let orders: Vec<(String, UserId)> = admitted.into_iter().map(|(_, order, user)| (order, user)).collect();
+    let finals = check::wait_final(&http, plan, &orders, plan.settle_timeout).await;
     let invariants = invariants(&http, plan, checks, &voucher, &orders, &finals).await?;
     let mut final_statuses = BTreeMap::new();
     for order in &finals {
@@ -114,6 +135,7 @@ pub async fn run(plan: &Plan, checks: &Checks, progress: bool) -> Result<Report,
         admitted_orders: orders.len(),
         final_statuses,
         end_to_end: Percentiles::of(finals.iter().filter_map(|o| o.accept_to_final_ms).collect()),
+        visible: Percentiles::of(visible),
         sold_out_after_s,
         invariants,
         loadgen_cpu_s,
@@ -126,7 +148,7 @@ async fn invariants(
     plan: &Plan,
     checks: &Checks,
     voucher: &str,
-    orders: &[String],
+    orders: &[(String, UserId)],
     finals: &[FinalOrder],
 ) -> Result<Invariants, LoadgenError> {
     let per_user = check::units_per_user(finals);
@@ -177,52 +199,59 @@ async fn create_voucher(http: &reqwest::Client, plan: &Plan) -> Result<String, L
     }
 }
 
-/// Sends request `index` and measures it from `since`.
-async fn order(
-    http: &reqwest::Client,
-    plan: &Plan,
-    voucher: &str,
-    index: usize,
-    since: Instant,
-    started: Instant,
-) -> Outcome {
-    let user = plan.user(index);
-    let mut request = http
-        .post(format!("{}/api/v1/vouchers/{voucher}/orders", plan.base_url))
-        .header("x-user-id", &user)
-        .json(&json!({ "quantity": plan.quantity }));
-    if plan.idempotency_keys {
-        request = request.header("idempotency-key", format!("{user}-order"));
-    }
-    let answer = request.send().await;
-    let (status, body) = match answer {
-        Ok(response) => {
-            let status = response.status();
-            (Some(status), response.json::<Value>().await.unwrap_or(Value::Null))
+/// What every request task shares.
+struct Sender {
+    http: reqwest::Client,
+    plan: Plan,
+    voucher: String,
+    probe: Option<Arc<VisibilityProbe>>,
+}
+
+impl Sender {
+    /// Sends request `index` and measures it from `since`.
+    async fn order(&self, index: usize, since: Instant, started: Instant) -> Outcome {
+        let plan = &self.plan;
+        let user = UserId::parse(&plan.user(index)).expect("user ids were checked before the run");
+        let url = format!("{}/api/v1/vouchers/{}/orders", plan.base_url, self.voucher);
+        let mut request =
+            plan.credentials.as_user(self.http.post(url), &user).json(&json!({ "quantity": plan.quantity }));
+        if plan.idempotency_keys {
+            request = request.header("idempotency-key", format!("{user}-order"));
         }
-        Err(_) => (None, Value::Null),
-    };
-    let now = Instant::now();
-    Outcome {
-        status,
-        code: body["error"].as_str().map(str::to_owned),
-        order: (status == Some(StatusCode::ACCEPTED)).then(|| body["order_id"].as_str().map(str::to_owned)).flatten(),
-        latency: now - since,
-        answered_at: now - started,
+        let answer = request.send().await;
+        let (status, body) = match answer {
+            Ok(response) => {
+                let status = response.status();
+                (Some(status), response.json::<Value>().await.unwrap_or(Value::Null))
+            }
+            Err(_) => (None, Value::Null),
+        };
+        let now = Instant::now();
+        let order =
+            (status == Some(StatusCode::ACCEPTED)).then(|| body["order_id"].as_str().map(str::to_owned)).flatten();
+        if let (Some(probe), Some(order)) = (&self.probe, &order) {
+            probe.admitted(order, &user, now);
+        }
+        Outcome {
+            user,
+            status,
+            code: body["error"].as_str().map(str::to_owned),
+            order,
+            latency: now - since,
+            answered_at: now - started,
+        }
     }
 }
 
 async fn closed_loop(
-    http: &reqwest::Client,
-    plan: &Plan,
-    voucher: &str,
+    sender: &Arc<Sender>,
     connections: usize,
     bar: &ProgressBar,
     started: Instant,
 ) -> (Vec<Outcome>, u64) {
-    let outcomes = stream::iter(0..plan.requests)
+    let outcomes = stream::iter(0..sender.plan.requests)
         .map(|index| async move {
-            let outcome = order(http, plan, voucher, index, Instant::now(), started).await;
+            let outcome = sender.order(index, Instant::now(), started).await;
             bar.inc(1);
             outcome
         })
@@ -233,9 +262,7 @@ async fn closed_loop(
 }
 
 async fn open_loop(
-    http: &reqwest::Client,
-    plan: &Plan,
-    voucher: &str,
+    sender: &Arc<Sender>,
     per_second: f64,
     max_in_flight: usize,
     bar: &ProgressBar,
@@ -243,10 +270,9 @@ async fn open_loop(
 ) -> (Vec<Outcome>, u64) {
     let gap = Duration::from_secs_f64(1.0 / per_second.max(0.001));
     let in_flight = Arc::new(Semaphore::new(max_in_flight.max(1)));
-    let (http, plan, voucher) = (Arc::new(http.clone()), Arc::new(plan.clone()), Arc::new(voucher.to_owned()));
     let mut tasks = JoinSet::new();
     let mut late = 0;
-    for index in 0..plan.requests {
+    for index in 0..sender.plan.requests {
         let scheduled = started + gap.mul_f64(index as f64);
         tokio::time::sleep_until(scheduled.into()).await;
         let permit = match Arc::clone(&in_flight).try_acquire_owned() {
@@ -256,16 +282,16 @@ async fn open_loop(
                 Arc::clone(&in_flight).acquire_owned().await.expect("the semaphore is never closed")
             }
         };
-        let (http, plan, voucher, bar) = (Arc::clone(&http), Arc::clone(&plan), Arc::clone(&voucher), bar.clone());
+        let (sender, bar) = (Arc::clone(sender), bar.clone());
         tasks.spawn(async move {
             // Measured from the schedule: waiting for a free slot counts.
-            let outcome = order(&http, &plan, &voucher, index, scheduled, started).await;
+            let outcome = sender.order(index, scheduled, started).await;
             drop(permit);
             bar.inc(1);
             outcome
         });
     }
-    let mut outcomes = Vec::with_capacity(plan.requests);
+    let mut outcomes = Vec::with_capacity(sender.plan.requests);
     while let Some(outcome) = tasks.join_next().await {
         if let Ok(outcome) = outcome {
             outcomes.push(outcome);

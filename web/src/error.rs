@@ -19,6 +19,9 @@ pub struct ApiError {
     pub message: String,
     /// Extra fields merged into the body (e.g. `order_id`).
     pub details: Option<serde_json::Map<String, serde_json::Value>>,
+    /// Response headers the status calls for (`WWW-Authenticate` on `401`,
+    /// `Retry-After` on `429`).
+    pub headers: Vec<(&'static str, String)>,
 }
 
 impl Reject for ApiError {}
@@ -33,7 +36,13 @@ struct Body<'a> {
 
 impl ApiError {
     pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
-        Self { status, code, message: message.into(), details: None }
+        Self { status, code, message: message.into(), details: None, headers: Vec::new() }
+    }
+
+    /// Adds a response header.
+    pub fn with_header(mut self, name: &'static str, value: impl Into<String>) -> Self {
+        self.headers.push((name, value.into()));
+        self
     }
 
     /// Adds one extra field to the body.
@@ -45,6 +54,26 @@ impl ApiError {
     /// 400 `invalid_request`.
     pub fn invalid(message: impl Into<String>) -> Self {
         Self::new(StatusCode::BAD_REQUEST, "invalid_request", message)
+    }
+
+    /// `401 unauthorized`: no credentials, or credentials that do not
+    /// check out. Says how to authenticate (RFC 6750 §3).
+    pub fn unauthorized(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNAUTHORIZED, "unauthorized", message)
+            .with_header("www-authenticate", r#"Bearer realm="seckill""#)
+    }
+
+    /// `403 forbidden`: authenticated, but not allowed to do this.
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::FORBIDDEN, "forbidden", message)
+    }
+
+    /// `429 rate_limited`, with `Retry-After` in whole seconds (at least 1).
+    pub fn rate_limited(retry_after: std::time::Duration, message: impl Into<String>) -> Self {
+        let seconds = retry_after.as_secs_f64().ceil().max(1.0) as u64;
+        Self::new(StatusCode::TOO_MANY_REQUESTS, "rate_limited", message)
+            .with_header("retry-after", seconds.to_string())
+            .with_detail("retry_after_seconds", seconds)
     }
 
     /// 404 `not_found`.
@@ -68,6 +97,19 @@ impl ApiError {
         Self::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", message)
     }
 
+    /// The answer when the order-status view could not be read: `503` when
+    /// its backend failed (retrying may work), `500` when its data is
+    /// unreadable. Logged either way.
+    pub fn view_failed(error: &seckill_store::StoreError) -> Self {
+        match error {
+            seckill_store::StoreError::Backend(_) => {
+                tracing::warn!(%error, "Status view unavailable.");
+                Self::unavailable("the order status view is unavailable; retry the request")
+            }
+            seckill_store::StoreError::Corrupt(_) => Self::internal(error),
+        }
+    }
+
     /// 500 `internal`: logged with its cause; the client sees no detail.
     pub fn internal(cause: &dyn std::fmt::Display) -> Self {
         tracing::error!(%cause, "Request failed.");
@@ -78,7 +120,13 @@ impl ApiError {
 impl Reply for ApiError {
     fn into_response(self) -> warp::reply::Response {
         let body = Body { error: self.code, message: &self.message, details: self.details.as_ref() };
-        warp::reply::with_status(warp::reply::json(&body), self.status).into_response()
+        let mut response = warp::reply::with_status(warp::reply::json(&body), self.status).into_response();
+        for (name, value) in self.headers {
+            if let Ok(value) = warp::http::HeaderValue::from_str(&value) {
+                response.headers_mut().insert(name, value);
+            }
+        }
+        response
     }
 }
 

@@ -16,6 +16,6 @@ mod server;
 
 pub use error::{recover, ApiError};
 pub use ops::{healthz, instrumented, metrics};
-pub use query::query_routes;
+pub use query::{page_limit, query_routes, voucher_routes, ListQuery};
 pub use remote_view::RemoteView;
 pub use server::serve;

@@ -5,7 +5,9 @@
 use std::process::Command;
 use std::time::Duration;
 
-use seckill_devstack::{free_port, Broker, BrokerStorage, Redis, RedisPersistence, Server, TempDir};
+use seckill_devstack::{
+    free_port, Broker, BrokerStorage, Redis, RedisPersistence, Server, TempDir, TEST_ADMIN_TOKEN, TEST_JWT_SECRET,
+};
 
 /// One of the platform's services.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -145,6 +147,10 @@ impl Cluster {
         match service {
             Service::Ingress => {
                 env.push(("SECKILL_VIEW_URL".to_owned(), self.url(Service::Projector)));
+                env.push(("SECKILL_AUTH__ADMIN_TOKEN".to_owned(), TEST_ADMIN_TOKEN.to_owned()));
+                env.push(("SECKILL_AUTH__JWT_SECRET".to_owned(), TEST_JWT_SECRET.to_owned()));
+                // Every client of the test is on one address.
+                env.push(("SECKILL_RATE_LIMIT__PER_IP_PER_SECOND".to_owned(), "0".to_owned()));
                 // A killed relay's entries are taken over quickly.
                 env.push(("SECKILL_OUTBOX_CLAIM_IDLE_MS".to_owned(), "1000".to_owned()));
                 env.push(("SECKILL_DRAIN_MS".to_owned(), "2000".to_owned()));

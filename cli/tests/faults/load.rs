@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use reqwest::StatusCode;
+use seckill_devstack::user_token;
 use serde_json::Value;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -76,7 +77,7 @@ impl Load {
                     let user = format!("{round}{client}-{n}");
                     let answer = http
                         .post(format!("{base}/api/v1/vouchers/{voucher}/orders"))
-                        .header("x-user-id", &user)
+                        .header("authorization", format!("Bearer {}", user_token(&user)))
                         .send()
                         .await;
                     let seen = match answer {

@@ -15,6 +15,7 @@ mod load;
 use std::time::Duration;
 
 use reqwest::StatusCode;
+use seckill_devstack::{user_token, TEST_ADMIN_TOKEN};
 use seckill_kafka::{EventProducer, Headers, Message, OwnedHeaders, ProducerSettings};
 use serde_json::json;
 use tokio::sync::Mutex;
@@ -43,6 +44,7 @@ async fn under_load() -> (Cluster, Vec<Voucher>, Load) {
         let response = cluster
             .http
             .post(format!("{}/api/v1/vouchers", cluster.url(Service::Ingress)))
+            .header("authorization", format!("Bearer {TEST_ADMIN_TOKEN}"))
             .json(&body)
             .send()
             .await
@@ -246,7 +248,7 @@ async fn after_a_redis_data_loss_reconcile_rebuilds_the_gate_from_the_log() {
     let response = cluster
         .http
         .post(format!("{}/api/v1/vouchers/{}/orders", cluster.url(Service::Ingress), earlier.voucher))
-        .header("x-user-id", &earlier.user)
+        .header("authorization", format!("Bearer {}", user_token(&earlier.user)))
         .send()
         .await
         .expect("ingress answers");

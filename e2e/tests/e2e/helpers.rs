@@ -8,10 +8,11 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use prometheus::Registry;
 use reqwest::StatusCode;
+use seckill_core::config::Secret;
 use seckill_core::config::{ConsumerConfig, HttpConfig, KafkaConfig, RedisConfig, StoreConfig};
-use seckill_devstack::{free_port, TestInfra};
+use seckill_devstack::{free_port, user_token, TestInfra, TEST_ADMIN_TOKEN, TEST_JWT_SECRET};
 use seckill_gate::VoucherKeys;
-use seckill_ingress::{Dependencies, IngressConfig};
+use seckill_ingress::{AuthConfig, Dependencies, IngressConfig, RateLimitConfig};
 use seckill_processor::ProcessorConfig;
 use seckill_projector::ProjectorConfig;
 use seckill_web::RemoteView;
@@ -59,6 +60,10 @@ pub struct Platform {
     pub more_processors: Vec<Running>,
     /// The stores' configuration when shared (CQL); None: embedded files.
     pub shared_store: Option<StoreConfig>,
+    /// What `start_ingress` starts: the test credentials and no rate
+    /// limits (every test client shares one address), unless a test
+    /// changes it.
+    pub ingress_config: IngressConfig,
     /// Last, so the servers outlive the services when a test ends.
     pub infra: TestInfra,
 }
@@ -72,6 +77,15 @@ impl Platform {
     /// Starts Redis, the broker and the three services, with the processor
     /// and projector on `shared_store` when given.
     pub async fn start_with(shared_store: Option<StoreConfig>) -> Self {
+        Self::start_configured(shared_store, |_| {}).await
+    }
+
+    /// Starts Redis, the broker and the three services, the ingress
+    /// configured by `configure` on top of the test defaults.
+    pub async fn start_configured(
+        shared_store: Option<StoreConfig>,
+        configure: impl FnOnce(&mut IngressConfig),
+    ) -> Self {
         let infra = TestInfra::start().expect("Redis and the broker start (run scripts/setup)");
         let kafka = KafkaConfig {
             brokers: infra.broker.brokers(),
@@ -82,6 +96,19 @@ impl Platform {
         let redis = RedisConfig { url: infra.redis.url(), key_prefix: infra.namespace.clone() };
         let processor_addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
         let projector_addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let mut ingress_config = IngressConfig {
+            http: HttpConfig::local(0),
+            redis: redis.clone(),
+            kafka: kafka.clone(),
+            auth: AuthConfig {
+                admin_token: Some(Secret::new(TEST_ADMIN_TOKEN)),
+                jwt_secret: Some(Secret::new(TEST_JWT_SECRET)),
+                ..AuthConfig::default()
+            },
+            rate_limit: RateLimitConfig::unlimited(),
+            ..IngressConfig::default()
+        };
+        configure(&mut ingress_config);
         let mut platform = Self {
             infra,
             kafka,
@@ -99,6 +126,7 @@ impl Platform {
             projector: None,
             more_processors: Vec::new(),
             shared_store,
+            ingress_config,
         };
         platform.start_processor().await;
         platform.start_projector().await;
@@ -107,12 +135,7 @@ impl Platform {
     }
 
     pub async fn start_ingress(&mut self) {
-        let config = IngressConfig {
-            http: HttpConfig::local(0),
-            redis: self.redis.clone(),
-            kafka: self.kafka.clone(),
-            ..IngressConfig::default()
-        };
+        let config = self.ingress_config.clone();
         let view = Arc::new(RemoteView::new(&format!("http://{}", self.projector_addr)).expect("view client"));
         let app = seckill_ingress::App::build(config, Dependencies { registry: Registry::new(), view })
             .await
@@ -206,6 +229,16 @@ impl Platform {
         body["voucher_id"].as_str().expect("voucher_id").to_owned()
     }
 
+    /// `Authorization` for `user`: a token signed with the test secret.
+    pub fn as_user(user: &str) -> String {
+        format!("Bearer {}", user_token(user))
+    }
+
+    /// `Authorization` for the admin.
+    pub fn as_admin() -> String {
+        format!("Bearer {TEST_ADMIN_TOKEN}")
+    }
+
     /// Places an order as `user`.
     pub async fn order(&self, voucher: &str, user: &str) -> (StatusCode, Value) {
         self.post(&format!("/api/v1/vouchers/{voucher}/orders"), Some(user), None).await
@@ -222,6 +255,7 @@ impl Platform {
         let response = self
             .http
             .patch(format!("{}/api/v1/vouchers/{voucher}", self.base))
+            .header("authorization", Self::as_admin())
             .json(&change)
             .send()
             .await
@@ -230,11 +264,10 @@ impl Platform {
         (status, response.json().await.unwrap_or(Value::Null))
     }
 
+    /// `POST`s to the ingress as `user`, or as the admin when `None`.
     pub async fn post(&self, path: &str, user: Option<&str>, body: Option<Value>) -> (StatusCode, Value) {
-        let mut request = self.http.post(format!("{}{path}", self.base));
-        if let Some(user) = user {
-            request = request.header("x-user-id", user);
-        }
+        let authorization = user.map_or_else(Self::as_admin, Self::as_user);
+        let mut request = self.http.post(format!("{}{path}", self.base)).header("authorization", authorization);
         if let Some(body) = body {
             request = request.json(&body);
         }
@@ -243,8 +276,9 @@ impl Platform {
         (status, response.json().await.unwrap_or(Value::Null))
     }
 
+    /// `GET`s `url` as the admin, who may read every order.
     pub async fn get(&self, url: &str) -> (StatusCode, Value) {
-        let response = self.http.get(url).send().await.expect("service answers");
+        let response = self.http.get(url).header("authorization", Self::as_admin()).send().await.expect("answers");
         let status = response.status();
         (status, response.json().await.unwrap_or(Value::Null))
     }
@@ -317,7 +351,7 @@ impl Platform {
         seckill_kafka::EventProducer::new(&seckill_kafka::ProducerSettings::from(&self.kafka)).expect("producer")
     }
 
-    async fn redis_connection(&self) -> redis::aio::MultiplexedConnection {
+    pub async fn redis_connection(&self) -> redis::aio::MultiplexedConnection {
         let client = redis::Client::open(self.redis.url.as_str()).expect("redis url");
         client.get_multiplexed_async_connection().await.expect("redis connects")
     }

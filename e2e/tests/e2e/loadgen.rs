@@ -3,7 +3,10 @@
 
 use std::time::Duration;
 
-use seckill_loadgen::{Checks, Pacing, Plan};
+use seckill_auth::JwtKey;
+use seckill_core::config::Secret;
+use seckill_devstack::{TEST_ADMIN_TOKEN, TEST_JWT_SECRET};
+use seckill_loadgen::{Checks, Credentials, Pacing, Plan};
 
 use crate::helpers::Platform;
 
@@ -17,7 +20,8 @@ async fn a_small_load_run_reports_every_answer_and_passing_invariants() {
     };
     let closed = Plan {
         base_url: platform.base.clone(),
-        admin_token: None,
+        admin_token: Some(TEST_ADMIN_TOKEN.to_owned()),
+        credentials: Credentials::Tokens(JwtKey::new(&Secret::new(TEST_JWT_SECRET))),
         stock: 100,
         per_user_limit: 2,
         requests: 3_000,
@@ -27,6 +31,7 @@ async fn a_small_load_run_reports_every_answer_and_passing_invariants() {
         pacing: Pacing::Closed { connections: 64 },
         user_prefix: "closed-".to_owned(),
         settle_timeout: Duration::from_secs(60),
+        visibility_sample: 10,
     };
     let report = seckill_loadgen::run(&closed, &checks, false).await.expect("the closed-loop run completes");
     println!("{report}");
@@ -38,6 +43,7 @@ async fn a_small_load_run_reports_every_answer_and_passing_invariants() {
     assert_eq!(report.final_statuses.get("CREATED"), Some(&100));
     assert!(report.sold_out_after_s.is_some());
     assert_eq!(report.latency.count, 3_000);
+    assert_eq!(report.visible.count, 10, "one admitted order in ten was watched until final: {report}");
 
     // Open loop, with retries: a user's repeats replay their first order.
     let open = Plan {

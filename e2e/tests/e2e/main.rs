@@ -4,17 +4,20 @@
 // Test helpers are `pub` for the test modules; nothing is exported.
 #![allow(unreachable_pub)]
 
+mod api_fuzz;
 mod contention;
 mod dead_letters;
 mod helpers;
 mod lifecycle;
 mod loadgen;
 mod observability;
+mod openapi;
 mod orders;
 mod rebuild;
 mod replay;
 mod restart;
 mod retries;
 mod rules;
+mod security;
 mod stats;
 mod stress;

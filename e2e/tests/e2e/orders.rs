@@ -54,8 +54,15 @@ async fn rejections_use_the_documented_codes() {
     assert_eq!((unknown.0, unknown.1["error"].as_str()), (StatusCode::NOT_FOUND, Some("unknown_voucher")));
     let bad = platform.order("not-a-uuid", "u1").await;
     assert_eq!((bad.0, bad.1["error"].as_str()), (StatusCode::BAD_REQUEST, Some("invalid_request")));
-    let anonymous = platform.post(&format!("/api/v1/vouchers/{voucher}/orders"), None, None).await;
-    assert_eq!(anonymous.0, StatusCode::UNAUTHORIZED);
+    let anonymous = platform.http.post(format!("{}/api/v1/vouchers/{voucher}/orders", platform.base)).send().await;
+    assert_eq!(anonymous.expect("answers").status(), StatusCode::UNAUTHORIZED);
+    let as_admin = platform.post(&format!("/api/v1/vouchers/{voucher}/orders"), None, None).await;
+    assert_eq!(
+        (as_admin.0, as_admin.1["error"].as_str()),
+        (StatusCode::FORBIDDEN, Some("forbidden")),
+        "{}",
+        as_admin.1
+    );
 
     let later = Utc::now() + chrono::Duration::hours(1);
     let future = platform.create_voucher_between(5, 1, later, later + chrono::Duration::hours(1)).await;

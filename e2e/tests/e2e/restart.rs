@@ -28,8 +28,12 @@ async fn consumers_restarted_mid_stream_finish_every_order_once() {
                     let (url, http, placed) =
                         (format!("{base}/api/v1/vouchers/{voucher}/orders"), http.clone(), Arc::clone(&placed));
                     async move {
-                        let response =
-                            http.post(url).header("x-user-id", format!("r{i}")).send().await.expect("ingress answers");
+                        let response = http
+                            .post(url)
+                            .header("authorization", Platform::as_user(&format!("r{i}")))
+                            .send()
+                            .await
+                            .expect("answers");
                         assert_eq!(response.status(), StatusCode::ACCEPTED);
                         let body: serde_json::Value = response.json().await.expect("json");
                         placed.fetch_add(1, Ordering::SeqCst);

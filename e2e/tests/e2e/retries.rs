@@ -18,7 +18,11 @@ async fn concurrent_retries_with_one_idempotency_key_make_one_order() {
     let voucher = platform.create_voucher(5, 1).await;
     let url = format!("{}/api/v1/vouchers/{voucher}/orders", platform.base);
     let attempts = (0..100).map(|_| {
-        let request = platform.http.post(&url).header("x-user-id", "impatient").header("idempotency-key", "cart-42");
+        let request = platform
+            .http
+            .post(&url)
+            .header("authorization", Platform::as_user("impatient"))
+            .header("idempotency-key", "cart-42");
         async move {
             let response = request.send().await.expect("ingress answers");
             let status = response.status();
@@ -45,7 +49,7 @@ async fn concurrent_retries_with_one_idempotency_key_make_one_order() {
     let bad_key = platform
         .http
         .post(&url)
-        .header("x-user-id", "impatient")
+        .header("authorization", Platform::as_user("impatient"))
         .header("idempotency-key", "has spaces")
         .send()
         .await

@@ -1,90 +1,216 @@
-//! Who is calling: the admin token and the user's identity.
+//! Who is calling: a user (HS256 JWT), the admin (admin token) or nobody.
+//!
+//! Every route that acts for a user takes the user id from a verified token
+//! and from nothing else; `X-User-Id` counts only when the development
+//! setting `auth.insecure_dev_user_header` is on. Refusals are `401` when
+//! the caller is not known (no credentials, or credentials that do not check
+//! out) and `403` when a known caller may not do this.
 
-use seckill_core::config::Secret;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use seckill_auth::{bearer_token, AdminToken, JwtKey, JwtRules};
+use seckill_core::metrics::RefusalReason;
 use seckill_core::UserId;
 use seckill_web::ApiError;
 use warp::http::StatusCode;
 use warp::{Filter, Rejection};
 
-/// Passes when no admin token is configured, or the request carries
-/// `Authorization: Bearer <token>`.
-pub(super) fn admin(token: Option<Secret>) -> impl Filter<Extract = (), Error = Rejection> + Clone {
-    warp::header::optional::<String>("authorization")
-        .and_then(move |header: Option<String>| {
-            let token = token.clone();
-            async move {
-                let Some(token) = token else { return Ok(()) };
-                let presented = header.as_deref().and_then(|h| h.strip_prefix("Bearer "));
-                match presented {
-                    Some(presented) if constant_time_eq(presented.as_bytes(), token.expose().as_bytes()) => Ok(()),
-                    Some(_) => Err(warp::reject::custom(ApiError::new(
-                        StatusCode::FORBIDDEN,
-                        "forbidden",
-                        "the admin token is not valid",
-                    ))),
-                    None => Err(warp::reject::custom(ApiError::new(
-                        StatusCode::UNAUTHORIZED,
-                        "unauthorized",
-                        "admin routes need Authorization: Bearer <admin token>",
-                    ))),
-                }
-            }
-        })
-        .untuple_one()
-}
+use super::Ingress;
+use crate::config::AuthConfig;
 
-/// The calling user, from `X-User-Id` (authentication proper is a later
-/// addition; the header is the development identity).
-pub(super) fn user() -> impl Filter<Extract = (UserId,), Error = Rejection> + Clone {
-    warp::header::optional::<String>("x-user-id").and_then(|header: Option<String>| async move { parse_user(header) })
-}
-
-fn parse_user(header: Option<String>) -> Result<UserId, Rejection> {
-    let raw = header.ok_or_else(|| {
-        warp::reject::custom(ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", "an X-User-Id header is required"))
-    })?;
-    UserId::parse(&raw).map_err(|e| warp::reject::custom(ApiError::invalid(format!("X-User-Id: {e}"))))
-}
-
-/// Who acts on an order.
+/// Who acts.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) enum Caller {
-    /// Presented the configured admin token: may act on any order.
+pub(crate) enum Caller {
+    /// Presented the admin token.
     Admin,
-    /// May act on their own orders only.
+    /// Presented a valid token for this user (or, in development, named it).
     User(UserId),
 }
 
-/// The admin when the request carries the configured admin token, else the
-/// `X-User-Id` user. A wrong token is refused rather than ignored.
-pub(super) fn caller(token: Option<Secret>) -> impl Filter<Extract = (Caller,), Error = Rejection> + Clone {
+/// Checks credentials against the configured secrets.
+#[derive(Debug)]
+pub(crate) struct Authenticator {
+    /// `None` only when the configuration has no admin token, which
+    /// validation refuses outside unit tests of this module.
+    admin: Option<AdminToken>,
+    users: Option<(JwtKey, JwtRules)>,
+    trust_user_header: bool,
+}
+
+impl Authenticator {
+    pub(crate) fn new(config: &AuthConfig) -> Self {
+        let rules = JwtRules {
+            leeway_seconds: config.jwt_leeway_seconds,
+            issuer: config.jwt_issuer.clone(),
+            audience: config.jwt_audience.clone(),
+        };
+        Self {
+            admin: config.admin_token.as_ref().map(AdminToken::new),
+            users: config.jwt_secret.as_ref().map(|secret| (JwtKey::new(secret), rules)),
+            trust_user_header: config.insecure_dev_user_header,
+        }
+    }
+
+    /// The caller presenting `authorization` (the header's value) and, in
+    /// development, `user_header` (`X-User-Id`).
+    pub(crate) fn caller(&self, authorization: Option<&str>, user_header: Option<&str>) -> Result<Caller, ApiError> {
+        let Some(authorization) = authorization else {
+            return match user_header {
+                Some(raw) if self.trust_user_header => {
+                    UserId::parse(raw).map(Caller::User).map_err(|e| ApiError::invalid(format!("X-User-Id: {e}")))
+                }
+                Some(_) => Err(ApiError::unauthorized(
+                    "X-User-Id is not accepted as an identity here; send Authorization: Bearer <token>",
+                )),
+                None => Err(ApiError::unauthorized("Authorization: Bearer <token> is required")),
+            };
+        };
+        let token = bearer_token(authorization)
+            .ok_or_else(|| ApiError::unauthorized("the Authorization header must be `Bearer <token>`"))?;
+        if self.is_admin(token) {
+            return Ok(Caller::Admin);
+        }
+        let Some((key, rules)) = &self.users else {
+            return Err(ApiError::unauthorized("this ingress accepts no user tokens (no auth.jwt_secret is set)"));
+        };
+        key.verify(token, rules, unix_now()).map(Caller::User).map_err(|e| ApiError::unauthorized(e.to_string()))
+    }
+
+    /// Passes the admin token only: `401` without a bearer token, `403`
+    /// with any other token (a valid user token included).
+    pub(crate) fn admin(&self, authorization: Option<&str>) -> Result<(), ApiError> {
+        let token = authorization
+            .and_then(bearer_token)
+            .ok_or_else(|| ApiError::unauthorized("admin routes need Authorization: Bearer <admin token>"))?;
+        if self.is_admin(token) {
+            Ok(())
+        } else {
+            Err(ApiError::forbidden("this route needs the admin token"))
+        }
+    }
+
+    fn is_admin(&self, token: &str) -> bool {
+        self.admin.as_ref().is_some_and(|admin| admin.matches(token))
+    }
+}
+
+fn unix_now() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |elapsed| elapsed.as_secs() as i64)
+}
+
+/// Counts a refusal by its status and passes it on.
+fn counted(ingress: &Ingress, error: ApiError) -> Rejection {
+    let reason =
+        if error.status == StatusCode::FORBIDDEN { RefusalReason::Forbidden } else { RefusalReason::Unauthorized };
+    ingress.metrics.refused.with_label_values(&[reason.as_str()]).inc();
+    Rejection::from(error)
+}
+
+/// The caller, whoever it is.
+pub(super) fn caller(ingress: Arc<Ingress>) -> impl Filter<Extract = (Caller,), Error = Rejection> + Clone {
     warp::header::optional::<String>("authorization").and(warp::header::optional::<String>("x-user-id")).and_then(
         move |authorization: Option<String>, user: Option<String>| {
-            let token = token.clone();
+            let ingress = Arc::clone(&ingress);
             async move {
-                let presented = authorization.as_deref().and_then(|h| h.strip_prefix("Bearer "));
-                match (token, presented) {
-                    (Some(token), Some(presented))
-                        if constant_time_eq(presented.as_bytes(), token.expose().as_bytes()) =>
-                    {
-                        return Ok(Caller::Admin);
-                    }
-                    (Some(_), Some(_)) => {
-                        return Err(warp::reject::custom(ApiError::new(
-                            StatusCode::FORBIDDEN,
-                            "forbidden",
-                            "the admin token is not valid",
-                        )));
-                    }
-                    _ => {}
-                }
-                parse_user(user).map(Caller::User)
+                ingress.auth.caller(authorization.as_deref(), user.as_deref()).map_err(|e| counted(&ingress, e))
             }
         },
     )
 }
 
-/// Compares without an early exit, so timing does not leak the token.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+/// The calling user: orders are placed by users, not by the admin token.
+pub(super) fn user(ingress: Arc<Ingress>) -> impl Filter<Extract = (UserId,), Error = Rejection> + Clone {
+    let refusing = Arc::clone(&ingress);
+    caller(ingress).and_then(move |caller: Caller| {
+        let ingress = Arc::clone(&refusing);
+        async move {
+            match caller {
+                Caller::User(user) => Ok(user),
+                Caller::Admin => Err(counted(
+                    &ingress,
+                    ApiError::forbidden("orders are placed by users: send a user's token, not the admin token"),
+                )),
+            }
+        }
+    })
+}
+
+/// Passes the admin only.
+pub(super) fn admin(ingress: Arc<Ingress>) -> impl Filter<Extract = (), Error = Rejection> + Clone {
+    warp::header::optional::<String>("authorization")
+        .and_then(move |authorization: Option<String>| {
+            let ingress = Arc::clone(&ingress);
+            async move { ingress.auth.admin(authorization.as_deref()).map_err(|e| counted(&ingress, e)) }
+        })
+        .untuple_one()
+}
+
+#[cfg(test)]
+mod tests {
+    use seckill_auth::Claims;
+    use seckill_core::config::Secret;
+
+    use super::*;
+
+    const SECRET: &str = "0123456789abcdef0123456789abcdef";
+    const ADMIN: &str = "the admin token for tests";
+
+    fn authenticator(trust_user_header: bool) -> Authenticator {
+        Authenticator::new(&AuthConfig {
+            jwt_secret: Some(Secret::new(SECRET)),
+            admin_token: Some(Secret::new(ADMIN)),
+            insecure_dev_user_header: trust_user_header,
+            ..AuthConfig::default()
+        })
+    }
+
+    fn token_for(user: &str) -> String {
+        let user = UserId::parse(user).expect("valid");
+        format!("Bearer {}", JwtKey::new(&Secret::new(SECRET)).issue(&Claims::for_user(&user, unix_now(), 60)))
+    }
+
+    fn status(result: Result<impl std::fmt::Debug, ApiError>) -> StatusCode {
+        result.expect_err("refused").status
+    }
+
+    #[test]
+    fn users_come_from_tokens_and_admins_from_the_admin_token() {
+        let auth = authenticator(false);
+        let alice = UserId::parse("alice").expect("valid");
+        let caller = |authorization: &str, header| auth.caller(Some(authorization), header).expect("accepted");
+        assert_eq!(caller(&token_for("alice"), None), Caller::User(alice.clone()));
+        // A header naming someone else changes nothing.
+        assert_eq!(caller(&token_for("alice"), Some("bob")), Caller::User(alice));
+        assert_eq!(caller(&format!("Bearer {ADMIN}"), None), Caller::Admin);
+    }
+
+    #[test]
+    fn the_user_header_counts_only_in_development() {
+        assert_eq!(status(authenticator(false).caller(None, Some("alice"))), StatusCode::UNAUTHORIZED);
+        let dev = authenticator(true);
+        let alice = UserId::parse("alice").expect("valid");
+        assert_eq!(dev.caller(None, Some("alice")).expect("trusted in development"), Caller::User(alice));
+        assert_eq!(status(dev.caller(None, Some("not a user id"))), StatusCode::BAD_REQUEST);
+    }
+
+    #[test]
+    fn missing_and_bad_credentials_are_unauthorized() {
+        let auth = authenticator(false);
+        assert_eq!(status(auth.caller(None, None)), StatusCode::UNAUTHORIZED);
+        assert_eq!(status(auth.caller(Some("Basic YWxpY2U6cHc="), None)), StatusCode::UNAUTHORIZED);
+        assert_eq!(status(auth.caller(Some("Bearer a.b.c"), None)), StatusCode::UNAUTHORIZED);
+        let error = auth.caller(None, None).expect_err("refused");
+        assert!(error.headers.iter().any(|(name, _)| *name == "www-authenticate"));
+    }
+
+    #[test]
+    fn admin_routes_take_the_admin_token_only() {
+        let auth = authenticator(false);
+        assert!(auth.admin(Some(&format!("Bearer {ADMIN}"))).is_ok());
+        assert_eq!(status(auth.admin(None)), StatusCode::UNAUTHORIZED);
+        assert_eq!(status(auth.admin(Some("Basic YWRtaW46cHc="))), StatusCode::UNAUTHORIZED);
+        assert_eq!(status(auth.admin(Some("Bearer wrong"))), StatusCode::FORBIDDEN);
+        assert_eq!(status(auth.admin(Some(&token_for("alice")))), StatusCode::FORBIDDEN);
+    }
 }

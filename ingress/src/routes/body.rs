@@ -52,10 +52,14 @@ fn too_large(max_bytes: u64) -> Rejection {
     .into()
 }
 
-/// Parses a required JSON body.
+/// Parses a required JSON body: one object. (serde would also build a
+/// struct from an array of its fields in order, which no client means.)
 pub(super) fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, Rejection> {
     if is_empty(body) {
         return Err(ApiError::invalid("a JSON body is required").into());
+    }
+    if body.iter().find(|byte| !byte.is_ascii_whitespace()) != Some(&b'{') {
+        return Err(ApiError::invalid("the JSON body must be an object").into());
     }
     serde_json::from_slice(body).map_err(|e| ApiError::invalid(format!("invalid JSON body: {e}")).into())
 }
@@ -70,4 +74,24 @@ pub(super) fn parse_or_default<T: DeserializeOwned + Default>(body: &[u8]) -> Re
 
 fn is_empty(body: &[u8]) -> bool {
     body.iter().all(u8::is_ascii_whitespace)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Order {
+        #[allow(dead_code, reason = "only whether it parses matters")]
+        quantity: u32,
+    }
+
+    #[test]
+    fn only_a_json_object_is_a_body() {
+        assert!(parse::<Order>(br#" {"quantity": 1}"#).is_ok());
+        for refused in [&b"[1]"[..], b"1", b"\"1\"", b"null", b"{\"quantity\": 1} x", b""] {
+            assert!(parse::<Order>(refused).is_err(), "{}", String::from_utf8_lossy(refused));
+        }
+    }
 }

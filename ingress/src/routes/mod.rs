@@ -2,7 +2,10 @@
 
 mod auth;
 mod body;
+mod limits;
+mod openapi;
 mod order_actions;
+mod order_status;
 mod orders;
 mod vouchers;
 
@@ -13,11 +16,12 @@ use seckill_core::metrics::{AdmissionMetrics, HttpMetrics};
 use seckill_core::topics::Topics;
 use seckill_kafka::EventProducer;
 use seckill_store::ViewReader;
-use seckill_web::{healthz, instrumented, metrics, query_routes, recover};
+use seckill_web::{healthz, instrumented, metrics, recover, voucher_routes};
 use warp::{Filter, Rejection, Reply};
 
+pub(crate) use self::auth::Authenticator;
+pub(crate) use self::limits::Limits;
 use crate::sold_out::SoldOutMemo;
-use seckill_core::config::Secret;
 use seckill_gate::Gate;
 
 /// Route templates, for the request metrics.
@@ -29,6 +33,7 @@ const ROUTES: &[&str] = &[
     "/api/v1/orders/{id}/cancel",
     "/api/v1/orders/{id}/confirm",
     "/api/v1/users/{id}/orders",
+    "/api/v1/openapi.json",
     "/healthz",
     "/metrics",
 ];
@@ -41,7 +46,8 @@ pub(crate) struct Ingress {
     pub(crate) producer: EventProducer,
     pub(crate) topics: Topics,
     pub(crate) metrics: AdmissionMetrics,
-    pub(crate) admin_token: Option<Secret>,
+    pub(crate) auth: Authenticator,
+    pub(crate) limits: Limits,
     /// Where cancel and confirm requests look the order up.
     pub(crate) view: Arc<dyn ViewReader>,
 }
@@ -58,7 +64,10 @@ pub(crate) fn routes(
         .or(orders::place(Arc::clone(&ingress), max_body_bytes))
         .or(order_actions::cancel(Arc::clone(&ingress)))
         .or(order_actions::confirm(Arc::clone(&ingress)))
-        .or(query_routes(Arc::clone(&ingress.view)));
+        .or(order_status::order(Arc::clone(&ingress)))
+        .or(order_status::user_orders(Arc::clone(&ingress)))
+        .or(voucher_routes(Arc::clone(&ingress.view)))
+        .or(openapi::document());
     with_state_free_routes(api, registry).recover(recover).with(instrumented(http_metrics, ROUTES))
 }
 
@@ -71,4 +80,28 @@ where
     F::Extract: Reply,
 {
     api.or(healthz()).or(metrics(registry))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+
+    /// `/api/v1/orders/{order_id}` → `/api/v1/orders/{id}`.
+    fn as_template(path: &str) -> String {
+        path.split('/')
+            .map(|segment| if segment.starts_with('{') { "{id}" } else { segment })
+            .collect::<Vec<_>>()
+            .join("/")
+    }
+
+    #[test]
+    fn the_openapi_document_names_exactly_the_routed_paths() {
+        let document: serde_json::Value = serde_json::from_str(openapi::OPENAPI_JSON).expect("valid JSON");
+        let documented: BTreeSet<String> =
+            document["paths"].as_object().expect("paths").keys().map(|path| as_template(path)).collect();
+        let routed: BTreeSet<String> = ROUTES.iter().map(|route| (*route).to_owned()).collect();
+        assert_eq!(documented, routed, "ingress/openapi.json and the route table disagree");
+    }
 }

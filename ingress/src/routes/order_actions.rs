@@ -17,8 +17,9 @@ use seckill_web::ApiError;
 use warp::http::StatusCode;
 use warp::{Filter, Rejection, Reply};
 
-use super::auth::{self, Caller};
-use super::Ingress;
+use super::auth::Caller;
+use super::order_status::visible_order;
+use super::{limits, Ingress};
 
 /// What the client asks of the order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,7 +57,8 @@ fn route(
         .and(warp::path(segment))
         .and(warp::path::end())
         .and(warp::post())
-        .and(auth::caller(ingress.admin_token.clone()))
+        .and(limits::per_client_address(Arc::clone(&ingress)))
+        .and(limits::rate_limited_caller(Arc::clone(&ingress)))
         .and(warp::any().map(move || Arc::clone(&ingress)))
         .and_then(move |order, caller, ingress| handle(order, caller, ingress, action))
 }
@@ -68,14 +70,11 @@ async fn handle(
     action: Action,
 ) -> Result<warp::reply::Response, Rejection> {
     let order_id: OrderId = raw.parse().map_err(|e| ApiError::invalid(format!("order_id: {e}")))?;
-    let order = ingress.view.order(order_id).await.map_err(|e| {
-        tracing::warn!(error = %e, "Status view unavailable.");
-        ApiError::unavailable("the order status view is unavailable; retry the request")
-    })?;
     // Someone else's order is answered exactly like an unknown one.
-    let order = order
-        .filter(|order| action_allowed(&caller, order, action))
-        .ok_or_else(|| ApiError::unknown_order(order_id))?;
+    let order = visible_order(&ingress, &caller, order_id).await?;
+    if caller == Caller::Admin && action == Action::Confirm {
+        return Err(ApiError::forbidden("only the owner confirms an order").into());
+    }
 
     let request = OrderRequest { order_id, voucher_id: order.voucher_id, reason: None, requested_at: Utc::now() };
     let event = match (action, order.status) {
@@ -110,15 +109,6 @@ async fn handle(
         ApiError::unavailable("the event log is unavailable; nothing was requested")
     })?;
     Ok(reply(StatusCode::ACCEPTED, &order, Some(action)))
-}
-
-/// Owners act on their orders; an admin may cancel any order but confirms
-/// none (confirmation stands in for the owner's payment).
-fn action_allowed(caller: &Caller, order: &OrderView, action: Action) -> bool {
-    match caller {
-        Caller::Admin => action == Action::Cancel,
-        Caller::User(user) => *user == order.user_id,
-    }
 }
 
 /// `{"order_id", "status", "requested"?}`: the status as the view shows it

@@ -34,14 +34,26 @@ struct CreateVoucher {
     hold_seconds: u32,
 }
 
-/// The admin's change; each field left out stays as it is.
+/// The admin's change; each field left out stays as it is (`null` is not
+/// a way to leave one out: it is refused like any other wrong type).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct UpdateVoucher {
+    #[serde(default, deserialize_with = "present")]
     paused: Option<bool>,
+    #[serde(default, deserialize_with = "present")]
     ends_at: Option<DateTime<Utc>>,
     #[serde(default)]
     add_stock: u64,
+}
+
+/// An optional field that, when present, holds a value.
+fn present<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    T::deserialize(deserializer).map(Some)
 }
 
 fn one() -> u32 {
@@ -54,7 +66,7 @@ pub(super) fn create(
 ) -> impl Filter<Extract = (impl Reply,), Error = Rejection> + Clone {
     warp::path!("api" / "v1" / "vouchers")
         .and(warp::post())
-        .and(auth::admin(ingress.admin_token.clone()))
+        .and(auth::admin(Arc::clone(&ingress)))
         .and(body::bounded(max_body_bytes))
         .and(warp::any().map(move || Arc::clone(&ingress)))
         .and_then(handle_create)
@@ -66,7 +78,7 @@ pub(super) fn update(
 ) -> impl Filter<Extract = (impl Reply,), Error = Rejection> + Clone {
     warp::path!("api" / "v1" / "vouchers" / String)
         .and(warp::patch())
-        .and(auth::admin(ingress.admin_token.clone()))
+        .and(auth::admin(Arc::clone(&ingress)))
         .and(body::bounded(max_body_bytes))
         .and(warp::any().map(move || Arc::clone(&ingress)))
         .and_then(handle_update)
@@ -155,4 +167,18 @@ async fn handle_update(
         "ends_at": applied.ends_at,
     });
     Ok(warp::reply::json(&body).into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn null_is_not_a_way_to_leave_a_field_out() {
+        let parsed: UpdateVoucher = serde_json::from_str(r#"{"paused": true}"#).expect("valid");
+        assert_eq!((parsed.paused, parsed.ends_at, parsed.add_stock), (Some(true), None, 0));
+        for refused in [r#"{"ends_at": null}"#, r#"{"paused": null}"#, r#"{"add_stock": null}"#, r#"{"x": 1}"#] {
+            assert!(serde_json::from_str::<UpdateVoucher>(refused).is_err(), "{refused}");
+        }
+    }
 }

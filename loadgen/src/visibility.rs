@@ -1,0 +1,91 @@
+//! When does a client see its order's final status? A sample of admitted
+//! orders is polled from the moment their `202` arrives until the status
+//! view shows them final, as a client would, so the figure includes the
+//! relay, the broker, the processor, the projector and the query path.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use seckill_core::UserId;
+use serde_json::Value;
+use tokio::task::JoinSet;
+
+use crate::Credentials;
+
+/// Pause between two polls of one order: the measurement's resolution.
+pub(crate) const POLL_EVERY: Duration = Duration::from_millis(5);
+
+/// Polls sampled orders in the background and collects their latencies.
+#[derive(Debug)]
+pub(crate) struct VisibilityProbe {
+    http: reqwest::Client,
+    base_url: String,
+    credentials: Credentials,
+    give_up_after: Duration,
+    /// One admitted order in `every` is polled.
+    every: usize,
+    admitted: AtomicUsize,
+    latencies_ms: Arc<Mutex<Vec<f64>>>,
+    polls: Mutex<JoinSet<()>>,
+}
+
+impl VisibilityProbe {
+    /// Polls one admitted order in `every` (at least 1), for at most
+    /// `give_up_after` each.
+    pub(crate) fn new(
+        http: reqwest::Client,
+        base_url: &str,
+        credentials: Credentials,
+        every: usize,
+        give_up_after: Duration,
+    ) -> Self {
+        Self {
+            http,
+            base_url: base_url.to_owned(),
+            credentials,
+            give_up_after,
+            every: every.max(1),
+            admitted: AtomicUsize::new(0),
+            latencies_ms: Arc::default(),
+            polls: Mutex::new(JoinSet::new()),
+        }
+    }
+
+    /// Counts an admitted order and, if it is one of the sample, starts
+    /// polling it (`order` of `user`, whose `202` arrived at `answered_at`).
+    pub(crate) fn admitted(&self, order: &str, user: &UserId, answered_at: Instant) {
+        if self.admitted.fetch_add(1, Ordering::Relaxed) % self.every == 0 {
+            self.watch(order.to_owned(), user.clone(), answered_at);
+        }
+    }
+
+    fn watch(&self, order: String, user: UserId, answered_at: Instant) {
+        let (http, credentials) = (self.http.clone(), self.credentials.clone());
+        let url = format!("{}/api/v1/orders/{order}", self.base_url);
+        let (latencies, give_up_after) = (Arc::clone(&self.latencies_ms), self.give_up_after);
+        let poll = async move {
+            while answered_at.elapsed() < give_up_after {
+                let request = credentials.as_user(http.get(&url), &user);
+                if let Ok(response) = request.send().await {
+                    let row: Value = response.json().await.unwrap_or(Value::Null);
+                    if row["status"].is_string() && row["status"] != "PENDING" {
+                        let latency_ms = answered_at.elapsed().as_secs_f64() * 1000.0;
+                        latencies.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push(latency_ms);
+                        return;
+                    }
+                }
+                tokio::time::sleep(POLL_EVERY).await;
+            }
+        };
+        self.polls.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).spawn(poll);
+    }
+
+    /// Waits for every poll to end; the latencies seen, in milliseconds.
+    pub(crate) async fn finish(self) -> Vec<f64> {
+        let mut polls = self.polls.into_inner().unwrap_or_else(|poisoned| poisoned.into_inner());
+        while polls.join_next().await.is_some() {}
+        let latencies = self.latencies_ms.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        latencies.clone()
+    }
+}
