@@ -68,6 +68,7 @@ async fn redrive(config: &ToolConfig, topic: &str) -> anyhow::Result<()> {
         group: format!("{}.redrive", config.kafka.topic_prefix),
         max_batch: 500,
         max_wait: Duration::from_millis(100),
+        fetch_wait: seckill_kafka::READER_FETCH_WAIT,
     };
     let consumer = BatchConsumer::subscribe(&settings, &[topic]).context("joining the redrive group")?;
     let producer = EventProducer::new(&ProducerSettings::from(&config.kafka)).context("creating the producer")?;

@@ -16,10 +16,17 @@ use crate::secrets::{given_or_stored, JWT_SECRET_FILE};
   # Against the local run (the secret comes from .seckill/jwt-secret):
   curl -s -X POST $base/api/v1/vouchers/$voucher/orders -H \"authorization: Bearer $(seckill token alice)\"
   # Against a deployment:
-  SECKILL_AUTH__JWT_SECRET=... seckill token alice --ttl-seconds 600")]
+  SECKILL_AUTH__JWT_SECRET=... seckill token alice --ttl-seconds 600
+  # Tokens for 10,000 users storm-0 ... storm-9999, one per line (for wrk, JMeter):
+  seckill token storm- --count 10000 > tokens.txt")]
 pub(crate) struct TokenArgs {
-    /// The user the token speaks for (its `sub`).
+    /// The user the token speaks for (its `sub`); with --count, the prefix
+    /// of the users' ids.
     user: String,
+    /// Print tokens for this many users, `<user>0` to `<user><count-1>`,
+    /// one per line.
+    #[arg(long)]
+    count: Option<u32>,
     /// How long the token is valid.
     #[arg(long, default_value_t = 3600)]
     ttl_seconds: i64,

@@ -208,6 +208,10 @@ impl Validate for RedisConfig {
     }
 }
 
+/// Default of [`ConsumerConfig::fetch_wait_ms`]; see `BENCHMARKS.md` for
+/// what it costs the broker.
+pub const DEFAULT_FETCH_WAIT_MS: u64 = 100;
+
 /// How a consuming service (processor, projector) joins its group and sizes
 /// its batches.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -220,12 +224,16 @@ pub struct ConsumerConfig {
     pub max_batch: usize,
     /// How long a batch waits to fill once it has a record.
     pub max_wait_ms: u64,
+    /// How long the broker may hold a fetch while nothing new has arrived.
+    /// Shorter: an idle consumer notices new records sooner. Longer: fewer
+    /// fetch requests, which a broker pays for even when they return nothing.
+    pub fetch_wait_ms: u64,
 }
 
 impl ConsumerConfig {
     /// A group named `group` with the default batch bounds.
     pub fn new(group: &str) -> Self {
-        Self { group: group.to_owned(), max_batch: 500, max_wait_ms: 5 }
+        Self { group: group.to_owned(), max_batch: 500, max_wait_ms: 5, fetch_wait_ms: DEFAULT_FETCH_WAIT_MS }
     }
 }
 
@@ -233,7 +241,8 @@ impl Validate for ConsumerConfig {
     fn validate(&self) -> Result<(), ConfigError> {
         ensure(!self.group.trim().is_empty(), "consumer.group", "must not be empty")?;
         ensure((1..=10_000).contains(&self.max_batch), "consumer.max_batch", "must be 1 to 10000")?;
-        ensure(self.max_wait_ms <= 1_000, "consumer.max_wait_ms", "must be at most 1000")
+        ensure(self.max_wait_ms <= 1_000, "consumer.max_wait_ms", "must be at most 1000")?;
+        ensure((1..=1_000).contains(&self.fetch_wait_ms), "consumer.fetch_wait_ms", "must be 1 to 1000")
     }
 }
 

@@ -121,19 +121,6 @@ impl HttpMetrics {
             ),
         }
     }
-
-    /// Records one answered request.
-    pub fn observe(&self, route: &str, status: u16, seconds: f64) {
-        let class = match status {
-            100..=199 => "1xx",
-            200..=299 => "2xx",
-            300..=399 => "3xx",
-            400..=499 => "4xx",
-            _ => "5xx",
-        };
-        self.requests.with_label_values(&[route, class]).inc();
-        self.duration.with_label_values(&[route]).observe(seconds);
-    }
 }
 
 /// The ingress's admission metrics.

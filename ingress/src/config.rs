@@ -107,6 +107,7 @@ mod tests {
         assert!(refused(&SECRETS[..1]).contains("auth.jwt_secret"));
         assert!(refused(&[SECRETS[0], ("auth.jwt_secret", "too short")]).contains("auth.jwt_secret"));
         assert!(refused(&[("auth.admin_token", "short"), SECRETS[1]]).contains("auth.admin_token"));
+        assert!(refused(&[("auth.admin_token", "looks.like.a.user.token"), SECRETS[1]]).contains("auth.admin_token"));
         assert!(refused(&[SECRETS[0], SECRETS[1], ("rate_limit.per_user_burst", "0")])
             .contains("rate_limit.per_user_burst"));
 

@@ -14,12 +14,12 @@ use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
 use rdkafka::error::{KafkaError as RdKafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Message, OwnedMessage};
-use rdkafka::Offset;
 use seckill_core::config::{ConsumerConfig, KafkaConfig};
 use seckill_core::Envelope;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::lag::{LagContext, STATISTICS_INTERVAL_MS};
 use crate::KafkaError;
 
 /// How a consumer joins its group and sizes its batches.
@@ -33,7 +33,13 @@ pub struct ConsumerSettings {
     pub max_batch: usize,
     /// How long to wait for more records once a batch has one.
     pub max_wait: Duration,
+    /// How long the broker may hold a fetch that found nothing new.
+    pub fetch_wait: Duration,
 }
+
+/// Fetch wait for short-lived readers (tools, tests), which want records as
+/// soon as they exist and do not poll for long.
+pub const READER_FETCH_WAIT: Duration = Duration::from_millis(20);
 
 impl ConsumerSettings {
     /// Settings from the service's config sections.
@@ -43,6 +49,7 @@ impl ConsumerSettings {
             group: consumer.group.clone(),
             max_batch: consumer.max_batch,
             max_wait: Duration::from_millis(consumer.max_wait_ms),
+            fetch_wait: Duration::from_millis(consumer.fetch_wait_ms),
         }
     }
 }
@@ -50,11 +57,9 @@ impl ConsumerSettings {
 /// A group member that hands out batches and stores offsets on request.
 pub struct BatchConsumer {
     /// Always `Some` until dropped; see the `Drop` impl.
-    consumer: Option<StreamConsumer>,
+    consumer: Option<StreamConsumer<LagContext>>,
     max_batch: usize,
     max_wait: Duration,
-    /// Where `run` reports how far behind each assigned partition is.
-    lag: Option<IntGaugeVec>,
 }
 
 impl std::fmt::Debug for BatchConsumer {
@@ -69,7 +74,7 @@ impl std::fmt::Debug for BatchConsumer {
 impl BatchConsumer {
     /// Joins `settings.group` and subscribes to `topics`.
     pub fn subscribe(settings: &ConsumerSettings, topics: &[&str]) -> Result<Self, KafkaError> {
-        let consumer: StreamConsumer = ClientConfig::new()
+        let consumer: StreamConsumer<LagContext> = ClientConfig::new()
             .set("bootstrap.servers", &settings.brokers)
             .set("group.id", &settings.group)
             .set("enable.auto.commit", "true")
@@ -79,55 +84,28 @@ impl BatchConsumer {
             .set("enable.auto.offset.store", "false")
             .set("auto.offset.reset", "earliest")
             .set("enable.partition.eof", "false")
-            // A short fetch wait keeps decision latency low on a quiet topic.
-            .set("fetch.wait.max.ms", "20")
+            // The broker answers a fetch at once when records are there; this
+            // bounds how long it holds one that found none.
+            .set("fetch.wait.max.ms", settings.fetch_wait.as_millis().max(1).to_string())
             .set("session.timeout.ms", "10000")
             .set("heartbeat.interval.ms", "1000")
-            .create()
+            .set("statistics.interval.ms", STATISTICS_INTERVAL_MS)
+            .create_with_context(LagContext::default())
             .map_err(KafkaError::Client)?;
         consumer.subscribe(topics).map_err(KafkaError::Consume)?;
-        Ok(Self {
-            consumer: Some(consumer),
-            max_batch: settings.max_batch.max(1),
-            max_wait: settings.max_wait,
-            lag: None,
-        })
+        Ok(Self { consumer: Some(consumer), max_batch: settings.max_batch.max(1), max_wait: settings.max_wait })
     }
 
     /// Reports the lag of each assigned partition in `gauge` (labels
-    /// `topic`, `partition`) while `run` consumes.
-    pub fn with_lag_gauge(mut self, gauge: IntGaugeVec) -> Self {
-        self.lag = Some(gauge);
+    /// `topic`, `partition`): records behind the high watermark, counted
+    /// from the offset last stored, refreshed every second from librdkafka's
+    /// statistics.
+    pub fn with_lag_gauge(self, gauge: IntGaugeVec) -> Self {
+        self.consumer().context().report_to(gauge);
         self
     }
 
-    /// Records behind the high watermark, per assigned partition.
-    /// Partitions without a position yet are left out. Asks the broker for
-    /// the watermarks (bounded by `LAG_QUERY_TIMEOUT` each), so it blocks:
-    /// `run` calls it at most once per `LAG_REPORT_EVERY`.
-    pub fn lag(&self) -> Vec<(String, i32, i64)> {
-        let Ok(positions) = self.consumer().position() else { return Vec::new() };
-        positions
-            .elements()
-            .iter()
-            .filter_map(|element| {
-                let Offset::Offset(position) = element.offset() else { return None };
-                let (_, high) =
-                    self.consumer().fetch_watermarks(element.topic(), element.partition(), LAG_QUERY_TIMEOUT).ok()?;
-                Some((element.topic().to_owned(), element.partition(), (high - position).max(0)))
-            })
-            .collect()
-    }
-
-    fn report_lag(&self) {
-        let Some(gauge) = &self.lag else { return };
-        gauge.reset();
-        for (topic, partition, lag) in self.lag() {
-            gauge.with_label_values(&[topic.as_str(), partition.to_string().as_str()]).set(lag);
-        }
-    }
-
-    fn consumer(&self) -> &StreamConsumer {
+    fn consumer(&self) -> &StreamConsumer<LagContext> {
         self.consumer.as_ref().expect("the consumer exists until drop")
     }
 
@@ -239,7 +217,6 @@ impl BatchConsumer {
     /// The at-least-once loop: batch, handle, store offsets; on shutdown,
     /// commit what was stored and leave the group.
     pub async fn run<H: BatchHandler>(self, handler: &H, shutdown: &CancellationToken) {
-        let mut lag_reported: Option<Instant> = None;
         loop {
             let batch = match self.next_batch(shutdown).await {
                 Ok(batch) if batch.is_empty() => break,
@@ -256,10 +233,6 @@ impl BatchConsumer {
                 break;
             }
             self.store(&batch);
-            if lag_reported.is_none_or(|at| at.elapsed() >= LAG_REPORT_EVERY) {
-                self.report_lag();
-                lag_reported = Some(Instant::now());
-            }
         }
         if let Err(error) = self.commit() {
             tracing::warn!(%error, "Final offset commit failed; the last batches will be replayed.");
@@ -287,7 +260,7 @@ impl Drop for BatchConsumer {
 }
 
 /// Drops `consumer` on its own thread; the receiver fires when it is closed.
-fn close_in_background(consumer: Option<StreamConsumer>) -> tokio::sync::oneshot::Receiver<()> {
+fn close_in_background(consumer: Option<StreamConsumer<LagContext>>) -> tokio::sync::oneshot::Receiver<()> {
     let (done, closed) = tokio::sync::oneshot::channel();
     if let Some(consumer) = consumer {
         std::thread::spawn(move || {
@@ -297,11 +270,6 @@ fn close_in_background(consumer: Option<StreamConsumer>) -> tokio::sync::oneshot
     }
     closed
 }
-
-/// How often `run` refreshes the lag gauge (after a batch).
-const LAG_REPORT_EVERY: Duration = Duration::from_secs(1);
-/// Longest wait for one partition's watermarks.
-const LAG_QUERY_TIMEOUT: Duration = Duration::from_millis(200);
 
 /// Longest wait for a consumer to leave its group at shutdown.
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);

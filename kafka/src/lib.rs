@@ -10,13 +10,17 @@ mod admin;
 mod consumer;
 mod dead_letter;
 mod error;
+mod lag;
 mod producer;
 mod reader;
 
 pub use admin::ensure_topics;
-pub use consumer::{decode, retry, retry_pause, BatchConsumer, BatchHandler, ConsumerSettings, Interrupted};
+pub use consumer::{
+    decode, retry, retry_pause, BatchConsumer, BatchHandler, ConsumerSettings, Interrupted, READER_FETCH_WAIT,
+};
 pub use dead_letter::DeadLetter;
 pub use error::KafkaError;
+pub use lag::LagContext;
 pub use producer::{connect, EventProducer, ProducerSettings};
 pub use rdkafka::message::{Headers, Message, OwnedHeaders, OwnedMessage};
 pub use reader::read_to_end;

@@ -10,6 +10,32 @@ use serde_json::Value;
 use crate::run::{Checks, LoadgenError};
 use crate::Plan;
 
+/// Polls the voucher's counters in the status view until it has decided
+/// (created or failed) `admitted` orders, or `timeout`. Returns how long
+/// that took: how long the pipeline needed to catch up after the load.
+pub(crate) async fn wait_drained(
+    http: &reqwest::Client,
+    plan: &Plan,
+    voucher: &str,
+    admitted: usize,
+    timeout: Duration,
+) -> Option<Duration> {
+    let started = tokio::time::Instant::now();
+    let url = format!("{}/api/v1/vouchers/{voucher}", plan.base_url);
+    while started.elapsed() < timeout {
+        if let Ok(response) = http.get(&url).send().await {
+            if let Ok(view) = response.json::<Value>().await {
+                let decided = view["created"].as_u64().unwrap_or(0) + view["failed"].as_u64().unwrap_or(0);
+                if decided >= admitted as u64 {
+                    return Some(started.elapsed());
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    None
+}
+
 /// An admitted order as the status view has it once final.
 #[derive(Clone, Debug)]
 pub(crate) struct FinalOrder {

@@ -33,11 +33,16 @@ pub struct Report {
     /// and `decided_at`).
     pub end_to_end: Percentiles,
     /// A sample of admitted orders: from the `202` arriving to a client's
-    /// poll first seeing the final status (polled every 5 ms).
+    /// poll first seeing the final status (polled every 10 ms, at most 16
+    /// at a time).
     pub visible: Percentiles,
     /// From the first request to the admission that took the last unit;
     /// None when units were left.
     pub sold_out_after_s: Option<f64>,
+    /// From the last answer until the status view had decided every
+    /// admitted order: how far the pipeline was behind when the load ended.
+    /// None when it did not within the settle timeout.
+    pub drained_after_s: Option<f64>,
     pub invariants: Invariants,
     /// CPU the generator itself used, and as a share of one core over the run.
     pub loadgen_cpu_s: f64,
@@ -82,11 +87,17 @@ impl fmt::Display for Report {
         write_percentiles(f, "accept→final", &self.end_to_end)?;
         if self.visible.count > 0 {
             write_percentiles(f, "202→visible", &self.visible)?;
-            writeln!(f, "              ({} sampled orders, polled every 5 ms)", self.visible.count)?;
+            writeln!(f, "              ({} sampled orders, polled every 10 ms)", self.visible.count)?;
         }
         match self.sold_out_after_s {
             Some(seconds) => writeln!(f, "sold out      after {seconds:.3} s")?,
             None => writeln!(f, "sold out      no (units left)")?,
+        }
+        match self.drained_after_s {
+            Some(seconds) => {
+                writeln!(f, "drained       every admitted order decided {seconds:.3} s after the last answer")?
+            }
+            None => writeln!(f, "drained       NOT within the settle timeout")?,
         }
         let i = &self.invariants;
         writeln!(

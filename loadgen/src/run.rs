@@ -86,10 +86,6 @@ pub async fn run(plan: &Plan, checks: &Checks, progress: bool) -> Result<Report,
     bar.finish_and_clear();
     let loadgen_cpu_s = cpu_seconds() - cpu_before;
     drop(sent);
-    let visible = match probe.and_then(Arc::into_inner) {
-        Some(probe) => probe.finish().await,
-        None => Vec::new(),
-    };
 
     let mut status_counts = BTreeMap::new();
     let mut error_codes = BTreeMap::new();
@@ -116,6 +112,11 @@ pub async fn run(plan: &Plan, checks: &Checks, progress: bool) -> Result<Report,
         .then(|| admitted[units_to_sell_out - 1].0.as_secs_f64());
 
     let orders: Vec<(String, UserId)> = admitted.into_iter().map(|(_, order, user)| (order, user)).collect();
+    let drained = check::wait_drained(&http, plan, &voucher, orders.len(), plan.settle_timeout).await;
+    let visible = match probe.and_then(Arc::into_inner) {
+        Some(probe) => probe.finish().await,
+        None => Vec::new(),
+    };
     let finals = check::wait_final(&http, plan, &orders, plan.settle_timeout).await;
     let invariants = invariants(&http, plan, checks, &voucher, &orders, &finals).await?;
     let mut final_statuses = BTreeMap::new();
@@ -137,6 +138,7 @@ pub async fn run(plan: &Plan, checks: &Checks, progress: bool) -> Result<Report,
         end_to_end: Percentiles::of(finals.iter().filter_map(|o| o.accept_to_final_ms).collect()),
         visible: Percentiles::of(visible),
         sold_out_after_s,
+        drained_after_s: drained.map(|after| after.as_secs_f64()),
         invariants,
         loadgen_cpu_s,
         loadgen_cores: loadgen_cpu_s / elapsed.as_secs_f64().max(f64::EPSILON),

@@ -14,7 +14,12 @@ use tokio::task::JoinSet;
 use crate::Credentials;
 
 /// Pause between two polls of one order: the measurement's resolution.
-pub(crate) const POLL_EVERY: Duration = Duration::from_millis(5);
+pub(crate) const POLL_EVERY: Duration = Duration::from_millis(10);
+/// Most orders watched at once. Polling is load on the very path being
+/// measured: this bounds it (at most `MAX_WATCHED` polls per `POLL_EVERY`,
+/// 1,600/s) however slow the pipeline gets, where watching every sampled
+/// order would multiply the polls by the latency.
+pub(crate) const MAX_WATCHED: usize = 16;
 
 /// Polls sampled orders in the background and collects their latencies.
 #[derive(Debug)]
@@ -26,6 +31,8 @@ pub(crate) struct VisibilityProbe {
     /// One admitted order in `every` is polled.
     every: usize,
     admitted: AtomicUsize,
+    /// Orders being polled now.
+    watching: Arc<AtomicUsize>,
     latencies_ms: Arc<Mutex<Vec<f64>>>,
     polls: Mutex<JoinSet<()>>,
 }
@@ -47,15 +54,23 @@ impl VisibilityProbe {
             give_up_after,
             every: every.max(1),
             admitted: AtomicUsize::new(0),
+            watching: Arc::default(),
             latencies_ms: Arc::default(),
             polls: Mutex::new(JoinSet::new()),
         }
     }
 
-    /// Counts an admitted order and, if it is one of the sample, starts
-    /// polling it (`order` of `user`, whose `202` arrived at `answered_at`).
+    /// Counts an admitted order and, if it is one of the sample and fewer
+    /// than [`MAX_WATCHED`] are being polled, starts polling it (`order` of
+    /// `user`, whose `202` arrived at `answered_at`).
     pub(crate) fn admitted(&self, order: &str, user: &UserId, answered_at: Instant) {
-        if self.admitted.fetch_add(1, Ordering::Relaxed) % self.every == 0 {
+        if self.admitted.fetch_add(1, Ordering::Relaxed) % self.every != 0 {
+            return;
+        }
+        let free = self.watching.fetch_update(Ordering::AcqRel, Ordering::Acquire, |watching| {
+            (watching < MAX_WATCHED).then_some(watching + 1)
+        });
+        if free.is_ok() {
             self.watch(order.to_owned(), user.clone(), answered_at);
         }
     }
@@ -64,7 +79,9 @@ impl VisibilityProbe {
         let (http, credentials) = (self.http.clone(), self.credentials.clone());
         let url = format!("{}/api/v1/orders/{order}", self.base_url);
         let (latencies, give_up_after) = (Arc::clone(&self.latencies_ms), self.give_up_after);
+        let watching = Arc::clone(&self.watching);
         let poll = async move {
+            let _slot = Slot(watching);
             while answered_at.elapsed() < give_up_after {
                 let request = credentials.as_user(http.get(&url), &user);
                 if let Ok(response) = request.send().await {
@@ -87,5 +104,14 @@ impl VisibilityProbe {
         while polls.join_next().await.is_some() {}
         let latencies = self.latencies_ms.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         latencies.clone()
+    }
+}
+
+/// A watching slot, given back however the poll ends.
+struct Slot(Arc<AtomicUsize>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }

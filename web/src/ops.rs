@@ -1,8 +1,8 @@
 //! Operational routes and request instrumentation.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
-use prometheus::Registry;
+use prometheus::{Histogram, IntCounter, Registry};
 use seckill_core::metrics::{render, HttpMetrics};
 use warp::filters::log::{Info, Log};
 use warp::{Filter, Rejection, Reply};
@@ -25,23 +25,72 @@ pub fn metrics(registry: Registry) -> impl Filter<Extract = (impl Reply,), Error
 /// path segment); other paths count as `unmatched`, so clients cannot grow
 /// the label set.
 pub fn instrumented(metrics: HttpMetrics, routes: &'static [&'static str]) -> Log<impl Fn(Info<'_>) + Clone> {
+    let table = Arc::new(RouteTable::new(metrics, routes));
     warp::log::custom(move |info| {
-        let route = route_label(info.path(), routes);
-        metrics.observe(route, info.status().as_u16(), info.elapsed().as_secs_f64());
+        let route = table.route(info.path());
+        route.observe(info.status().as_u16(), info.elapsed().as_secs_f64());
     })
 }
 
+/// The route templates, split once, each with its metric handles: finding
+/// a request's route allocates nothing, and recording it takes no label
+/// lookup (this runs for every request, the sold-out storm's included).
+struct RouteTable {
+    routes: Vec<Route>,
+    unmatched: Route,
+}
+
+struct Route {
+    parts: Vec<&'static str>,
+    label: &'static str,
+    metrics: HttpMetrics,
+    /// `seckill_http_requests_total` per status class (1xx to 5xx),
+    /// resolved on first use so unused classes export no series.
+    by_class: [OnceLock<IntCounter>; 5],
+    duration: Histogram,
+}
+
+impl RouteTable {
+    fn new(metrics: HttpMetrics, templates: &'static [&'static str]) -> Self {
+        let route = |label: &'static str| Route {
+            parts: label.trim_matches('/').split('/').collect(),
+            label,
+            duration: metrics.duration.with_label_values(&[label]),
+            metrics: metrics.clone(),
+            by_class: Default::default(),
+        };
+        Self { routes: templates.iter().map(|template| route(template)).collect(), unmatched: route(UNMATCHED) }
+    }
+
+    fn route(&self, path: &str) -> &Route {
+        self.routes.iter().find(|route| route.matches(path)).unwrap_or(&self.unmatched)
+    }
+}
+
+impl Route {
+    fn matches(&self, path: &str) -> bool {
+        let mut segments = path.trim_matches('/').split('/');
+        self.parts.iter().all(|part| segments.next().is_some_and(|segment| *part == "{id}" || *part == segment))
+            && segments.next().is_none()
+    }
+
+    fn observe(&self, status: u16, seconds: f64) {
+        let class = usize::from((status / 100).clamp(1, 5)) - 1;
+        self.by_class[class]
+            .get_or_init(|| self.metrics.requests.with_label_values(&[self.label, STATUS_CLASSES[class]]))
+            .inc();
+        self.duration.observe(seconds);
+    }
+}
+
+/// The route label of requests no template matches.
+const UNMATCHED: &str = "unmatched";
+const STATUS_CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
+
+#[cfg(test)]
 fn route_label(path: &str, routes: &'static [&'static str]) -> &'static str {
-    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
-    routes
-        .iter()
-        .find(|template| {
-            let parts: Vec<&str> = template.trim_matches('/').split('/').collect();
-            parts.len() == segments.len()
-                && parts.iter().zip(&segments).all(|(part, segment)| *part == "{id}" || part == segment)
-        })
-        .copied()
-        .unwrap_or("unmatched")
+    let registry = prometheus::Registry::new();
+    RouteTable::new(HttpMetrics::register(&registry, "test"), routes).route(path).label
 }
 
 #[cfg(test)]

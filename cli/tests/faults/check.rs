@@ -189,6 +189,7 @@ async fn read_decisions(
             group: format!("{}-checker-{}", cluster.namespace, uuid::Uuid::now_v7().simple()),
             max_batch: 1_000,
             max_wait: Duration::from_millis(50),
+            fetch_wait: seckill_kafka::READER_FETCH_WAIT,
         },
         &[&format!("{}.orders", cluster.namespace)],
     )

@@ -198,6 +198,7 @@ async fn read_dead_letters(cluster: &Cluster, expected: usize) -> std::collectio
             group: format!("{}-dlq-reader", cluster.namespace),
             max_batch: 100,
             max_wait: Duration::from_millis(50),
+            fetch_wait: seckill_kafka::READER_FETCH_WAIT,
         },
         &[&format!("{}.dead-letters", cluster.namespace)],
     )

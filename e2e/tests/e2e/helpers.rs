@@ -388,6 +388,7 @@ impl Platform {
                 group: format!("{}-reader-{}", self.infra.namespace, uuid::Uuid::now_v7().simple()),
                 max_batch: 500,
                 max_wait: Duration::from_millis(50),
+                fetch_wait: seckill_kafka::READER_FETCH_WAIT,
             },
             &[topic],
         )

@@ -52,9 +52,11 @@ impl AuthConfig {
                 ensure(false, "auth.admin_token", "must be set: the admin routes need it (SECKILL_AUTH__ADMIN_TOKEN)")
             }
             Some(token) => ensure(
-                token.expose().chars().count() >= MIN_ADMIN_TOKEN_CHARS,
+                token.expose().chars().count() >= MIN_ADMIN_TOKEN_CHARS && !token.expose().contains('.'),
                 "auth.admin_token",
-                format!("must be at least {MIN_ADMIN_TOKEN_CHARS} characters"),
+                format!(
+                    "must be at least {MIN_ADMIN_TOKEN_CHARS} characters, without '.' (which only user tokens have)"
+                ),
             ),
         }?;
         match &self.jwt_secret {

@@ -54,18 +54,18 @@ fn too_large(max_bytes: u64) -> Rejection {
 
 /// Parses a required JSON body: one object. (serde would also build a
 /// struct from an array of its fields in order, which no client means.)
-pub(super) fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, Rejection> {
+pub(super) fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
     if is_empty(body) {
-        return Err(ApiError::invalid("a JSON body is required").into());
+        return Err(ApiError::invalid("a JSON body is required"));
     }
     if body.iter().find(|byte| !byte.is_ascii_whitespace()) != Some(&b'{') {
-        return Err(ApiError::invalid("the JSON body must be an object").into());
+        return Err(ApiError::invalid("the JSON body must be an object"));
     }
-    serde_json::from_slice(body).map_err(|e| ApiError::invalid(format!("invalid JSON body: {e}")).into())
+    serde_json::from_slice(body).map_err(|e| ApiError::invalid(format!("invalid JSON body: {e}")))
 }
 
 /// Parses an optional JSON body: an empty one is `T::default()`.
-pub(super) fn parse_or_default<T: DeserializeOwned + Default>(body: &[u8]) -> Result<T, Rejection> {
+pub(super) fn parse_or_default<T: DeserializeOwned + Default>(body: &[u8]) -> Result<T, ApiError> {
     if is_empty(body) {
         return Ok(T::default());
     }

@@ -59,9 +59,10 @@ pub(crate) fn routes(
     http_metrics: HttpMetrics,
     max_body_bytes: u64,
 ) -> impl Filter<Extract = (impl Reply,), Error = std::convert::Infallible> + Clone {
-    let api = vouchers::create(Arc::clone(&ingress), max_body_bytes)
+    // The flash-sale hot path first: warp tries routes in order.
+    let api = orders::place(Arc::clone(&ingress), max_body_bytes)
+        .or(vouchers::create(Arc::clone(&ingress), max_body_bytes))
         .or(vouchers::update(Arc::clone(&ingress), max_body_bytes))
-        .or(orders::place(Arc::clone(&ingress), max_body_bytes))
         .or(order_actions::cancel(Arc::clone(&ingress)))
         .or(order_actions::confirm(Arc::clone(&ingress)))
         .or(order_status::order(Arc::clone(&ingress)))

@@ -8,6 +8,7 @@
 //! is down the outbox grows up to `max_outbox_entries`; past that, orders get
 //! `503` before any stock is touched.
 
+use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -58,17 +59,30 @@ pub(super) fn place(
         .and_then(handle)
 }
 
+/// Answers every outcome, refusals included, as a response: a rejection
+/// would make warp try every other route before recovering, on the path
+/// that answers a sell-out storm.
 async fn handle(
     voucher: String,
     user: UserId,
     idempotency_key: Option<String>,
     raw: bytes::Bytes,
     ingress: Arc<Ingress>,
-) -> Result<warp::reply::Response, Rejection> {
+) -> Result<warp::reply::Response, Infallible> {
+    Ok(place_order(voucher, user, idempotency_key, raw, ingress).await.unwrap_or_else(Reply::into_response))
+}
+
+async fn place_order(
+    voucher: String,
+    user: UserId,
+    idempotency_key: Option<String>,
+    raw: bytes::Bytes,
+    ingress: Arc<Ingress>,
+) -> Result<warp::reply::Response, ApiError> {
     let voucher: VoucherId = voucher.parse().map_err(|e| ApiError::invalid(format!("voucher_id: {e}")))?;
     let request: PlaceOrder = body::parse_or_default(&raw)?;
     if !(1..=MAX_QUANTITY).contains(&request.quantity) {
-        return Err(ApiError::invalid(format!("quantity must be 1 to {MAX_QUANTITY}")).into());
+        return Err(ApiError::invalid(format!("quantity must be 1 to {MAX_QUANTITY}")));
     }
 
     let retry = match &idempotency_key {
@@ -80,7 +94,7 @@ async fn handle(
     if let Some(holders) = retry.is_none().then(|| ingress.sold_out.sold_out(voucher, Instant::now())).flatten() {
         let rejection = holders.refusal(&user, request.quantity);
         ingress.metrics.outcomes.with_label_values(&[rejection.code()]).inc();
-        return Err(rejection_error(rejection).into());
+        return Err(rejection_error(rejection));
     }
 
     let order_id = OrderId::generate();
@@ -95,9 +109,7 @@ async fn handle(
         Admission::Backlogged { entries } => {
             ingress.metrics.outcomes.with_label_values(&["unavailable"]).inc();
             tracing::warn!(entries, "Outbox full: the log is not keeping up; refusing orders.");
-            return Err(
-                ApiError::unavailable("the event log is not keeping up; nothing was admitted, retry later").into()
-            );
+            return Err(ApiError::unavailable("the event log is not keeping up; nothing was admitted, retry later"));
         }
         Admission::Replayed { order } => {
             ingress.metrics.outcomes.with_label_values(&["replayed"]).inc();
@@ -108,7 +120,7 @@ async fn handle(
                 remember_sell_out(&ingress, voucher).await;
             }
             ingress.metrics.outcomes.with_label_values(&[rejection.code()]).inc();
-            return Err(rejection_error(rejection).into());
+            return Err(rejection_error(rejection));
         }
     }
     ingress.metrics.outcomes.with_label_values(&["admitted"]).inc();
