@@ -1,0 +1,113 @@
+//! Fuzzes [`Envelope::decode`], the one door every consumed record passes through.
+//!
+//! A topic holds whatever any producer ever wrote: older or newer builds, a
+//! misconfigured tool, `kcat` by hand, bit rot. Consumers must never panic on
+//! it, because a panic stalls the partition for good. A record a consumer
+//! cannot use is dead-lettered, and that decision is `decode` returning `Err`,
+//! so `decode` must refuse everything out of range: a record it returns `Ok`
+//! for is applied to stock and orders as it is.
+//!
+//! The properties below check, on random input:
+//! 1. arbitrary bytes never panic the decoder, and oversized records are
+//!    refused unread;
+//! 2. every valid envelope of every event type survives `encode` then `decode`;
+//! 3. valid records mutated at the byte and the JSON level never panic the
+//!    decoder, and whatever it still accepts keeps every range rule (checked
+//!    by [`broken_rule`], written independently of the decoder's `validate`)
+//!    and reads back as itself.
+//!
+//! Targeted `#[test]`s then pin down the boundary cases one by one.
+//!
+//! Case counts are bounded so the whole binary runs in a few seconds in a
+//! debug build, and failures are not persisted (no regression files in the
+//! repository): proptest prints the shrunk input instead.
+
+mod mutate;
+mod ranges;
+mod targeted;
+mod valid;
+
+use mutate::*;
+use proptest::collection::vec;
+use proptest::prelude::*;
+use ranges::*;
+use seckill_core::event::{Envelope, EventError, MAX_EVENT_BYTES};
+use valid::*;
+
+/// A bounded run that writes no regression files into the repository.
+fn config(cases: u32) -> ProptestConfig {
+    ProptestConfig { cases, failure_persistence: None, ..ProptestConfig::default() }
+}
+
+// ---------------------------------------------------------------------------
+// Valid envelopes
+// ---------------------------------------------------------------------------
+
+proptest! {
+    #![proptest_config(config(256))]
+
+    /// Property 1: no input panics the decoder; anything over the size limit
+    /// is refused as too large, anything within it is judged on its content,
+    /// and anything it accepts is in range.
+    #[test]
+    fn arbitrary_bytes_never_panic_the_decoder(record in arbitrary_record()) {
+        let oversized = record.len() > MAX_EVENT_BYTES;
+        match Envelope::decode(&record) {
+            Ok(decoded) => {
+                prop_assert!(!oversized, "{} bytes read although over the limit", record.len());
+                check_accepted(&record, &decoded)?;
+            }
+            Err(EventError::TooLarge(len)) => prop_assert!(oversized, "{len} bytes refused as too large"),
+            Err(error) => prop_assert!(!oversized, "{} bytes refused as {error}, not as too large", record.len()),
+        }
+    }
+
+    /// Property 2: every valid envelope of every event type reads back as
+    /// itself, so nothing a correct writer emits is dead-lettered.
+    #[test]
+    fn valid_envelopes_round_trip(envelope in valid_envelope()) {
+        prop_assert_eq!(broken_rule(&envelope), None, "the strategy made an invalid envelope");
+        let decoded = Envelope::decode(&envelope.encode()).map_err(|error| error.to_string());
+        prop_assert_eq!(decoded, Ok(envelope));
+    }
+}
+
+proptest! {
+    #![proptest_config(config(1024))]
+
+    /// Property 3: damaged or tampered records are either refused or still
+    /// in range and stable; the decoder never panics on them.
+    #[test]
+    fn mutated_records_are_refused_or_in_range(
+        envelope in valid_envelope(),
+        mutations in vec(mutation(), 1..=3),
+    ) {
+        let mut record = envelope.encode();
+        for mutation in &mutations {
+            apply(&mut record, mutation);
+        }
+        if let Ok(decoded) = Envelope::decode(&record) {
+            check_accepted(&record, &decoded)?;
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(config(64))]
+
+    /// Property 1, continued: a record over the limit is refused before it is
+    /// parsed, even when it would otherwise be a valid envelope (trailing
+    /// whitespace is valid JSON) and whatever the padding.
+    #[test]
+    fn oversized_records_are_refused_unread(
+        envelope in valid_envelope(),
+        excess in 1..4_096_usize,
+        fill in prop_oneof![Just(b' '), any::<u8>()],
+    ) {
+        let mut record = envelope.encode();
+        record.resize(MAX_EVENT_BYTES + excess, fill);
+        let len = record.len();
+        let result = Envelope::decode(&record);
+        prop_assert!(matches!(result, Err(EventError::TooLarge(n)) if n == len), "{len} bytes gave {result:?}");
+    }
+}

@@ -1,0 +1,90 @@
+//! The range rules every accepted event must keep, written apart from the
+//! decoder's own `validate` so that a decoder which skipped or weakened a
+//! check is caught rather than agreed with.
+
+use crate::valid::*;
+use chrono::{DateTime, Utc};
+use proptest::prelude::*;
+use proptest::test_runner::TestCaseError;
+use seckill_core::event::{Envelope, Event, OrderAccepted, MAX_HOLD_SECONDS, MAX_QUANTITY, MAX_STOCK, SCHEMA_VERSION};
+use seckill_core::ids::MAX_USER_ID_LEN;
+
+/// The first rule `envelope` breaks, if any. Deliberately written apart from
+/// the decoder's `validate` (and from `UserId::parse`), so a decoder that
+/// skipped or weakened a check is caught rather than agreed with.
+pub(crate) fn broken_rule(envelope: &Envelope) -> Option<&'static str> {
+    let mut rules = vec![(envelope.schema >= 1 && envelope.schema <= SCHEMA_VERSION, "schema is 1..=SCHEMA_VERSION")];
+    match &envelope.event {
+        Event::VoucherCreated(v) => rules.extend([
+            (v.stock <= MAX_STOCK, "stock <= MAX_STOCK"),
+            (v.per_user_limit >= 1 && v.per_user_limit <= MAX_QUANTITY, "per_user_limit is 1..=MAX_QUANTITY"),
+            (v.hold_seconds <= MAX_HOLD_SECONDS, "hold_seconds <= MAX_HOLD_SECONDS"),
+            (in_sale_years(v.begins_at), "begins_at is in 1970..=9999"),
+            (in_sale_years(v.ends_at), "ends_at is in 1970..=9999"),
+            (v.begins_at < v.ends_at, "begins_at < ends_at"),
+        ]),
+        Event::VoucherUpdated(u) => rules.extend([
+            (u.add_stock <= MAX_STOCK, "add_stock <= MAX_STOCK"),
+            (u.ends_at.is_none_or(in_sale_years), "ends_at is in 1970..=9999"),
+            (u.paused.is_some() || u.ends_at.is_some() || u.add_stock != 0, "an update changes something"),
+        ]),
+        Event::OrderAccepted(o) => rules.extend(order_rules(o)),
+        Event::CancelRequested(r) => rules.push((r.reason.is_some(), "a cancel request has a reason")),
+        Event::ConfirmRequested(r) => rules.push((r.reason.is_none(), "a confirm request has no reason")),
+        Event::OrderCreated(c) => {
+            rules.extend(order_rules(&c.order));
+            rules.push((c.order.accepted_at <= c.decided_at, "accepted_at <= decided_at"));
+            rules.push((c.remaining <= MAX_STOCK, "remaining <= MAX_STOCK"));
+        }
+        Event::OrderFailed(f) => {
+            rules.extend(order_rules(&f.order));
+            rules.push((f.order.accepted_at <= f.decided_at, "accepted_at <= decided_at"));
+        }
+        Event::OrderConfirmed(c) => {
+            rules.extend(order_rules(&c.order));
+            rules.push((c.order.accepted_at <= c.confirmed_at, "accepted_at <= confirmed_at"));
+        }
+        Event::OrderCancelled(c) => {
+            rules.extend(order_rules(&c.order));
+            rules.push((c.order.accepted_at <= c.cancelled_at, "accepted_at <= cancelled_at"));
+            rules.push((c.remaining <= MAX_STOCK, "remaining <= MAX_STOCK"));
+        }
+    }
+    rules.into_iter().find(|(holds, _)| !holds).map(|(_, rule)| rule)
+}
+
+pub(crate) fn in_sale_years(time: DateTime<Utc>) -> bool {
+    (SALE_FIRST_SECOND..SALE_END_SECOND).contains(&time.timestamp())
+}
+
+pub(crate) fn order_rules(order: &OrderAccepted) -> [(bool, &'static str); 2] {
+    let user = order.user_id.as_str();
+    let user_ok = !user.is_empty()
+        && user.len() <= MAX_USER_ID_LEN
+        && user.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.:@-".contains(&b));
+    [
+        (order.quantity >= 1 && order.quantity <= MAX_QUANTITY, "quantity is 1..=MAX_QUANTITY"),
+        (user_ok, "user_id is 1-64 of [A-Za-z0-9_.:@-]"),
+    ]
+}
+
+/// What every `Ok` from the decoder must satisfy: every range rule holds, and
+/// the event writes back to a record that decodes to the same event (so a
+/// processor that re-emits it does not produce something it cannot read).
+pub(crate) fn check_accepted(input: &[u8], decoded: &Envelope) -> Result<(), TestCaseError> {
+    let input = String::from_utf8_lossy(input);
+    if let Some(rule) = broken_rule(decoded) {
+        return Err(TestCaseError::fail(format!("decode accepted {input} although it breaks `{rule}`: {decoded:?}")));
+    }
+    match Envelope::decode(&decoded.encode()) {
+        Ok(again) => prop_assert_eq!(&again, decoded, "re-encoding {} changed the event", input),
+        Err(error) => {
+            return Err(TestCaseError::fail(format!("decode accepted {input} but refuses its re-encoding: {error}")))
+        }
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// Hostile input
+// ---------------------------------------------------------------------------

@@ -1,0 +1,248 @@
+//! Boundary cases, one by one: each fixture is accepted, so each refusal is
+//! the one change made to it.
+
+use crate::mutate::*;
+use crate::valid::*;
+use chrono::{DateTime, TimeDelta, Utc};
+use seckill_core::event::{
+    CancelReason, Envelope, Event, EventError, FailReason, OrderAccepted, OrderCancelled, OrderConfirmed, OrderCreated,
+    OrderFailed, OrderRequest, VoucherCreated, VoucherUpdated, MAX_EVENT_BYTES, MAX_HOLD_SECONDS, MAX_QUANTITY,
+    MAX_STOCK, SCHEMA_VERSION,
+};
+use seckill_core::ids::MAX_USER_ID_LEN;
+use seckill_core::UserId;
+use serde_json::Value;
+use uuid::Uuid;
+
+fn at(rfc3339: &str) -> DateTime<Utc> {
+    rfc3339.parse().expect("fixture times are RFC 3339")
+}
+
+fn fixture_order() -> OrderAccepted {
+    OrderAccepted {
+        order_id: "0192f0c4-7a7e-7cc1-8000-000000000002".parse().expect("a UUID"),
+        voucher_id: "0192f0c4-7a7e-7cc1-8000-000000000001".parse().expect("a UUID"),
+        user_id: UserId::parse("alice").expect("a valid user id"),
+        quantity: 1,
+        accepted_at: at("2026-11-21T10:00:00Z"),
+    }
+}
+
+fn fixture_voucher() -> VoucherCreated {
+    VoucherCreated {
+        voucher_id: fixture_order().voucher_id,
+        stock: 100,
+        per_user_limit: 1,
+        begins_at: at("2026-11-21T10:00:00Z"),
+        ends_at: at("2026-11-21T11:00:00Z"),
+        hold_seconds: 0,
+    }
+}
+
+fn fixture_request(reason: Option<CancelReason>) -> OrderRequest {
+    let order = fixture_order();
+    OrderRequest { order_id: order.order_id, voucher_id: order.voucher_id, reason, requested_at: order.accepted_at }
+}
+
+/// The five events that carry a whole order, decided at the moment it was
+/// accepted (the earliest valid instant).
+fn order_events(order: &OrderAccepted) -> [Event; 5] {
+    let at = order.accepted_at;
+    [
+        Event::OrderAccepted(order.clone()),
+        Event::OrderCreated(OrderCreated { order: order.clone(), decided_at: at, remaining: 0 }),
+        Event::OrderFailed(OrderFailed { order: order.clone(), decided_at: at, reason: FailReason::SoldOut }),
+        Event::OrderConfirmed(OrderConfirmed { order: order.clone(), confirmed_at: at }),
+        Event::OrderCancelled(OrderCancelled {
+            order: order.clone(),
+            cancelled_at: at,
+            reason: CancelReason::Requested,
+            remaining: 0,
+        }),
+    ]
+}
+
+fn record(event: Event) -> Vec<u8> {
+    Envelope {
+        schema: SCHEMA_VERSION,
+        event_id: Uuid::try_parse("0192f0c4-7a7e-7cc1-8000-000000000000").expect("a UUID"),
+        emitted_at: at("2026-11-21T10:00:01Z"),
+        event,
+    }
+    .encode()
+}
+
+/// `event`'s record with one field set to `value` in the JSON.
+fn record_with(event: Event, field: &str, value: Value) -> Vec<u8> {
+    let mut record = record(event);
+    edit_object(&mut record, |object| {
+        object.insert(field.to_owned(), value);
+    });
+    record
+}
+
+/// Why `record` was refused; fails the test if it was accepted.
+fn refusal(record: &[u8]) -> EventError {
+    match Envelope::decode(record) {
+        Ok(envelope) => panic!("accepted {} as {envelope:?}", String::from_utf8_lossy(record)),
+        Err(error) => error,
+    }
+}
+
+fn assert_out_of_range(event: Event) {
+    let record = record(event);
+    let error = refusal(&record);
+    assert!(matches!(error, EventError::Invalid(_)), "{}: {error}", String::from_utf8_lossy(&record));
+}
+
+fn assert_malformed(record: &[u8]) {
+    let error = refusal(record);
+    assert!(matches!(error, EventError::Malformed(_)), "{}: {error}", String::from_utf8_lossy(record));
+}
+
+#[test]
+fn fixtures_are_accepted_so_each_refusal_below_is_the_change_alone() {
+    let mut events = vec![
+        Event::VoucherCreated(fixture_voucher()),
+        Event::CancelRequested(fixture_request(Some(CancelReason::Requested))),
+        Event::ConfirmRequested(fixture_request(None)),
+    ];
+    events.extend(order_events(&fixture_order()));
+    let long_user = UserId::parse(&"u".repeat(MAX_USER_ID_LEN)).expect("64 characters is the limit");
+    events.extend(order_events(&OrderAccepted { user_id: long_user, quantity: MAX_QUANTITY, ..fixture_order() }));
+    for event in events {
+        let record = record(event);
+        assert!(Envelope::decode(&record).is_ok(), "{} refused", String::from_utf8_lossy(&record));
+    }
+}
+
+#[test]
+fn quantities_outside_one_to_max_are_refused() {
+    for quantity in [0, MAX_QUANTITY + 1] {
+        for event in order_events(&OrderAccepted { quantity, ..fixture_order() }) {
+            assert_out_of_range(event);
+        }
+    }
+}
+
+#[test]
+fn stock_over_max_is_refused() {
+    assert_out_of_range(Event::VoucherCreated(VoucherCreated { stock: MAX_STOCK + 1, ..fixture_voucher() }));
+    let (order, remaining) = (fixture_order(), MAX_STOCK + 1);
+    let at = order.accepted_at;
+    assert_out_of_range(Event::OrderCreated(OrderCreated { order: order.clone(), decided_at: at, remaining }));
+    let reason = CancelReason::Requested;
+    assert_out_of_range(Event::OrderCancelled(OrderCancelled { order, cancelled_at: at, reason, remaining }));
+    let update = VoucherUpdated { voucher_id: fixture_voucher().voucher_id, paused: None, ends_at: None, add_stock: 0 };
+    assert_out_of_range(Event::VoucherUpdated(VoucherUpdated { add_stock: MAX_STOCK + 1, ..update }));
+}
+
+#[test]
+fn per_user_limit_outside_one_to_max_is_refused() {
+    for per_user_limit in [0, MAX_QUANTITY + 1] {
+        assert_out_of_range(Event::VoucherCreated(VoucherCreated { per_user_limit, ..fixture_voucher() }));
+    }
+    let hold_seconds = MAX_HOLD_SECONDS + 1;
+    assert_out_of_range(Event::VoucherCreated(VoucherCreated { hold_seconds, ..fixture_voucher() }));
+}
+
+#[test]
+fn a_sale_must_end_after_it_begins() {
+    let voucher = fixture_voucher();
+    assert_out_of_range(Event::VoucherCreated(VoucherCreated { ends_at: voucher.begins_at, ..voucher.clone() }));
+    let ends_at = voucher.begins_at - TimeDelta::nanoseconds(1);
+    assert_out_of_range(Event::VoucherCreated(VoucherCreated { ends_at, ..voucher }));
+}
+
+#[test]
+fn sale_times_outside_1970_to_9999_are_refused() {
+    let before_1970 = timestamp(SALE_FIRST_SECOND, 0) - TimeDelta::nanoseconds(1);
+    assert_out_of_range(Event::VoucherCreated(VoucherCreated { begins_at: before_1970, ..fixture_voucher() }));
+    let update = VoucherUpdated { voucher_id: fixture_voucher().voucher_id, paused: None, ends_at: None, add_stock: 0 };
+    assert_out_of_range(Event::VoucherUpdated(VoucherUpdated { ends_at: Some(before_1970), ..update.clone() }));
+    let year_10000 = Value::from("+10000-01-01T00:00:00Z");
+    refusal(&record_with(Event::VoucherCreated(fixture_voucher()), "ends_at", year_10000.clone()));
+    refusal(&record_with(Event::VoucherUpdated(update.clone()), "ends_at", year_10000));
+
+    let (first, last) = (timestamp(SALE_FIRST_SECOND, 0), timestamp(SALE_END_SECOND - 1, 999_999_999));
+    let edges = [
+        Event::VoucherCreated(VoucherCreated { begins_at: first, ends_at: last, ..fixture_voucher() }),
+        Event::VoucherUpdated(VoucherUpdated { ends_at: Some(last), ..update }),
+    ];
+    for event in edges {
+        let record = record(event);
+        assert!(Envelope::decode(&record).is_ok(), "{} refused", String::from_utf8_lossy(&record));
+    }
+}
+
+#[test]
+fn outcomes_before_acceptance_are_refused() {
+    let order = fixture_order();
+    let before = order.accepted_at - TimeDelta::nanoseconds(1);
+    assert_out_of_range(Event::OrderCreated(OrderCreated { order: order.clone(), decided_at: before, remaining: 0 }));
+    let reason = FailReason::UnknownVoucher;
+    assert_out_of_range(Event::OrderFailed(OrderFailed { order: order.clone(), decided_at: before, reason }));
+    assert_out_of_range(Event::OrderConfirmed(OrderConfirmed { order: order.clone(), confirmed_at: before }));
+    let reason = CancelReason::Expired;
+    assert_out_of_range(Event::OrderCancelled(OrderCancelled { order, cancelled_at: before, reason, remaining: 0 }));
+}
+
+#[test]
+fn a_cancel_request_needs_a_reason_and_a_confirm_request_has_none() {
+    assert_out_of_range(Event::CancelRequested(fixture_request(None)));
+    assert_out_of_range(Event::ConfirmRequested(fixture_request(Some(CancelReason::Requested))));
+    let cancel = Event::CancelRequested(fixture_request(Some(CancelReason::Expired)));
+    assert!(matches!(refusal(&record_with(cancel, "reason", Value::Null)), EventError::Invalid(_)));
+}
+
+#[test]
+fn an_update_that_changes_nothing_is_refused() {
+    let nothing =
+        VoucherUpdated { voucher_id: fixture_voucher().voucher_id, paused: None, ends_at: None, add_stock: 0 };
+    assert_out_of_range(Event::VoucherUpdated(nothing.clone()));
+    let mut explicit = record(Event::VoucherUpdated(nothing));
+    edit_object(&mut explicit, |object| {
+        object.insert("paused".to_owned(), Value::Null);
+        object.insert("ends_at".to_owned(), Value::Null);
+        object.insert("add_stock".to_owned(), Value::from(0));
+    });
+    assert!(matches!(refusal(&explicit), EventError::Invalid(_)));
+}
+
+#[test]
+fn user_ids_outside_the_rules_are_refused() {
+    let too_long = "u".repeat(MAX_USER_ID_LEN + 1);
+    for bad in ["", too_long.as_str(), "a b", "alice ", "é", "ali\u{0}ce", "x{v:1}"] {
+        for event in order_events(&fixture_order()) {
+            assert_malformed(&record_with(event, "user_id", Value::from(bad)));
+        }
+    }
+}
+
+#[test]
+fn ids_that_are_not_uuids_are_refused() {
+    let not_uuids = [
+        Value::from("42"),
+        Value::from(""),
+        Value::from("0192f0c4-7a7e-7cc1-8000-00000000000"),
+        Value::from("0192f0c4-7a7e-7cc1-8000-0000000000zz"),
+        Value::from(42),
+        Value::Null,
+    ];
+    for bad in &not_uuids {
+        for event in order_events(&fixture_order()) {
+            assert_malformed(&record_with(event.clone(), "order_id", bad.clone()));
+            assert_malformed(&record_with(event, "voucher_id", bad.clone()));
+        }
+        let cancel = Event::CancelRequested(fixture_request(Some(CancelReason::Requested)));
+        assert_malformed(&record_with(cancel, "order_id", bad.clone()));
+        assert_malformed(&record_with(Event::VoucherCreated(fixture_voucher()), "event_id", bad.clone()));
+    }
+}
+
+#[test]
+fn a_record_exactly_at_the_size_limit_is_still_read() {
+    let mut record = record(Event::OrderAccepted(fixture_order()));
+    record.resize(MAX_EVENT_BYTES, b' ');
+    assert!(Envelope::decode(&record).is_ok(), "a {MAX_EVENT_BYTES}-byte record was refused");
+}

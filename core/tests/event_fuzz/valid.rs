@@ -1,0 +1,229 @@
+//! Strategies for valid envelopes of all nine event types, with every field
+//! in range and the boundaries (limits, equal and one-nanosecond-apart times)
+//! drawn often: what a correct writer can put on a topic.
+
+use chrono::{DateTime, TimeDelta, Utc};
+use proptest::option;
+use proptest::prelude::*;
+use seckill_core::event::{
+    CancelReason, Envelope, Event, FailReason, OrderAccepted, OrderCancelled, OrderConfirmed, OrderCreated,
+    OrderFailed, OrderRequest, VoucherCreated, VoucherUpdated, MAX_HOLD_SECONDS, MAX_QUANTITY, MAX_STOCK,
+    SCHEMA_VERSION,
+};
+use seckill_core::ids::MAX_USER_ID_LEN;
+use seckill_core::{OrderId, UserId, VoucherId};
+use uuid::Uuid;
+
+/// 0001-01-01T00:00:00Z: RFC 3339 has four-digit years, so earlier instants
+/// are not something a writer can put on a topic.
+pub(crate) const FIRST_SECOND: i64 = -62_135_596_800;
+/// 9000-01-01T00:00:00Z: the latest start of an interval, so that adding
+/// [`MAX_GAP_SECONDS`] stays within four-digit years.
+pub(crate) const LAST_START_SECOND: i64 = 221_845_392_000;
+/// About 900 years: the longest gap between two ordered instants.
+pub(crate) const MAX_GAP_SECONDS: i64 = 900 * 366 * 86_400;
+/// 2020-01-01 and 2040-01-01: where real writers' `Utc::now()` lies.
+pub(crate) const RECENT: std::ops::Range<i64> = 1_577_836_800..2_208_988_800;
+/// 1970-01-01T00:00:00Z and 10000-01-01T00:00:00Z: sale times (a voucher's
+/// begin and end) live in Redis as Unix milliseconds, so `validate` keeps
+/// them in the years 1970 to 9999.
+pub(crate) const SALE_FIRST_SECOND: i64 = 0;
+pub(crate) const SALE_END_SECOND: i64 = 253_402_300_800;
+
+/// UUIDs in every text form `Uuid::try_parse` reads, so ids are built by the
+/// ids' own parsers from what a writer could have put in the JSON.
+pub(crate) fn uuid_text() -> impl Strategy<Value = String> {
+    prop_oneof![
+        6 => "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
+        1 => "[0-9A-F]{8}-[0-9A-F]{4}-[0-9A-F]{4}-[0-9A-F]{4}-[0-9A-F]{12}",
+        1 => "[0-9a-f]{32}",
+        1 => "\\{[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\\}",
+        1 => "urn:uuid:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
+        1 => Just("00000000-0000-0000-0000-000000000000".to_owned()),
+        1 => Just("ffffffff-ffff-ffff-ffff-ffffffffffff".to_owned()),
+    ]
+}
+
+pub(crate) fn uuid() -> impl Strategy<Value = Uuid> {
+    uuid_text().prop_map(|text| Uuid::try_parse(&text).expect("uuid_text writes UUIDs"))
+}
+
+pub(crate) fn order_id() -> impl Strategy<Value = OrderId> {
+    uuid_text().prop_map(|text| text.parse().expect("uuid_text writes UUIDs"))
+}
+
+pub(crate) fn voucher_id() -> impl Strategy<Value = VoucherId> {
+    uuid_text().prop_map(|text| text.parse().expect("uuid_text writes UUIDs"))
+}
+
+/// User ids exactly as `ids.rs` allows them: 1 to 64 of `[A-Za-z0-9_.:@-]`.
+pub(crate) fn user_id_text() -> impl Strategy<Value = String> {
+    prop_oneof!["[A-Za-z0-9_.:@-]{1,64}", Just("u".repeat(MAX_USER_ID_LEN)), Just("-".to_owned())]
+}
+
+pub(crate) fn user_id() -> impl Strategy<Value = UserId> {
+    user_id_text().prop_map(|text| UserId::parse(&text).expect("user_id_text follows the user id rules"))
+}
+
+/// Any instant an RFC 3339 timestamp can carry.
+pub(crate) fn instant() -> impl Strategy<Value = DateTime<Utc>> {
+    instant_from(FIRST_SECOND)
+}
+
+/// An instant from `first_second` to [`LAST_START_SECOND`], weighted towards
+/// the recent millisecond-precision times real writers produce.
+pub(crate) fn instant_from(first_second: i64) -> impl Strategy<Value = DateTime<Utc>> {
+    prop_oneof![
+        (RECENT, 0..1_000_u32).prop_map(|(secs, millis)| timestamp(secs, millis * 1_000_000)),
+        (first_second..=LAST_START_SECOND, 0..1_000_000_000_u32).prop_map(|(secs, nanos)| timestamp(secs, nanos)),
+    ]
+}
+
+/// The start of a sale, often exactly the first instant a sale may have.
+pub(crate) fn sale_start() -> impl Strategy<Value = DateTime<Utc>> {
+    prop_oneof![1 => Just(timestamp(SALE_FIRST_SECOND, 0)), 6 => instant_from(SALE_FIRST_SECOND)]
+}
+
+/// Any sale time, often exactly the first or the last a sale may have.
+pub(crate) fn sale_instant() -> impl Strategy<Value = DateTime<Utc>> {
+    prop_oneof![1 => Just(timestamp(SALE_END_SECOND - 1, 999_999_999)), 6 => sale_start()]
+}
+
+pub(crate) fn timestamp(secs: i64, nanos: u32) -> DateTime<Utc> {
+    DateTime::from_timestamp(secs, nanos).expect("strategies stay within four-digit years")
+}
+
+/// How far a later instant lies after an earlier one. The edges (equal, one
+/// nanosecond apart) are where an off-by-one in an ordering rule shows.
+pub(crate) fn gap(strict: bool) -> BoxedStrategy<TimeDelta> {
+    let positive = prop_oneof![
+        Just(TimeDelta::nanoseconds(1)),
+        (1..1_000_000_000_i64).prop_map(TimeDelta::nanoseconds),
+        (1..=MAX_GAP_SECONDS).prop_map(TimeDelta::seconds),
+    ];
+    if strict {
+        positive.boxed()
+    } else {
+        prop_oneof![1 => Just(TimeDelta::zero()), 3 => positive].boxed()
+    }
+}
+
+/// Two instants, the first drawn from `first`, the second at or after it
+/// (strictly after if `strict`), as `validate` requires of begins/ends and
+/// accepted/decided.
+pub(crate) fn ordered_instants(
+    first: impl Strategy<Value = DateTime<Utc>>,
+    strict: bool,
+) -> impl Strategy<Value = (DateTime<Utc>, DateTime<Utc>)> {
+    (first, gap(strict)).prop_map(|(first, gap)| (first, first + gap))
+}
+
+pub(crate) fn quantity() -> impl Strategy<Value = u32> {
+    prop_oneof![Just(1), Just(MAX_QUANTITY), 1..=MAX_QUANTITY]
+}
+
+pub(crate) fn stock() -> impl Strategy<Value = u64> {
+    prop_oneof![Just(0), Just(MAX_STOCK), 0..=MAX_STOCK]
+}
+
+pub(crate) fn hold_seconds() -> impl Strategy<Value = u32> {
+    prop_oneof![Just(0), Just(MAX_HOLD_SECONDS), 0..=MAX_HOLD_SECONDS]
+}
+
+pub(crate) fn cancel_reason() -> impl Strategy<Value = CancelReason> {
+    prop_oneof![Just(CancelReason::Requested), Just(CancelReason::Expired)]
+}
+
+pub(crate) fn fail_reason() -> impl Strategy<Value = FailReason> {
+    prop_oneof![Just(FailReason::SoldOut), Just(FailReason::UnknownVoucher)]
+}
+
+pub(crate) fn voucher_created() -> impl Strategy<Value = Event> {
+    (voucher_id(), stock(), quantity(), hold_seconds(), ordered_instants(sale_start(), true)).prop_map(
+        |(voucher_id, stock, per_user_limit, hold_seconds, (begins_at, ends_at))| {
+            Event::VoucherCreated(VoucherCreated {
+                voucher_id,
+                stock,
+                per_user_limit,
+                begins_at,
+                ends_at,
+                hold_seconds,
+            })
+        },
+    )
+}
+
+/// Updates leave fields out as often as they set them, since an absent field
+/// is serialized differently (skipped) from a present one; at least one must
+/// be set for the update to be valid.
+pub(crate) fn voucher_updated() -> impl Strategy<Value = Event> {
+    let add_stock = prop_oneof![Just(0), stock()];
+    (voucher_id(), option::of(any::<bool>()), option::of(sale_instant()), add_stock)
+        .prop_filter("an update changes something", |(_, paused, ends_at, add_stock)| {
+            paused.is_some() || ends_at.is_some() || *add_stock > 0
+        })
+        .prop_map(|(voucher_id, paused, ends_at, add_stock)| {
+            Event::VoucherUpdated(VoucherUpdated { voucher_id, paused, ends_at, add_stock })
+        })
+}
+
+/// An admitted order and an instant at or after its admission, for the
+/// outcomes that must not precede it.
+pub(crate) fn order_and_later() -> impl Strategy<Value = (OrderAccepted, DateTime<Utc>)> {
+    (order_id(), voucher_id(), user_id(), quantity(), ordered_instants(instant(), false)).prop_map(
+        |(order_id, voucher_id, user_id, quantity, (accepted_at, later))| {
+            (OrderAccepted { order_id, voucher_id, user_id, quantity, accepted_at }, later)
+        },
+    )
+}
+
+pub(crate) fn order_request(
+    reason: impl Strategy<Value = Option<CancelReason>>,
+) -> impl Strategy<Value = OrderRequest> {
+    (order_id(), voucher_id(), reason, instant()).prop_map(|(order_id, voucher_id, reason, requested_at)| {
+        OrderRequest { order_id, voucher_id, reason, requested_at }
+    })
+}
+
+/// Every one of the nine event types, each with in-range fields. Each arm is
+/// boxed: unboxed, the nine arms' value trees are moved around as one value
+/// that overflows a test thread's 2 MiB stack in a debug build.
+pub(crate) fn valid_event() -> BoxedStrategy<Event> {
+    prop_oneof![
+        voucher_created().boxed(),
+        voucher_updated().boxed(),
+        order_and_later().prop_map(|(order, _)| Event::OrderAccepted(order)).boxed(),
+        order_request(cancel_reason().prop_map(Some)).prop_map(Event::CancelRequested).boxed(),
+        order_request(Just(None)).prop_map(Event::ConfirmRequested).boxed(),
+        (order_and_later(), stock())
+            .prop_map(|((order, decided_at), remaining)| {
+                Event::OrderCreated(OrderCreated { order, decided_at, remaining })
+            })
+            .boxed(),
+        (order_and_later(), fail_reason())
+            .prop_map(|((order, decided_at), reason)| Event::OrderFailed(OrderFailed { order, decided_at, reason }))
+            .boxed(),
+        order_and_later()
+            .prop_map(|(order, confirmed_at)| Event::OrderConfirmed(OrderConfirmed { order, confirmed_at }))
+            .boxed(),
+        (order_and_later(), cancel_reason(), stock())
+            .prop_map(|((order, cancelled_at), reason, remaining)| {
+                Event::OrderCancelled(OrderCancelled { order, cancelled_at, reason, remaining })
+            })
+            .boxed(),
+    ]
+    .boxed()
+}
+
+pub(crate) fn valid_envelope() -> impl Strategy<Value = Envelope> {
+    (1..=SCHEMA_VERSION, uuid(), instant(), valid_event()).prop_map(|(schema, event_id, emitted_at, event)| Envelope {
+        schema,
+        event_id,
+        emitted_at,
+        event,
+    })
+}
+
+// ---------------------------------------------------------------------------
+// The independent range checker
+// ---------------------------------------------------------------------------
