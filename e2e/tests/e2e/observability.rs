@@ -57,6 +57,9 @@ async fn every_dashboard_query_returns_data_and_metrics_pass_promtool() {
         assert_eq!(status, StatusCode::ACCEPTED, "{body}");
     }
     platform.wait_voucher(&voucher, |v| v["cancelled"] == 1 && v["confirmed"] == 1).await;
+    // A client without a token: refused at the door, and counted.
+    let anonymous = platform.http.post(format!("{}/api/v1/vouchers/{voucher}/orders", platform.base)).send().await;
+    assert_eq!(anonymous.expect("answers").status(), StatusCode::UNAUTHORIZED);
 
     let dashboards = Path::new(env!("CARGO_MANIFEST_DIR")).join("../grafana/dashboards");
     let queries = seckill_web::dashboards::dashboard_queries(&dashboards);
