@@ -13,8 +13,9 @@
 //! 2. every valid envelope of every event type survives `encode` then `decode`;
 //! 3. valid records mutated at the byte and the JSON level never panic the
 //!    decoder, and whatever it still accepts keeps every range rule (checked
-//!    by [`broken_rule`], written independently of the decoder's `validate`)
-//!    and reads back as itself.
+//!    by [`broken_rule`], written independently of the decoder's `validate`),
+//!    had a string `type` tag (a variant index such as `"type": 2` is
+//!    refused), and reads back as itself.
 //!
 //! Targeted `#[test]`s then pin down the boundary cases one by one.
 //!
@@ -22,11 +23,13 @@
 //! debug build, and failures are not persisted (no regression files in the
 //! repository): proptest prints the shrunk input instead.
 
+mod hostile;
 mod mutate;
 mod ranges;
 mod targeted;
 mod valid;
 
+use hostile::*;
 use mutate::*;
 use proptest::collection::vec;
 use proptest::prelude::*;
@@ -38,10 +41,6 @@ use valid::*;
 fn config(cases: u32) -> ProptestConfig {
     ProptestConfig { cases, failure_persistence: None, ..ProptestConfig::default() }
 }
-
-// ---------------------------------------------------------------------------
-// Valid envelopes
-// ---------------------------------------------------------------------------
 
 proptest! {
     #![proptest_config(config(256))]

@@ -1,6 +1,7 @@
-//! The range rules every accepted event must keep, written apart from the
-//! decoder's own `validate` so that a decoder which skipped or weakened a
-//! check is caught rather than agreed with.
+//! What every record the decoder accepts must satisfy: a string `type` tag
+//! (never a variant index such as `"type": 2`) and the range rules, written
+//! apart from the decoder's own `validate` so that a decoder which skipped or
+//! weakened a check is caught rather than agreed with.
 
 use crate::valid::*;
 use chrono::{DateTime, Utc};
@@ -8,6 +9,7 @@ use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use seckill_core::event::{Envelope, Event, OrderAccepted, MAX_HOLD_SECONDS, MAX_QUANTITY, MAX_STOCK, SCHEMA_VERSION};
 use seckill_core::ids::MAX_USER_ID_LEN;
+use serde_json::Value;
 
 /// The first rule `envelope` breaks, if any. Deliberately written apart from
 /// the decoder's `validate` (and from `UserId::parse`), so a decoder that
@@ -68,11 +70,26 @@ pub(crate) fn order_rules(order: &OrderAccepted) -> [(bool, &'static str); 2] {
     ]
 }
 
-/// What every `Ok` from the decoder must satisfy: every range rule holds, and
-/// the event writes back to a record that decodes to the same event (so a
-/// processor that re-emits it does not produce something it cannot read).
+/// The `type` tag of `record` if it parses as a JSON object whose tag is
+/// present but not a string: a variant index (`"type": 2`), `null`, a bool,
+/// an array or an object. No writer of the log means any of these.
+pub(crate) fn non_string_tag(record: &[u8]) -> Option<Value> {
+    match serde_json::from_slice(record) {
+        Ok(Value::Object(object)) => object.get("type").filter(|tag| !tag.is_string()).cloned(),
+        _ => None,
+    }
+}
+
+/// What every `Ok` from the decoder must satisfy: the record's `type` tag was
+/// a string, every range rule holds, and the event writes back to a record
+/// that decodes to the same event (so a processor that re-emits it does not
+/// produce something it cannot read).
 pub(crate) fn check_accepted(input: &[u8], decoded: &Envelope) -> Result<(), TestCaseError> {
+    let tag = non_string_tag(input);
     let input = String::from_utf8_lossy(input);
+    if let Some(tag) = tag {
+        return Err(TestCaseError::fail(format!("decode accepted {input} although its type tag is {tag}")));
+    }
     if let Some(rule) = broken_rule(decoded) {
         return Err(TestCaseError::fail(format!("decode accepted {input} although it breaks `{rule}`: {decoded:?}")));
     }
@@ -84,7 +101,3 @@ pub(crate) fn check_accepted(input: &[u8], decoded: &Envelope) -> Result<(), Tes
     }
     Ok(())
 }
-
-// ---------------------------------------------------------------------------
-// Hostile input
-// ---------------------------------------------------------------------------

@@ -241,6 +241,27 @@ fn ids_that_are_not_uuids_are_refused() {
 }
 
 #[test]
+fn a_type_tag_that_is_not_a_name_is_refused() {
+    let mut not_names: Vec<Value> = (0..12_u64).map(Value::from).collect();
+    not_names.extend([
+        Value::from(-1),
+        Value::from(2.0),
+        Value::from("2"),
+        Value::from("orderAccepted"),
+        Value::Null,
+        Value::Bool(true),
+        Value::Array(vec![Value::from("OrderAccepted")]),
+        Value::Object([("OrderAccepted".to_owned(), Value::Null)].into_iter().collect()),
+    ]);
+    for bad in &not_names {
+        for event in order_events(&fixture_order()) {
+            assert_malformed(&record_with(event, "type", bad.clone()));
+        }
+        assert_malformed(&record_with(Event::VoucherCreated(fixture_voucher()), "type", bad.clone()));
+    }
+}
+
+#[test]
 fn a_record_exactly_at_the_size_limit_is_still_read() {
     let mut record = record(Event::OrderAccepted(fixture_order()));
     record.resize(MAX_EVENT_BYTES, b' ');
