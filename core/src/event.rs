@@ -279,6 +279,19 @@ impl Event {
         }
     }
 
+    /// Every `type` tag, in declaration order: what [`Event::kind`] returns.
+    pub const KINDS: [&'static str; 9] = [
+        "VoucherCreated",
+        "VoucherUpdated",
+        "OrderAccepted",
+        "CancelRequested",
+        "ConfirmRequested",
+        "OrderCreated",
+        "OrderFailed",
+        "OrderConfirmed",
+        "OrderCancelled",
+    ];
+
     /// The `type` tag.
     pub fn kind(&self) -> &'static str {
         match self {

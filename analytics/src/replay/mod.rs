@@ -48,19 +48,6 @@ const STALL_TIMEOUT: Duration = Duration::from_secs(30);
 /// Records between two progress updates (the bar redraws at most 20 times a
 /// second anyway).
 const PROGRESS_EVERY: u64 = 2048;
-/// Every event type a `--type` filter may name.
-pub const EVENT_TYPES: [&str; 9] = [
-    "VoucherCreated",
-    "VoucherUpdated",
-    "OrderAccepted",
-    "CancelRequested",
-    "ConfirmRequested",
-    "OrderCreated",
-    "OrderFailed",
-    "OrderConfirmed",
-    "OrderCancelled",
-];
-
 /// Why a replay or a topic overview failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ReplayError {
@@ -180,11 +167,11 @@ impl Filter {
 
 /// Checks a `--type` value against the known event types.
 pub fn parse_event_type(name: &str) -> Result<String, String> {
-    EVENT_TYPES
+    Event::KINDS
         .iter()
         .find(|known| known.eq_ignore_ascii_case(name))
         .map(|known| (*known).to_owned())
-        .ok_or_else(|| format!("unknown event type {name:?}: expected one of {}", EVENT_TYPES.join(", ")))
+        .ok_or_else(|| format!("unknown event type {name:?}: expected one of {}", Event::KINDS.join(", ")))
 }
 
 /// The user whose order the event is about, if it names one.

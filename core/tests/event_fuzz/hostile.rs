@@ -7,7 +7,7 @@ use crate::valid::*;
 use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::sample::select;
-use seckill_core::event::{MAX_HOLD_SECONDS, MAX_QUANTITY, MAX_STOCK};
+use seckill_core::event::{Event, MAX_HOLD_SECONDS, MAX_QUANTITY, MAX_STOCK};
 use seckill_core::ids::MAX_USER_ID_LEN;
 use serde_json::Value;
 
@@ -38,22 +38,14 @@ pub(crate) const FIELDS: &[&str] = &[
     "cancelled_at",
 ];
 
-/// The nine `type` tags and the reason names: valid words in the wrong place.
-pub(crate) const NAMES: &[&str] = &[
-    "VoucherCreated",
-    "VoucherUpdated",
-    "OrderAccepted",
-    "CancelRequested",
-    "ConfirmRequested",
-    "OrderCreated",
-    "OrderFailed",
-    "OrderConfirmed",
-    "OrderCancelled",
-    "requested",
-    "expired",
-    "sold_out",
-    "unknown_voucher",
-];
+/// The cancel and fail reason names: valid words in the wrong place (the
+/// `type` tags, `Event::KINDS`, are the other half of [`names`]).
+const REASONS: &[&str] = &["requested", "expired", "sold_out", "unknown_voucher"];
+
+/// The `type` tags and the reason names.
+pub(crate) fn names() -> Vec<&'static str> {
+    Event::KINDS.iter().chain(REASONS).copied().collect()
+}
 
 /// Fragments of JSON that, spliced into a record, break its structure in the
 /// ways hand-edited or torn records do: stray brackets, duplicate keys,
@@ -174,7 +166,7 @@ pub(crate) fn hostile_text() -> impl Strategy<Value = String> {
         uuid_text(),
         instant().prop_map(|at| at.to_rfc3339()),
         user_id_text(),
-        select(NAMES).prop_map(str::to_owned),
+        select(names()).prop_map(str::to_owned),
     ]
 }
 

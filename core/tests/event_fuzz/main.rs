@@ -34,7 +34,7 @@ use mutate::*;
 use proptest::collection::vec;
 use proptest::prelude::*;
 use ranges::*;
-use seckill_core::event::{Envelope, EventError, MAX_EVENT_BYTES};
+use seckill_core::event::{Envelope, Event, EventError, MAX_EVENT_BYTES};
 use valid::*;
 
 /// A bounded run that writes no regression files into the repository.
@@ -66,6 +66,7 @@ proptest! {
     #[test]
     fn valid_envelopes_round_trip(envelope in valid_envelope()) {
         prop_assert_eq!(broken_rule(&envelope), None, "the strategy made an invalid envelope");
+        prop_assert!(Event::KINDS.contains(&envelope.event.kind()), "{} is missing from Event::KINDS", envelope.event.kind());
         let decoded = Envelope::decode(&envelope.encode()).map_err(|error| error.to_string());
         prop_assert_eq!(decoded, Ok(envelope));
     }

@@ -56,7 +56,7 @@ pub(crate) fn plausible() -> impl Strategy<Value = Plausible> {
         1 => select(vec![first_sale - TimeDelta::nanoseconds(1), first_sale, last_sale, last_sale + TimeDelta::nanoseconds(1)]),
     ];
     let flag = prop_oneof![Just(Value::Null), any::<bool>().prop_map(Value::Bool)];
-    (count, time, uuid_text(), user_id_text(), select(NAMES), flag).prop_map(|(count, time, id, user, word, flag)| {
+    (count, time, uuid_text(), user_id_text(), select(names()), flag).prop_map(|(count, time, id, user, word, flag)| {
         Plausible {
             count,
             time: Value::from(time.to_rfc3339()),
@@ -74,8 +74,8 @@ pub(crate) fn plausible() -> impl Strategy<Value = Plausible> {
 /// [`crate::ranges::check_accepted`] holds it to.
 pub(crate) fn type_tag() -> impl Strategy<Value = Value> {
     prop_oneof![
-        select(NAMES).prop_map(Value::from),
-        select(NAMES).prop_map(|name| Value::from(name.to_lowercase())),
+        select(names()).prop_map(Value::from),
+        select(names()).prop_map(|name| Value::from(name.to_lowercase())),
         (0_u64..12).prop_map(Value::from),
         hostile_value(),
     ]
