@@ -38,16 +38,69 @@ pub(crate) struct TokenArgs {
     data_dir: PathBuf,
 }
 
+/// Most tokens one call prints (about 200 bytes each, built in memory).
+const MAX_COUNT: u32 = 100_000;
+
 pub(crate) fn run(args: TokenArgs) -> anyhow::Result<()> {
-    let user = UserId::parse(&args.user).context("the user id")?;
+    let users = users(&args.user, args.count)?;
     anyhow::ensure!((1..=31 * 24 * 3600).contains(&args.ttl_seconds), "--ttl-seconds must be 1 to 2678400");
     let secret = given_or_stored(args.secret, &args.data_dir.join(JWT_SECRET_FILE), "JWT secret", "--secret")?;
     anyhow::ensure!(
         secret.expose().len() >= MIN_SECRET_BYTES,
         "the JWT secret must be at least {MIN_SECRET_BYTES} bytes"
     );
-    let now = chrono::Utc::now().timestamp();
-    let token = JwtKey::new(&secret).issue(&Claims::for_user(&user, now, args.ttl_seconds));
-    crate::output::emit(&format!("{token}\n"))?;
+    let tokens = tokens(&JwtKey::new(&secret), &users, chrono::Utc::now().timestamp(), args.ttl_seconds);
+    crate::output::emit(&tokens)?;
     Ok(())
+}
+
+/// `user` alone, or with a count the users `<user>0` to `<user><count-1>`.
+fn users(user: &str, count: Option<u32>) -> anyhow::Result<Vec<UserId>> {
+    let Some(count) = count else {
+        return Ok(vec![UserId::parse(user).context("the user id")?]);
+    };
+    anyhow::ensure!((1..=MAX_COUNT).contains(&count), "--count must be 1 to {MAX_COUNT}");
+    (0..count)
+        .map(|n| {
+            let id = format!("{user}{n}");
+            UserId::parse(&id).with_context(|| format!("the user id {id:?}"))
+        })
+        .collect()
+}
+
+/// One token per user, a line each.
+fn tokens(key: &JwtKey, users: &[UserId], now: i64, ttl_seconds: i64) -> String {
+    users.iter().map(|user| key.issue(&Claims::for_user(user, now, ttl_seconds)) + "\n").collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use seckill_auth::JwtRules;
+    use seckill_core::config::Secret;
+
+    use super::*;
+
+    #[test]
+    fn a_count_prints_one_token_per_numbered_user() {
+        let key = JwtKey::new(&Secret::new("0123456789abcdef0123456789abcdef"));
+        let users = users("storm-", Some(3)).expect("valid users");
+        let printed = tokens(&key, &users, 1_800_000_000, 60);
+        let speakers: Vec<String> = printed
+            .lines()
+            .map(|token| key.verify(token, &JwtRules::default(), 1_800_000_000).expect("verifies").to_string())
+            .collect();
+        assert_eq!(speakers, ["storm-0", "storm-1", "storm-2"]);
+        assert!(printed.ends_with('\n'));
+    }
+
+    #[test]
+    fn without_a_count_the_user_itself_and_bad_counts_are_refused() {
+        let alone = users("alice", None).expect("valid user");
+        assert_eq!(alone.iter().map(ToString::to_string).collect::<Vec<_>>(), ["alice"]);
+        for count in [0, MAX_COUNT + 1] {
+            let error = users("storm-", Some(count)).expect_err("out of range").to_string();
+            assert!(error.contains("--count"), "{error}");
+        }
+        assert!(users("bad user ", Some(2)).is_err(), "ids are checked");
+    }
 }
