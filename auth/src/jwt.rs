@@ -92,6 +92,12 @@ impl Audience {
     }
 }
 
+/// Seconds since the Unix epoch: the clock `exp`, `nbf` and `iat` are read
+/// against.
+pub fn unix_now() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |elapsed| elapsed.as_secs() as i64)
+}
+
 impl Claims {
     /// Claims for `user`, issued at `now` and valid for `ttl_seconds`.
     pub fn for_user(user: &UserId, now: i64, ttl_seconds: i64) -> Self {

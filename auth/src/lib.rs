@@ -15,4 +15,4 @@ mod jwt;
 
 pub use admin::AdminToken;
 pub use bearer::bearer_token;
-pub use jwt::{Claims, JwtKey, JwtRules, TokenError, MAX_TOKEN_BYTES, MIN_SECRET_BYTES};
+pub use jwt::{unix_now, Claims, JwtKey, JwtRules, TokenError, MAX_TOKEN_BYTES, MIN_SECRET_BYTES};

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Args;
-use seckill_auth::{Claims, JwtKey, MIN_SECRET_BYTES};
+use seckill_auth::{unix_now, Claims, JwtKey, MIN_SECRET_BYTES};
 use seckill_core::UserId;
 
 use crate::secrets::{given_or_stored, JWT_SECRET_FILE};
@@ -49,7 +49,7 @@ pub(crate) fn run(args: TokenArgs) -> anyhow::Result<()> {
         secret.expose().len() >= MIN_SECRET_BYTES,
         "the JWT secret must be at least {MIN_SECRET_BYTES} bytes"
     );
-    let tokens = tokens(&JwtKey::new(&secret), &users, chrono::Utc::now().timestamp(), args.ttl_seconds);
+    let tokens = tokens(&JwtKey::new(&secret), &users, unix_now(), args.ttl_seconds);
     crate::output::emit(&tokens)?;
     Ok(())
 }

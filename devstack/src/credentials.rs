@@ -2,7 +2,7 @@
 //! published values, so tests can sign user tokens and call admin routes.
 //! They protect nothing real.
 
-use seckill_auth::{Claims, JwtKey};
+use seckill_auth::{unix_now, Claims, JwtKey};
 use seckill_core::config::Secret;
 use seckill_core::UserId;
 
@@ -18,6 +18,5 @@ pub const TEST_JWT_SECRET: &str = "test jwt secret, 32 bytes or more: not a secr
 /// If `user` is not a valid user id: tests name their users.
 pub fn user_token(user: &str) -> String {
     let user = UserId::parse(user).expect("test user ids are valid");
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
-    JwtKey::new(&Secret::new(TEST_JWT_SECRET)).issue(&Claims::for_user(&user, now, 3600))
+    JwtKey::new(&Secret::new(TEST_JWT_SECRET)).issue(&Claims::for_user(&user, unix_now(), 3600))
 }

@@ -2,7 +2,7 @@
 //! admin.
 
 use reqwest::RequestBuilder;
-use seckill_auth::{Claims, JwtKey};
+use seckill_auth::{unix_now, Claims, JwtKey};
 use seckill_core::UserId;
 
 /// How long the user tokens the generator signs are valid.
@@ -22,10 +22,7 @@ impl Credentials {
     /// `request`, sent as `user`.
     pub(crate) fn as_user(&self, request: RequestBuilder, user: &UserId) -> RequestBuilder {
         match self {
-            Self::Tokens(key) => {
-                let now = chrono::Utc::now().timestamp();
-                request.bearer_auth(key.issue(&Claims::for_user(user, now, TOKEN_TTL_SECONDS)))
-            }
+            Self::Tokens(key) => request.bearer_auth(key.issue(&Claims::for_user(user, unix_now(), TOKEN_TTL_SECONDS))),
             Self::DevHeader => request.header("x-user-id", user.as_str()),
         }
     }

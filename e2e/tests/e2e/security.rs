@@ -8,6 +8,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use hmac::{Hmac, Mac};
 use reqwest::StatusCode;
+use seckill_auth::unix_now;
 use seckill_devstack::TEST_JWT_SECRET;
 use seckill_ingress::RateLimitConfig;
 use serde_json::{json, Value};
@@ -30,10 +31,6 @@ fn crafted(header: &Value, claims: &Value, key: &[u8]) -> String {
     format!("Bearer {input}.{signature}")
 }
 
-fn now() -> i64 {
-    chrono::Utc::now().timestamp()
-}
-
 /// Sends `request` and returns its status and JSON body.
 async fn answer(request: reqwest::RequestBuilder) -> (StatusCode, Value) {
     let response = request.send().await.expect("the ingress answers");
@@ -52,7 +49,7 @@ async fn bad_tokens_and_other_users_orders_are_refused_and_stock_is_unchanged() 
     let before = (platform.redis_remaining(&voucher).await, platform.persistent_remaining(&voucher).await);
     assert_eq!(before, (9, 9));
 
-    let mallory = json!({"sub": "mallory", "exp": now() + 600});
+    let mallory = json!({"sub": "mallory", "exp": unix_now() + 600});
     let hs256 = json!({"alg": "HS256", "typ": "JWT"});
     let alice_token = Platform::as_user("alice");
     let tampered = {
@@ -70,7 +67,7 @@ async fn bad_tokens_and_other_users_orders_are_refused_and_stock_is_unchanged() 
         ),
         (
             "expired an hour ago",
-            crafted(&hs256, &json!({"sub": "mallory", "exp": now() - 3600}), TEST_JWT_SECRET.as_bytes()),
+            crafted(&hs256, &json!({"sub": "mallory", "exp": unix_now() - 3600}), TEST_JWT_SECRET.as_bytes()),
         ),
         ("no exp", crafted(&hs256, &json!({"sub": "mallory"}), TEST_JWT_SECRET.as_bytes())),
         ("not a JWT", "Bearer hunter2".to_owned()),

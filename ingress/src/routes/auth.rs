@@ -7,9 +7,8 @@
 //! out) and `403` when a known caller may not do this.
 
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
-use seckill_auth::{bearer_token, AdminToken, JwtKey, JwtRules};
+use seckill_auth::{bearer_token, unix_now, AdminToken, JwtKey, JwtRules};
 use seckill_core::metrics::RefusalReason;
 use seckill_core::UserId;
 use seckill_web::ApiError;
@@ -96,10 +95,6 @@ impl Authenticator {
     fn is_admin(&self, token: &str) -> bool {
         self.admin.as_ref().is_some_and(|admin| admin.matches(token))
     }
-}
-
-fn unix_now() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |elapsed| elapsed.as_secs() as i64)
 }
 
 /// Counts a refusal by its status and passes it on.
