@@ -8,7 +8,7 @@ use seckill_core::UserId;
 use serde_json::Value;
 
 use crate::run::{Checks, LoadgenError};
-use crate::Plan;
+use crate::{Credentials, Plan};
 
 /// Polls the voucher's counters in the status view until it has decided
 /// (created or failed) `admitted` orders, or `timeout`. Returns how long
@@ -60,12 +60,8 @@ pub(crate) async fn wait_final(
         .map(|(order, user)| async move {
             let url = format!("{}/api/v1/orders/{order}", plan.base_url);
             loop {
-                if let Ok(response) = plan.credentials.as_user(http.get(&url), user).send().await {
-                    if let Ok(row) = response.json::<Value>().await {
-                        if row["status"].is_string() && row["status"] != "PENDING" {
-                            return Some(final_order(&row));
-                        }
-                    }
+                if let Some(row) = final_row(http, &plan.credentials, &url, user).await {
+                    return Some(final_order(&row));
                 }
                 if tokio::time::Instant::now() >= deadline {
                     return None;
@@ -77,6 +73,19 @@ pub(crate) async fn wait_final(
         .filter_map(|row| async move { row })
         .collect()
         .await
+}
+
+/// The order row at `url`, read as its owner `user`, if the view shows it
+/// final (not `PENDING`); `None` while pending or unreadable.
+pub(crate) async fn final_row(
+    http: &reqwest::Client,
+    credentials: &Credentials,
+    url: &str,
+    user: &UserId,
+) -> Option<Value> {
+    let response = credentials.as_user(http.get(url), user).send().await.ok()?;
+    let row: Value = response.json().await.ok()?;
+    (row["status"].is_string() && row["status"] != "PENDING").then_some(row)
 }
 
 fn final_order(row: &Value) -> FinalOrder {

@@ -8,9 +8,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use seckill_core::UserId;
-use serde_json::Value;
 use tokio::task::JoinSet;
 
+use crate::check::final_row;
 use crate::Credentials;
 
 /// Pause between two polls of one order: the measurement's resolution.
@@ -83,14 +83,10 @@ impl VisibilityProbe {
         let poll = async move {
             let _slot = Slot(watching);
             while answered_at.elapsed() < give_up_after {
-                let request = credentials.as_user(http.get(&url), &user);
-                if let Ok(response) = request.send().await {
-                    let row: Value = response.json().await.unwrap_or(Value::Null);
-                    if row["status"].is_string() && row["status"] != "PENDING" {
-                        let latency_ms = answered_at.elapsed().as_secs_f64() * 1000.0;
-                        latencies.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push(latency_ms);
-                        return;
-                    }
+                if final_row(&http, &credentials, &url, &user).await.is_some() {
+                    let latency_ms = answered_at.elapsed().as_secs_f64() * 1000.0;
+                    latencies.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push(latency_ms);
+                    return;
                 }
                 tokio::time::sleep(POLL_EVERY).await;
             }
