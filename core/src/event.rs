@@ -198,6 +198,10 @@ pub enum FailReason {
     SoldOut,
     /// No `VoucherCreated` precedes the order on its partition.
     UnknownVoucher,
+    /// The user's created orders already hold so many units that this one
+    /// would pass the per-user limit (Redis and the store disagreed, e.g.
+    /// after Redis lost its last second of writes).
+    LimitExceeded,
 }
 
 impl FailReason {
@@ -206,6 +210,7 @@ impl FailReason {
         match self {
             Self::SoldOut => "sold_out",
             Self::UnknownVoucher => "unknown_voucher",
+            Self::LimitExceeded => "limit_exceeded",
         }
     }
 }

@@ -1,5 +1,6 @@
 //! The processor's consume → decide → produce → store-offsets loop.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -7,6 +8,7 @@ use futures::future::join_all;
 use seckill_core::event::Event;
 use seckill_core::metrics::ConsumerMetrics;
 use seckill_core::topics::Topics;
+use seckill_core::OrderId;
 use seckill_gate::Gate;
 use seckill_kafka::{
     decode, retry, retry_pause, BatchConsumer, BatchHandler, DeadLetter, EventProducer, Interrupted, OwnedMessage,
@@ -38,30 +40,33 @@ impl Pipeline {
         tracing::info!("Processor stopped.");
     }
 
-    /// Produces every outcome and waits for all acknowledgements; retries
-    /// those that failed (duplicates on the topic are harmless).
+    /// Produces every outcome and waits for all acknowledgements, keeping
+    /// each order's outcomes in order on the topic: outcomes go out in
+    /// waves, an order's n-th outcome in wave n, and a wave starts only once
+    /// the one before is acknowledged. A failed send is retried within its
+    /// wave (duplicates on the topic are harmless, reordering is not: a
+    /// retried `OrderCreated` must never land after its `OrderCancelled`).
     async fn emit(&self, decided: &[Decided], shutdown: &CancellationToken) -> Result<(), Interrupted> {
-        let mut pending: Vec<&Decided> = decided.iter().collect();
-        while !pending.is_empty() {
-            let mut sends = Vec::with_capacity(pending.len());
-            for decision in &pending {
-                sends.push(self.producer.send(&self.topics.orders, &decision.outcome));
-            }
-            let results = join_all(sends).await;
-            let mut failed = Vec::new();
-            for (decision, result) in pending.into_iter().zip(results) {
-                match result {
-                    Ok(_) => self.record(decision),
-                    Err(error) => {
-                        self.metrics.produce_errors.inc();
-                        tracing::warn!(%error, "Outcome not acknowledged; retrying.");
-                        failed.push(decision);
+        for wave in waves(decided) {
+            let mut pending = wave;
+            while !pending.is_empty() {
+                let sends = pending.iter().map(|decision| self.producer.send(&self.topics.orders, &decision.outcome));
+                let results = join_all(sends).await;
+                let mut failed = Vec::new();
+                for (decision, result) in pending.into_iter().zip(results) {
+                    match result {
+                        Ok(_) => self.record(decision),
+                        Err(error) => {
+                            self.metrics.produce_errors.inc();
+                            tracing::warn!(%error, "Outcome not acknowledged; retrying.");
+                            failed.push(decision);
+                        }
                     }
                 }
-            }
-            pending = failed;
-            if !pending.is_empty() {
-                retry_pause(shutdown).await?;
+                pending = failed;
+                if !pending.is_empty() {
+                    retry_pause(shutdown).await?;
+                }
             }
         }
         Ok(())
@@ -162,6 +167,39 @@ impl BatchHandler for Pipeline {
     }
 }
 
+/// Splits `decided` into waves: the n-th outcome of each order goes into
+/// wave n, so no wave holds two outcomes of one order, and every order's
+/// outcomes keep their order across waves.
+fn waves(decided: &[Decided]) -> Vec<Vec<&Decided>> {
+    let mut waves: Vec<Vec<&Decided>> = Vec::new();
+    let mut seen: HashMap<OrderId, usize> = HashMap::new();
+    for decision in decided {
+        let wave = match order_id(&decision.outcome.event) {
+            Some(order) => {
+                let count = seen.entry(order).or_default();
+                *count += 1;
+                *count - 1
+            }
+            None => 0,
+        };
+        if waves.len() <= wave {
+            waves.resize_with(wave + 1, Vec::new);
+        }
+        waves[wave].push(decision);
+    }
+    waves
+}
+
+fn order_id(outcome: &Event) -> Option<OrderId> {
+    match outcome {
+        Event::OrderCreated(e) => Some(e.order.order_id),
+        Event::OrderFailed(e) => Some(e.order.order_id),
+        Event::OrderConfirmed(e) => Some(e.order.order_id),
+        Event::OrderCancelled(e) => Some(e.order.order_id),
+        _ => None,
+    }
+}
+
 /// What a sales-topic record asks of the processor, or why it cannot be used.
 fn classify(message: &OwnedMessage) -> Result<StockInput, String> {
     let envelope = decode(message)?;
@@ -192,5 +230,46 @@ fn request_kind(outcome: &Event) -> &'static str {
         Event::OrderCancelled(_) => "CancelRequested",
         Event::OrderConfirmed(_) => "ConfirmRequested",
         _ => "OrderAccepted",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::Utc;
+    use seckill_core::event::{CancelReason, OrderAccepted, OrderCancelled, OrderConfirmed, OrderCreated};
+    use seckill_core::{Envelope, UserId, VoucherId};
+
+    use super::*;
+
+    fn order() -> OrderAccepted {
+        OrderAccepted {
+            order_id: OrderId::generate(),
+            voucher_id: VoucherId::generate(),
+            user_id: UserId::parse("u").expect("valid"),
+            quantity: 1,
+            accepted_at: Utc::now(),
+        }
+    }
+
+    fn decided(event: Event) -> Decided {
+        Decided { outcome: Envelope::new(event), replayed: false }
+    }
+
+    #[test]
+    fn an_orders_outcomes_go_out_in_separate_waves_in_order() {
+        let (a, b) = (order(), order());
+        let now = Utc::now();
+        let created_a = decided(Event::OrderCreated(OrderCreated { order: a.clone(), decided_at: now, remaining: 1 }));
+        let created_b = decided(Event::OrderCreated(OrderCreated { order: b.clone(), decided_at: now, remaining: 0 }));
+        let confirmed_a = decided(Event::OrderConfirmed(OrderConfirmed { order: a.clone(), confirmed_at: now }));
+        let cancelled_a = decided(Event::OrderCancelled(OrderCancelled {
+            order: a,
+            cancelled_at: now,
+            reason: CancelReason::Requested,
+            remaining: 2,
+        }));
+        let batch = vec![created_a.clone(), confirmed_a.clone(), created_b.clone(), cancelled_a.clone()];
+        let waves = waves(&batch);
+        assert_eq!(waves, vec![vec![&created_a, &created_b], vec![&confirmed_a], vec![&cancelled_a]]);
     }
 }

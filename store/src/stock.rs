@@ -28,7 +28,7 @@ pub enum StockInput {
 }
 
 /// An outcome to emit.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Decided {
     /// The `OrderCreated`, `OrderFailed`, `OrderConfirmed` or
     /// `OrderCancelled` event.
@@ -42,9 +42,13 @@ pub struct Decided {
 #[async_trait]
 pub trait StockStore: Send + Sync + std::fmt::Debug + 'static {
     /// Applies `batch` in order, atomically: either every change is durable,
-    /// or none is. Returns one [`Decided`] per order, and one per cancel or
-    /// confirm request that applied or repeated, in batch order. Requests the
-    /// rules ignore return nothing.
+    /// or none is. Returns the outcomes to emit, each once, in the order they
+    /// were decided: a new decision per order, confirmation and
+    /// cancellation; for an input decided before (a redelivery), every
+    /// outcome of its order again, in order (`replayed`), so outcomes lost
+    /// in a crash reach the log. Requests the rules ignore return nothing;
+    /// requests about an order not yet accepted are kept and decided right
+    /// after it.
     async fn apply(&self, batch: Vec<StockInput>) -> Result<Vec<Decided>, StoreError>;
 
     /// A voucher's persistent stock, if it is defined.

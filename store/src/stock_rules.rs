@@ -1,10 +1,12 @@
 //! Applying sales-topic inputs to a stock state, the same way for every
 //! backend: each backend only says how to read and write its rows.
 
+use std::collections::HashSet;
+
 use chrono::{DateTime, Utc};
-use seckill_core::decision::{self, FollowUp, StockLevel};
-use seckill_core::event::Event;
-use seckill_core::{Envelope, OrderId, VoucherId};
+use seckill_core::decision::{self, FollowUp, OrderRecord, Request, StockLevel, MAX_PARKED};
+use seckill_core::event::{Event, OrderAccepted};
+use seckill_core::{Envelope, OrderId, UserId, VoucherId};
 use uuid::Uuid;
 
 use crate::{Decided, StockInput, StoreError};
@@ -14,9 +16,12 @@ use crate::{Decided, StockInput, StoreError};
 pub(crate) trait StockState {
     fn level(&self, voucher: VoucherId) -> Result<Option<StockLevel>, StoreError>;
     fn put_level(&mut self, voucher: VoucherId, level: &StockLevel) -> Result<(), StoreError>;
-    /// The order's latest outcome.
-    fn latest(&self, voucher: VoucherId, order: OrderId) -> Result<Option<Envelope>, StoreError>;
-    fn put_latest(&mut self, voucher: VoucherId, order: OrderId, outcome: &Envelope) -> Result<(), StoreError>;
+    /// What was decided about the order so far.
+    fn order(&self, voucher: VoucherId, order: OrderId) -> Result<Option<OrderRecord>, StoreError>;
+    fn put_order(&mut self, voucher: VoucherId, order: OrderId, record: &OrderRecord) -> Result<(), StoreError>;
+    /// Units held by the user's created, not cancelled, orders of the voucher.
+    fn held(&self, voucher: VoucherId, user: &UserId) -> Result<u64, StoreError>;
+    fn put_held(&mut self, voucher: VoucherId, user: &UserId, units: u64) -> Result<(), StoreError>;
     fn update_applied(&self, voucher: VoucherId, update: Uuid) -> Result<bool, StoreError>;
     fn mark_update(&mut self, voucher: VoucherId, update: Uuid) -> Result<(), StoreError>;
     /// Records (`keep`) or forgets that `order` expires at `deadline`.
@@ -29,17 +34,44 @@ pub(crate) trait StockState {
     ) -> Result<(), StoreError>;
 }
 
-/// Applies one input, pushing the outcomes to emit onto `decided`.
+/// The outcomes a batch emits, each once: an order's history emitted again
+/// for two of its redelivered inputs is sent once.
+#[derive(Debug, Default)]
+pub(crate) struct Outcomes {
+    decided: Vec<Decided>,
+    emitted: HashSet<Uuid>,
+}
+
+impl Outcomes {
+    fn push(&mut self, outcome: Envelope, replayed: bool) {
+        if self.emitted.insert(outcome.event_id) {
+            self.decided.push(Decided { outcome, replayed });
+        }
+    }
+
+    /// Emits every outcome of `record` again, in the order they were decided.
+    fn replay(&mut self, record: &OrderRecord) {
+        for outcome in record.history() {
+            self.push(outcome.clone(), true);
+        }
+    }
+
+    /// The outcomes, in the order they were pushed.
+    pub(crate) fn into_vec(self) -> Vec<Decided> {
+        self.decided
+    }
+}
+
+/// Applies one input, pushing the outcomes to emit onto `outcomes`.
 pub(crate) fn apply_input(
     state: &mut impl StockState,
     input: StockInput,
-    decided: &mut Vec<Decided>,
+    outcomes: &mut Outcomes,
 ) -> Result<(), StoreError> {
     match input {
         StockInput::Voucher(voucher) => {
             if state.level(voucher.voucher_id)?.is_none() {
-                let level =
-                    StockLevel { stock: voucher.stock, remaining: voucher.stock, hold_seconds: voucher.hold_seconds };
+                let level = StockLevel::new(voucher.stock, voucher.hold_seconds, voucher.per_user_limit);
                 state.put_level(voucher.voucher_id, &level)?;
             }
         }
@@ -55,55 +87,104 @@ pub(crate) fn apply_input(
             }
             state.mark_update(update.voucher_id, update_id)?;
         }
-        StockInput::Order(order) => {
-            let (order_id, voucher_id) = (order.order_id, order.voucher_id);
-            if let Some(previous) = state.latest(voucher_id, order_id)? {
-                decided.push(Decided { outcome: previous, replayed: true });
-                return Ok(());
-            }
-            let mut level = state.level(voucher_id)?;
-            let result = decision::decide(level.as_mut(), &order);
-            let outcome = decision::outcome(order, result, Utc::now());
-            if let (Ok(_), Some(level)) = (&result, level) {
-                state.put_level(voucher_id, &level)?;
-                hold(state, &level, &outcome, true)?;
-            }
-            state.put_latest(voucher_id, order_id, &outcome)?;
-            decided.push(Decided { outcome, replayed: false });
-        }
+        StockInput::Order(order) => decide_order(state, order, outcomes)?,
         StockInput::Cancel(request) => {
-            let latest = state.latest(request.voucher_id, request.order_id)?;
-            let mut level = state.level(request.voucher_id)?;
-            match decision::cancel(level.as_mut(), latest.as_ref(), &request, Utc::now()) {
-                FollowUp::Apply(outcome) => {
-                    let level = level.expect("a cancellation applies only to a known voucher");
-                    state.put_level(request.voucher_id, &level)?;
-                    if let Some(created) = &latest {
-                        hold(state, &level, created, false)?;
-                    }
-                    state.put_latest(request.voucher_id, request.order_id, &outcome)?;
-                    decided.push(Decided { outcome, replayed: false });
-                }
-                FollowUp::Repeat => decided.extend(latest.map(|outcome| Decided { outcome, replayed: true })),
-                FollowUp::Ignore(_) => {}
+            let (voucher, order) = (request.voucher_id, request.order_id);
+            let mut record = state.order(voucher, order)?.unwrap_or_default();
+            if follow_up(state, &mut record, Request::Cancel(request), outcomes)? {
+                state.put_order(voucher, order, &record)?;
             }
         }
         StockInput::Confirm(request) => {
-            let latest = state.latest(request.voucher_id, request.order_id)?;
-            match decision::confirm(latest.as_ref(), Utc::now()) {
-                FollowUp::Apply(outcome) => {
-                    if let (Some(level), Some(created)) = (state.level(request.voucher_id)?, &latest) {
-                        hold(state, &level, created, false)?;
-                    }
-                    state.put_latest(request.voucher_id, request.order_id, &outcome)?;
-                    decided.push(Decided { outcome, replayed: false });
-                }
-                FollowUp::Repeat => decided.extend(latest.map(|outcome| Decided { outcome, replayed: true })),
-                FollowUp::Ignore(_) => {}
+            let (voucher, order) = (request.voucher_id, request.order_id);
+            let mut record = state.order(voucher, order)?.unwrap_or_default();
+            if follow_up(state, &mut record, Request::Confirm(request), outcomes)? {
+                state.put_order(voucher, order, &record)?;
             }
         }
     }
     Ok(())
+}
+
+/// Decides an accepted order, then the requests that arrived before it.
+fn decide_order(state: &mut impl StockState, order: OrderAccepted, outcomes: &mut Outcomes) -> Result<(), StoreError> {
+    let (order_id, voucher_id) = (order.order_id, order.voucher_id);
+    let mut record = state.order(voucher_id, order_id)?.unwrap_or_default();
+    if record.is_decided() {
+        outcomes.replay(&record);
+        return Ok(());
+    }
+    let mut level = state.level(voucher_id)?;
+    let held = state.held(voucher_id, &order.user_id)?;
+    let user = order.user_id.clone();
+    let quantity = u64::from(order.quantity);
+    let result = decision::decide(level.as_mut(), held, &order);
+    let outcome = decision::outcome(order, result, Utc::now());
+    if let (Ok(_), Some(level)) = (&result, level) {
+        state.put_level(voucher_id, &level)?;
+        state.put_held(voucher_id, &user, held.saturating_add(quantity))?;
+        hold(state, &level, &outcome, true)?;
+    }
+    record.decision = Some(outcome.clone());
+    outcomes.push(outcome, false);
+    for request in std::mem::take(&mut record.parked) {
+        follow_up(state, &mut record, request, outcomes)?;
+    }
+    state.put_order(voucher_id, order_id, &record)
+}
+
+/// Decides a cancel or confirm request about the order `record` describes;
+/// returns whether the record changed.
+fn follow_up(
+    state: &mut impl StockState,
+    record: &mut OrderRecord,
+    request: Request,
+    outcomes: &mut Outcomes,
+) -> Result<bool, StoreError> {
+    let (voucher, order) = match &request {
+        Request::Cancel(r) | Request::Confirm(r) => (r.voucher_id, r.order_id),
+    };
+    let (follow_up, level) = match &request {
+        Request::Cancel(r) => {
+            let mut level = state.level(voucher)?;
+            (decision::cancel(level.as_mut(), record, r, Utc::now()), level)
+        }
+        Request::Confirm(_) => (decision::confirm(record, Utc::now()), None),
+    };
+    match follow_up {
+        FollowUp::Apply(outcome) => {
+            if let Some(level) = level {
+                state.put_level(voucher, &level)?;
+            }
+            // Whatever it becomes, a created order no longer expires.
+            if let (Some(level), Some(created)) = (state.level(voucher)?, &record.decision) {
+                hold(state, &level, created, false)?;
+            }
+            if let Event::OrderCancelled(cancelled) = &outcome.event {
+                let held = state.held(voucher, &cancelled.order.user_id)?;
+                let units = u64::from(cancelled.order.quantity);
+                state.put_held(voucher, &cancelled.order.user_id, held.saturating_sub(units))?;
+                record.cancelled = Some(outcome.clone());
+            } else {
+                record.confirmed = Some(outcome.clone());
+            }
+            outcomes.push(outcome, false);
+            Ok(true)
+        }
+        FollowUp::Repeat => {
+            outcomes.replay(record);
+            Ok(false)
+        }
+        FollowUp::Park if record.parked.len() < MAX_PARKED => {
+            record.parked.push(request);
+            Ok(true)
+        }
+        FollowUp::Park => {
+            tracing::warn!(%order, "Too many requests about an order not accepted yet; ignoring one.");
+            Ok(false)
+        }
+        FollowUp::Ignore(_) => Ok(false),
+    }
 }
 
 /// Adds or removes the hold of the order `created` describes, if its

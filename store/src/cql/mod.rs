@@ -26,6 +26,19 @@ use crate::StoreError;
 /// Row kinds in a voucher's partition (stock and view alike).
 const ORDER: &str = "order";
 const UPDATE: &str = "update";
+/// Stock only: units held per user (id: [`user_row_id`]) and the voucher's
+/// own settings row (id: the voucher id).
+const USER: &str = "user";
+const VOUCHER: &str = "voucher";
+
+/// Namespace of the ids of per-user rows: user ids are text, row ids uuids.
+const USER_ROWS: uuid::Uuid = uuid::Uuid::from_u128(0x5eb1_1f0e_8c2d_4a47_9b43_7a1c_0d3e_5f61);
+
+/// The row id of `user`'s row in a voucher partition. A name-based UUID; the
+/// row also stores the user id, so a collision would be detected, not mixed.
+fn user_row_id(user: &seckill_core::UserId) -> uuid::Uuid {
+    uuid::Uuid::new_v5(&USER_ROWS, user.as_str().as_bytes())
+}
 /// Attempts at one voucher's conditional write before the batch fails (and
 /// the consumer retries it whole).
 const MAX_ATTEMPTS: usize = 20;

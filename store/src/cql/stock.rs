@@ -10,7 +10,7 @@
 //! read and decided again, now finding the other's decisions: no decrement
 //! is applied twice or lost.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -19,17 +19,17 @@ use futures::future::try_join_all;
 use scylla::client::session::Session;
 use scylla::statement::batch::{Batch, BatchType};
 use scylla::statement::prepared::PreparedStatement;
-use seckill_core::decision::StockLevel;
+use seckill_core::decision::{OrderRecord, StockLevel};
 use seckill_core::event::{CancelReason, Event, OrderRequest};
-use seckill_core::{Envelope, OrderId, VoucherId};
+use seckill_core::{OrderId, UserId, VoucherId};
 use uuid::Uuid;
 
 use super::{
-    expected_version, group_by_voucher, refused_too_often, same_partition, unreadable, was_applied, MAX_ATTEMPTS,
-    ORDER, UPDATE,
+    expected_version, group_by_voucher, refused_too_often, same_partition, unreadable, user_row_id, was_applied,
+    MAX_ATTEMPTS, ORDER, UPDATE, USER, VOUCHER,
 };
 use crate::stock::MAX_EXPIRED_PAGE;
-use crate::stock_rules::{apply_input, StockState};
+use crate::stock_rules::{apply_input, Outcomes, StockState};
 use crate::{Decided, StockInput, StockStore, StoreError};
 
 /// The holds table's single partition.
@@ -103,14 +103,15 @@ impl CqlStockStore {
                 stock: u64::try_from(stock).map_err(unreadable)?,
                 remaining: u64::try_from(remaining).map_err(unreadable)?,
                 hold_seconds: u32::try_from(hold_seconds.unwrap_or_default()).map_err(unreadable)?,
+                per_user_limit: None,
             }),
             _ => None,
         };
         Ok((level, version))
     }
 
-    /// Reads one row: Some(outcome, if any) when it exists.
-    async fn read_row(&self, voucher: VoucherId, kind: &str, id: Uuid) -> Result<Option<Option<Envelope>>, StoreError> {
+    /// Reads one row: Some(its blob, if any) when it exists.
+    async fn read_row(&self, voucher: VoucherId, kind: &str, id: Uuid) -> Result<Option<Option<Vec<u8>>>, StoreError> {
         let rows = self
             .session
             .execute_unpaged(&self.statements.read_row, (voucher.as_uuid(), kind, id))
@@ -120,28 +121,79 @@ impl CqlStockStore {
         let Some((outcome,)) = rows.maybe_first_row::<(Option<Vec<u8>>,)>().map_err(unreadable)? else {
             return Ok(None);
         };
-        let outcome = match outcome {
-            Some(bytes) => Some(Envelope::decode(&bytes).map_err(|e| StoreError::Corrupt(e.to_string()))?),
-            None => None,
-        };
         Ok(Some(outcome))
     }
 
-    /// Reads what `inputs` (all of `voucher`) need.
+    /// Reads the rows with these keys; returns those that exist.
+    async fn read_rows(
+        &self,
+        voucher: VoucherId,
+        keys: impl IntoIterator<Item = (&'static str, Uuid)>,
+    ) -> Result<HashMap<(&'static str, Uuid), Option<Vec<u8>>>, StoreError> {
+        let keys: Vec<(&'static str, Uuid)> = keys.into_iter().collect::<HashSet<_>>().into_iter().collect();
+        let found = try_join_all(keys.iter().map(|(kind, id)| self.read_row(voucher, kind, *id))).await?;
+        Ok(keys.into_iter().zip(found).filter_map(|(key, row)| row.map(|blob| (key, blob))).collect())
+    }
+
+    /// Reads what `inputs` (all of `voucher`) need: the level and settings,
+    /// the rows of the orders and updates they mention, then the units held
+    /// by every user those orders belong to.
     async fn snapshot(&self, voucher: VoucherId, inputs: &[StockInput]) -> Result<Staged, StoreError> {
-        let (level, version) = self.read_level(voucher).await?;
-        let wanted: Vec<(&'static str, Uuid)> = inputs
-            .iter()
-            .filter_map(|input| match input {
-                StockInput::Voucher(_) => None,
-                StockInput::Update { update_id, .. } => Some((UPDATE, *update_id)),
-                StockInput::Order(order) => Some((ORDER, order.order_id.as_uuid())),
-                StockInput::Cancel(request) | StockInput::Confirm(request) => Some((ORDER, request.order_id.as_uuid())),
-            })
-            .collect();
-        let found = try_join_all(wanted.iter().map(|(kind, id)| self.read_row(voucher, kind, *id))).await?;
-        let rows = wanted.into_iter().zip(found).filter_map(|(key, row)| row.map(|outcome| (key, outcome))).collect();
-        Ok(Staged { voucher, level, version, rows, writes: HashMap::new(), level_written: false, holds: Vec::new() })
+        let (mut level, version) = self.read_level(voucher).await?;
+        let wanted = inputs.iter().filter_map(|input| match input {
+            StockInput::Voucher(_) => None,
+            StockInput::Update { update_id, .. } => Some((UPDATE, *update_id)),
+            StockInput::Order(order) => Some((ORDER, order.order_id.as_uuid())),
+            StockInput::Cancel(request) | StockInput::Confirm(request) => Some((ORDER, request.order_id.as_uuid())),
+        });
+        let mut rows = self.read_rows(voucher, wanted.chain([(VOUCHER, voucher.as_uuid())])).await?;
+        let settings = match rows.remove(&(VOUCHER, voucher.as_uuid())).flatten() {
+            Some(blob) => Some(serde_json::from_slice::<Settings>(&blob).map_err(unreadable)?),
+            None => None,
+        };
+        if let (Some(level), Some(settings)) = (level.as_mut(), &settings) {
+            level.per_user_limit = Some(settings.per_user_limit);
+        }
+
+        let mut users: HashMap<Uuid, UserId> = HashMap::new();
+        for input in inputs {
+            if let StockInput::Order(order) = input {
+                users.insert(user_row_id(&order.user_id), order.user_id.clone());
+            }
+        }
+        for ((kind, _), blob) in &rows {
+            let (ORDER, Some(blob)) = (*kind, blob) else { continue };
+            let record = OrderRecord::decode(blob).map_err(StoreError::Corrupt)?;
+            if let Some(order) = record.latest().and_then(|outcome| order_of(&outcome.event)) {
+                users.insert(user_row_id(&order.user_id), order.user_id.clone());
+            }
+        }
+        let held_rows = self.read_rows(voucher, users.keys().map(|id| (USER, *id))).await?;
+        let mut held = HashMap::with_capacity(users.len());
+        for (id, user) in users {
+            let units = match held_rows.get(&(USER, id)).cloned().flatten() {
+                Some(blob) => {
+                    let row: HeldRow = serde_json::from_slice(&blob).map_err(unreadable)?;
+                    if row.user_id != user {
+                        return Err(StoreError::Corrupt(format!("held-units row {id} is {}, not {user}", row.user_id)));
+                    }
+                    row.units
+                }
+                None => 0,
+            };
+            held.insert(user, units);
+        }
+        Ok(Staged {
+            voucher,
+            level,
+            settings: settings.map(|s| s.per_user_limit),
+            version,
+            rows,
+            held,
+            writes: HashMap::new(),
+            level_written: false,
+            holds: Vec::new(),
+        })
     }
 
     /// Decides `inputs` (all of `voucher`, in order) and writes the result
@@ -149,10 +201,11 @@ impl CqlStockStore {
     async fn apply_voucher(&self, voucher: VoucherId, inputs: Vec<StockInput>) -> Result<Vec<Decided>, StoreError> {
         for _ in 0..MAX_ATTEMPTS {
             let mut staged = self.snapshot(voucher, &inputs).await?;
-            let mut decided = Vec::new();
+            let mut outcomes = Outcomes::default();
             for input in inputs.iter().cloned() {
-                apply_input(&mut staged, input, &mut decided)?;
+                apply_input(&mut staged, input, &mut outcomes)?;
             }
+            let decided = outcomes.into_vec();
             if staged.writes.is_empty() && !staged.level_written {
                 return Ok(decided);
             }
@@ -234,13 +287,30 @@ impl scylla::serialize::row::SerializeRow for BatchValues {
     }
 }
 
+/// The voucher's settings row: what the static level columns do not hold.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct Settings {
+    per_user_limit: u32,
+}
+
+/// A user's held-units row.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct HeldRow {
+    user_id: UserId,
+    units: u64,
+}
+
 /// One voucher's partition as read, plus what the rules changed.
 struct Staged {
     voucher: VoucherId,
     level: Option<StockLevel>,
+    /// The per-user limit in the settings row, as read or written.
+    settings: Option<u32>,
     version: Option<i64>,
-    /// (kind, id) → the row's outcome, for rows that exist.
-    rows: HashMap<(&'static str, Uuid), Option<Envelope>>,
+    /// (kind, id) → the row's blob, for order and update rows that exist.
+    rows: HashMap<(&'static str, Uuid), Option<Vec<u8>>>,
+    /// Units held per user, for every user the snapshot read.
+    held: HashMap<UserId, u64>,
     /// The rows to write, last write per row only: statements of one batch
     /// share a timestamp, so two writes of one row would not keep the later.
     writes: HashMap<(&'static str, Uuid), Option<Vec<u8>>>,
@@ -263,20 +333,45 @@ impl StockState for Staged {
 
     fn put_level(&mut self, voucher: VoucherId, level: &StockLevel) -> Result<(), StoreError> {
         self.check(voucher)?;
+        if let Some(limit) = level.per_user_limit.filter(|limit| self.settings != Some(*limit)) {
+            let row = serde_json::to_vec(&Settings { per_user_limit: limit })?;
+            self.writes.insert((VOUCHER, voucher.as_uuid()), Some(row));
+            self.settings = Some(limit);
+        }
         self.level = Some(*level);
         self.level_written = true;
         Ok(())
     }
 
-    fn latest(&self, voucher: VoucherId, order: OrderId) -> Result<Option<Envelope>, StoreError> {
+    fn order(&self, voucher: VoucherId, order: OrderId) -> Result<Option<OrderRecord>, StoreError> {
         self.check(voucher)?;
-        Ok(self.rows.get(&(ORDER, order.as_uuid())).cloned().flatten())
+        match self.rows.get(&(ORDER, order.as_uuid())).cloned().flatten() {
+            Some(blob) => OrderRecord::decode(&blob).map(Some).map_err(StoreError::Corrupt),
+            None => Ok(None),
+        }
     }
 
-    fn put_latest(&mut self, voucher: VoucherId, order: OrderId, outcome: &Envelope) -> Result<(), StoreError> {
+    fn put_order(&mut self, voucher: VoucherId, order: OrderId, record: &OrderRecord) -> Result<(), StoreError> {
         self.check(voucher)?;
-        self.rows.insert((ORDER, order.as_uuid()), Some(outcome.clone()));
-        self.writes.insert((ORDER, order.as_uuid()), Some(outcome.encode()));
+        let blob = record.encode();
+        self.rows.insert((ORDER, order.as_uuid()), Some(blob.clone()));
+        self.writes.insert((ORDER, order.as_uuid()), Some(blob));
+        Ok(())
+    }
+
+    fn held(&self, voucher: VoucherId, user: &UserId) -> Result<u64, StoreError> {
+        self.check(voucher)?;
+        self.held
+            .get(user)
+            .copied()
+            .ok_or_else(|| StoreError::Backend(format!("the units of user {user} were not read for voucher {voucher}")))
+    }
+
+    fn put_held(&mut self, voucher: VoucherId, user: &UserId, units: u64) -> Result<(), StoreError> {
+        self.check(voucher)?;
+        let row = serde_json::to_vec(&HeldRow { user_id: user.clone(), units })?;
+        self.writes.insert((USER, user_row_id(user)), Some(row));
+        self.held.insert(user.clone(), units);
         Ok(())
     }
 
@@ -302,6 +397,17 @@ impl StockState for Staged {
         self.check(voucher)?;
         self.holds.push((deadline, order, keep));
         Ok(())
+    }
+}
+
+/// The order an outcome is about.
+fn order_of(event: &Event) -> Option<&seckill_core::event::OrderAccepted> {
+    match event {
+        Event::OrderCreated(e) => Some(&e.order),
+        Event::OrderFailed(e) => Some(&e.order),
+        Event::OrderConfirmed(e) => Some(&e.order),
+        Event::OrderCancelled(e) => Some(&e.order),
+        _ => None,
     }
 }
 
@@ -333,7 +439,11 @@ impl StockStore for CqlStockStore {
     }
 
     async fn stock(&self, voucher: VoucherId) -> Result<Option<StockLevel>, StoreError> {
-        Ok(self.read_level(voucher).await?.0)
+        let Some(mut level) = self.read_level(voucher).await?.0 else { return Ok(None) };
+        if let Some(blob) = self.read_row(voucher, VOUCHER, voucher.as_uuid()).await?.flatten() {
+            level.per_user_limit = Some(serde_json::from_slice::<Settings>(&blob).map_err(unreadable)?.per_user_limit);
+        }
+        Ok(Some(level))
     }
 
     async fn expired(&self, now: DateTime<Utc>, limit: usize) -> Result<Vec<OrderRequest>, StoreError> {
@@ -352,8 +462,12 @@ impl StockStore for CqlStockStore {
         let mut due = Vec::new();
         for (deadline, order, voucher) in holds {
             let (order_id, voucher_id) = (OrderId::from(order), VoucherId::from(voucher));
-            let latest = self.read_row(voucher_id, ORDER, order).await?.flatten();
-            if matches!(latest.as_ref().map(|e| &e.event), Some(Event::OrderCreated(_))) {
+            let record = match self.read_row(voucher_id, ORDER, order).await?.flatten() {
+                Some(blob) => Some(OrderRecord::decode(&blob).map_err(StoreError::Corrupt)?),
+                None => None,
+            };
+            let latest = record.as_ref().and_then(OrderRecord::latest);
+            if matches!(latest.map(|e| &e.event), Some(Event::OrderCreated(_))) {
                 due.push(OrderRequest { order_id, voucher_id, reason: Some(CancelReason::Expired), requested_at: now });
             } else {
                 // Confirmed, cancelled or never created: the hold is stale.

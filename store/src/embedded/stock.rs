@@ -6,21 +6,23 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use redb::{Database, ReadableDatabase, ReadableTable, Table, TableDefinition};
-use seckill_core::decision::StockLevel;
+use seckill_core::decision::{OrderRecord, StockLevel};
 use seckill_core::event::{CancelReason, OrderRequest};
-use seckill_core::{Envelope, OrderId, VoucherId};
+use seckill_core::{OrderId, UserId, VoucherId};
 use uuid::Uuid;
 
 use super::{blocking, open_database, read_json};
 use crate::stock::MAX_EXPIRED_PAGE;
-use crate::stock_rules::{apply_input, StockState};
+use crate::stock_rules::{apply_input, Outcomes, StockState};
 use crate::{Decided, StockInput, StockStore, StoreError};
 
 /// voucher id → JSON [`StockLevel`].
 const LEVELS: TableDefinition<&str, &[u8]> = TableDefinition::new("stock_levels");
-/// order id → the order's latest outcome envelope, emitted again on
-/// redelivery and the state the cancel and confirm rules read.
+/// order id → the order's [`OrderRecord`]: its outcomes, emitted again on
+/// redelivery, and the state the cancel and confirm rules read.
 const OUTCOMES: TableDefinition<&str, &[u8]> = TableDefinition::new("order_outcomes");
+/// (voucher id, user id) → units held by the user's created orders.
+const HELD: TableDefinition<(&str, &str), u64> = TableDefinition::new("held_units");
 /// Ids of the voucher updates already applied.
 const UPDATES: TableDefinition<&str, ()> = TableDefinition::new("applied_updates");
 /// (hold deadline in Unix ms, order id) → voucher id: created orders that
@@ -40,6 +42,7 @@ impl EmbeddedStockStore {
         let txn = db.begin_write()?;
         txn.open_table(LEVELS)?;
         txn.open_table(OUTCOMES)?;
+        txn.open_table(HELD)?;
         txn.open_table(UPDATES)?;
         txn.open_table(HOLDS)?;
         txn.commit()?;
@@ -51,6 +54,7 @@ impl EmbeddedStockStore {
 struct Tables<'txn> {
     levels: Table<'txn, &'static str, &'static [u8]>,
     outcomes: Table<'txn, &'static str, &'static [u8]>,
+    held: Table<'txn, (&'static str, &'static str), u64>,
     updates: Table<'txn, &'static str, ()>,
     holds: Table<'txn, (i64, &'static str), &'static str>,
 }
@@ -65,15 +69,30 @@ impl StockState for Tables<'_> {
         Ok(())
     }
 
-    fn latest(&self, _voucher: VoucherId, order: OrderId) -> Result<Option<Envelope>, StoreError> {
+    fn order(&self, _voucher: VoucherId, order: OrderId) -> Result<Option<OrderRecord>, StoreError> {
         match self.outcomes.get(order.to_string().as_str())? {
-            Some(raw) => Envelope::decode(raw.value()).map(Some).map_err(|e| StoreError::Corrupt(e.to_string())),
+            Some(raw) => OrderRecord::decode(raw.value()).map(Some).map_err(StoreError::Corrupt),
             None => Ok(None),
         }
     }
 
-    fn put_latest(&mut self, _voucher: VoucherId, order: OrderId, outcome: &Envelope) -> Result<(), StoreError> {
-        self.outcomes.insert(order.to_string().as_str(), outcome.encode().as_slice())?;
+    fn put_order(&mut self, _voucher: VoucherId, order: OrderId, record: &OrderRecord) -> Result<(), StoreError> {
+        self.outcomes.insert(order.to_string().as_str(), record.encode().as_slice())?;
+        Ok(())
+    }
+
+    fn held(&self, voucher: VoucherId, user: &UserId) -> Result<u64, StoreError> {
+        let voucher = voucher.to_string();
+        Ok(self.held.get((voucher.as_str(), user.as_str()))?.map(|units| units.value()).unwrap_or(0))
+    }
+
+    fn put_held(&mut self, voucher: VoucherId, user: &UserId, units: u64) -> Result<(), StoreError> {
+        let voucher = voucher.to_string();
+        if units == 0 {
+            self.held.remove((voucher.as_str(), user.as_str()))?;
+        } else {
+            self.held.insert((voucher.as_str(), user.as_str()), units)?;
+        }
         Ok(())
     }
 
@@ -109,11 +128,12 @@ impl StockStore for EmbeddedStockStore {
     async fn apply(&self, batch: Vec<StockInput>) -> Result<Vec<Decided>, StoreError> {
         blocking(&self.db, move |db| {
             let txn = db.begin_write()?;
-            let mut decided = Vec::new();
+            let mut decided = Outcomes::default();
             {
                 let mut tables = Tables {
                     levels: txn.open_table(LEVELS)?,
                     outcomes: txn.open_table(OUTCOMES)?,
+                    held: txn.open_table(HELD)?,
                     updates: txn.open_table(UPDATES)?,
                     holds: txn.open_table(HOLDS)?,
                 };
@@ -122,7 +142,7 @@ impl StockStore for EmbeddedStockStore {
                 }
             }
             txn.commit()?;
-            Ok(decided)
+            Ok(decided.into_vec())
         })
         .await
     }

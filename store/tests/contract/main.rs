@@ -40,6 +40,21 @@ macro_rules! suite {
             }
 
             #[tokio::test]
+            async fn a_redelivered_batch_emits_every_outcome_again_in_order() {
+                contract::a_redelivered_batch_emits_every_outcome_again_in_order(&$fixture).await
+            }
+
+            #[tokio::test]
+            async fn requests_that_overtake_their_order_are_decided_after_it() {
+                contract::requests_that_overtake_their_order_are_decided_after_it(&$fixture).await
+            }
+
+            #[tokio::test]
+            async fn the_per_user_limit_is_checked_against_created_orders() {
+                contract::the_per_user_limit_is_checked_against_created_orders(&$fixture).await
+            }
+
+            #[tokio::test]
             async fn the_view_is_the_same_whatever_the_delivery_order() {
                 view::the_view_is_the_same_whatever_the_delivery_order(&$fixture).await
             }
@@ -79,6 +94,9 @@ async fn every_contract_holds_on_cql() {
         stock::a_cancelled_order_returns_its_units_once_and_they_sell_again,
         stock::unconfirmed_orders_expire_from_persisted_holds,
         stock::added_stock_is_added_once_per_update,
+        stock::a_redelivered_batch_emits_every_outcome_again_in_order,
+        stock::requests_that_overtake_their_order_are_decided_after_it,
+        stock::the_per_user_limit_is_checked_against_created_orders,
         stock::concurrent_processors_decide_each_order_once,
         view::the_view_is_the_same_whatever_the_delivery_order,
         view::a_users_orders_are_listed_newest_first_and_bounded,
