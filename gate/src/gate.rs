@@ -12,7 +12,7 @@ use chrono::{DateTime, Utc};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::Script;
 use seckill_core::config::RedisConfig;
-use seckill_core::event::{Event, OrderAccepted, VoucherUpdated};
+use seckill_core::event::{Event, OrderAccepted, VoucherCreated, VoucherUpdated};
 use seckill_core::metrics::AdmissionMetrics;
 use seckill_core::{Envelope, OrderId, UserId, VoucherId};
 use uuid::Uuid;
@@ -118,8 +118,8 @@ pub enum UpdateResult {
 /// Redis with the admission scripts loaded.
 #[derive(Clone)]
 pub struct Gate {
-    redis: ConnectionManager,
-    prefix: String,
+    pub(crate) redis: ConnectionManager,
+    pub(crate) prefix: String,
     admit: Script,
     load_voucher: Script,
     release: Script,
@@ -185,32 +185,28 @@ impl Gate {
         VoucherKeys::new(&self.prefix, voucher)
     }
 
-    /// Makes a voucher admissible; false if it was loaded before.
-    pub async fn load_voucher(
-        &self,
-        voucher: VoucherId,
-        stock: u64,
-        begins_at: DateTime<Utc>,
-        ends_at: DateTime<Utc>,
-        per_user_limit: u32,
-    ) -> redis::RedisResult<bool> {
-        let keys = self.keys(voucher);
+    /// Makes a voucher admissible as `definition` defines it; false if it
+    /// was loaded before (loading again never resets a sale).
+    pub async fn load_voucher(&self, definition: &VoucherCreated) -> redis::RedisResult<bool> {
+        let keys = self.keys(definition.voucher_id);
         let started = Instant::now();
         let loaded: i64 = self
             .load_voucher
             .key(&keys.voucher)
-            .arg(stock)
-            .arg(begins_at.timestamp_millis())
-            .arg(ends_at.timestamp_millis())
-            .arg(per_user_limit)
+            .arg(definition.stock)
+            .arg(definition.begins_at.timestamp_millis())
+            .arg(definition.ends_at.timestamp_millis())
+            .arg(definition.per_user_limit)
+            .arg(definition.hold_seconds)
             .invoke_async(&mut self.redis.clone())
             .await?;
         self.observe("load_voucher", started);
         Ok(loaded == 1)
     }
 
-    /// Runs the admission check for one request. When admitted, the order's
-    /// `OrderAccepted` record is in the outbox, written in the same script.
+    /// Runs the admission check for one request, accepted now. When
+    /// admitted, the order's `OrderAccepted` record is in the outbox,
+    /// written in the same script.
     pub async fn admit(
         &self,
         voucher: VoucherId,
@@ -219,14 +215,22 @@ impl Gate {
         order: OrderId,
         retry: Option<&RetryKey>,
     ) -> redis::RedisResult<Admission> {
-        let keys = self.keys(voucher);
-        let record = Envelope::new(Event::OrderAccepted(OrderAccepted {
+        let order = OrderAccepted {
             order_id: order,
             voucher_id: voucher,
             user_id: user.clone(),
             quantity,
             accepted_at: Utc::now(),
-        }));
+        };
+        self.admit_order(&order, retry).await
+    }
+
+    /// Runs the admission check for `order`; when admitted, exactly this
+    /// record is in the outbox, written in the same script.
+    pub async fn admit_order(&self, order: &OrderAccepted, retry: Option<&RetryKey>) -> redis::RedisResult<Admission> {
+        let (voucher, user, quantity) = (order.voucher_id, &order.user_id, order.quantity);
+        let keys = self.keys(voucher);
+        let record = Envelope::new(Event::OrderAccepted(order.clone()));
         let started = Instant::now();
         let (code, detail): (String, String) = self
             .admit
@@ -237,7 +241,7 @@ impl Gate {
             .key(&self.outbox)
             .arg(user.as_str())
             .arg(quantity)
-            .arg(order.to_string())
+            .arg(order.order_id.to_string())
             .arg(retry.map(RetryKey::field).unwrap_or_default())
             .arg(record.encode())
             .arg(voucher.to_string())
@@ -388,6 +392,8 @@ impl Gate {
             .arg(state.ends_ms)
             .arg("limit")
             .arg(state.limit)
+            .arg("hold_seconds")
+            .arg(state.hold_seconds)
             .arg("paused")
             .arg(if state.paused { "1" } else { "0" })
             .ignore();

@@ -5,7 +5,7 @@
 //! them all atomically. Scripts receive every key in KEYS; none is built in
 //! Lua.
 
-use seckill_core::{UserId, VoucherId};
+use seckill_core::{OrderId, UserId, VoucherId};
 
 /// The keys of one voucher under a prefix.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -37,6 +37,13 @@ impl VoucherKeys {
             updates: format!("{base}:updates"),
         }
     }
+}
+
+/// The record of an admitted order, readable by its id alone until the log
+/// has it: `<prefix>:{o:<order id>}:pending`. Its own hash tag: it is
+/// looked up without knowing the voucher.
+pub fn pending_order_key(prefix: &str, order: OrderId) -> String {
+    format!("{prefix}:{{o:{order}}}:pending")
 }
 
 /// The outbox stream under `prefix`: admitted orders not yet in the log.

@@ -23,6 +23,7 @@ pub struct VoucherAdmission {
     pub begins_ms: i64,
     pub ends_ms: i64,
     pub limit: u32,
+    pub hold_seconds: u32,
     pub paused: bool,
     /// The newest update whose settings apply, if any.
     pub settings_version: Option<Uuid>,
@@ -127,6 +128,7 @@ impl VoucherFold {
             begins_ms: definition.begins_at.timestamp_millis(),
             ends_ms: self.ends_ms.unwrap_or_else(|| definition.ends_at.timestamp_millis()),
             limit: definition.per_user_limit,
+            hold_seconds: definition.hold_seconds,
             paused: self.paused,
             settings_version: self.settings,
             updates,

@@ -5,7 +5,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use futures::future::join_all;
 use redis::aio::ConnectionManager;
-use seckill_core::event::VoucherUpdated;
+use seckill_core::event::{VoucherCreated, VoucherUpdated};
 use seckill_core::{OrderId, UserId, VoucherId};
 use seckill_devstack::{Redis, RedisPersistence, TempDir};
 use seckill_gate::{Admission, Gate, Outbox, Rejection, RetryKey, UpdateResult};
@@ -37,11 +37,22 @@ fn open_window() -> (DateTime<Utc>, DateTime<Utc>) {
     (now - chrono::Duration::minutes(1), now + chrono::Duration::hours(1))
 }
 
+/// A voucher definition of `stock` units, `limit` per user, over `window`.
+fn definition(stock: u64, limit: u32, (begins_at, ends_at): (DateTime<Utc>, DateTime<Utc>)) -> VoucherCreated {
+    VoucherCreated {
+        voucher_id: VoucherId::generate(),
+        stock,
+        per_user_limit: limit,
+        begins_at,
+        ends_at,
+        hold_seconds: 0,
+    }
+}
+
 async fn voucher(gate: &Gate, stock: u64, limit: u32) -> VoucherId {
-    let id = VoucherId::generate();
-    let (begins, ends) = open_window();
-    assert!(gate.load_voucher(id, stock, begins, ends, limit).await.expect("loads"));
-    id
+    let definition = definition(stock, limit, open_window());
+    assert!(gate.load_voucher(&definition).await.expect("loads"));
+    definition.voucher_id
 }
 
 #[tokio::test]
@@ -75,16 +86,12 @@ async fn a_second_order_by_the_same_user_is_a_duplicate_naming_the_first() {
 async fn outside_the_window_nothing_is_admitted() {
     let h = harness().await;
     let now = Utc::now();
-    let early = VoucherId::generate();
-    h.gate
-        .load_voucher(early, 5, now + chrono::Duration::minutes(5), now + chrono::Duration::hours(1), 1)
-        .await
-        .expect("loads");
-    let late = VoucherId::generate();
-    h.gate
-        .load_voucher(late, 5, now - chrono::Duration::hours(1), now - chrono::Duration::seconds(1), 1)
-        .await
-        .expect("loads");
+    let early = definition(5, 1, (now + chrono::Duration::minutes(5), now + chrono::Duration::hours(1)));
+    h.gate.load_voucher(&early).await.expect("loads");
+    let early = early.voucher_id;
+    let late = definition(5, 1, (now - chrono::Duration::hours(1), now - chrono::Duration::seconds(1)));
+    h.gate.load_voucher(&late).await.expect("loads");
+    let late = late.voucher_id;
     let u = user("w");
     assert_eq!(
         h.gate.admit(early, &u, 1, OrderId::generate(), None).await.expect("admit"),
@@ -139,10 +146,11 @@ async fn limits_count_units_across_orders() {
 #[tokio::test]
 async fn loading_twice_never_resets_a_running_sale() {
     let h = harness().await;
-    let v = voucher(&h.gate, 2, 1).await;
-    h.gate.admit(v, &user("a"), 1, OrderId::generate(), None).await.expect("admit");
-    let (begins, ends) = open_window();
-    assert!(!h.gate.load_voucher(v, 2, begins, ends, 1).await.expect("load"));
+    let v = definition(2, 1, open_window());
+    assert!(h.gate.load_voucher(&v).await.expect("load"));
+    h.gate.admit(v.voucher_id, &user("a"), 1, OrderId::generate(), None).await.expect("admit");
+    assert!(!h.gate.load_voucher(&v).await.expect("load"));
+    let v = v.voucher_id;
     assert_eq!(h.gate.remaining(v).await.expect("read"), Some(1));
 }
 
@@ -305,16 +313,12 @@ async fn window_edges_follow_the_redis_clock_and_an_extended_end() {
     let h = harness().await;
     let now = Utc::now();
     // Ends one second ago: ended. Begins in 300 ms: not started, then open.
-    let ended = VoucherId::generate();
-    h.gate
-        .load_voucher(ended, 5, now - chrono::Duration::hours(1), now - chrono::Duration::seconds(1), 1)
-        .await
-        .expect("loads");
-    let soon = VoucherId::generate();
-    h.gate
-        .load_voucher(soon, 5, now + chrono::Duration::milliseconds(300), now + chrono::Duration::hours(1), 1)
-        .await
-        .expect("loads");
+    let ended = definition(5, 1, (now - chrono::Duration::hours(1), now - chrono::Duration::seconds(1)));
+    h.gate.load_voucher(&ended).await.expect("loads");
+    let ended = ended.voucher_id;
+    let soon = definition(5, 1, (now + chrono::Duration::milliseconds(300), now + chrono::Duration::hours(1)));
+    h.gate.load_voucher(&soon).await.expect("loads");
+    let soon = soon.voucher_id;
     assert_eq!(
         h.gate.admit(soon, &user("e"), 1, OrderId::generate(), None).await.expect("admit"),
         Admission::Rejected(Rejection::NotStarted)

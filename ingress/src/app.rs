@@ -5,11 +5,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use prometheus::Registry;
-use seckill_core::metrics::{register_start_time, AdmissionMetrics, HttpMetrics};
+use seckill_core::metrics::{register_start_time, AdmissionMetrics, HttpMetrics, LiveMetrics};
+use seckill_kafka::Follower;
 use seckill_store::ViewReader;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use crate::live::{self, Live};
 use crate::relay::Relay;
 use crate::sold_out::SoldOutMemo;
 use seckill_gate::{Gate, Outbox};
@@ -46,6 +48,8 @@ pub struct App {
     ingress: Arc<Ingress>,
     deps: Dependencies,
     relay: Relay,
+    /// The read side's own reader of the sales and orders topics.
+    follower: Follower,
     http_metrics: HttpMetrics,
     config: IngressConfig,
 }
@@ -82,6 +86,18 @@ impl App {
             .await
             .map_err(|source| IngressError::Bind { addr: config.http.listen, source })?;
         let http_metrics = HttpMetrics::register(&deps.registry, "ingress");
+        let live = Arc::new(Live::new(
+            config.live.clone(),
+            gate.clone(),
+            Arc::clone(&deps.view),
+            LiveMetrics::register(&deps.registry),
+        ));
+        if let Err(error) = live.clock.sync(&gate).await {
+            tracing::warn!(%error, "Could not read the Redis clock yet; using this host's until it can.");
+        }
+        let follower =
+            Follower::start_at_end(&config.kafka.brokers, &[&topics.sales, &topics.orders], live::fetch_wait(&live))
+                .await?;
         let ingress = Arc::new(Ingress {
             gate,
             sold_out: SoldOutMemo::new(Duration::from_millis(config.sold_out_memo_ms), SOLD_OUT_MEMO_CAPACITY),
@@ -90,9 +106,9 @@ impl App {
             metrics,
             auth: Authenticator::new(&config.auth),
             limits: Limits::new(&config.rate_limit),
-            view: Arc::clone(&deps.view),
+            live,
         });
-        Ok(Self { listener, ingress, deps, relay, http_metrics, config })
+        Ok(Self { listener, ingress, deps, relay, follower, http_metrics, config })
     }
 
     /// The address the ingress answers on.
@@ -111,7 +127,32 @@ impl App {
         // admitted before shutdown gets its chance to be published now.
         let relay_stop = CancellationToken::new();
         let relay = tokio_util::task::AbortOnDropHandle::new(tokio::spawn(self.relay.run(relay_stop.clone())));
+        let live = Arc::clone(&self.ingress.live);
+        let follower = tokio_util::task::AbortOnDropHandle::new(tokio::spawn(live::follow(
+            self.follower,
+            Arc::clone(&live),
+            live.closing.clone(),
+        )));
+        let clock = {
+            let (live, gate) = (Arc::clone(&live), self.ingress.gate.clone());
+            tokio_util::task::AbortOnDropHandle::new(tokio::spawn(async move {
+                live.clock.follow(gate, live.closing.clone()).await;
+            }))
+        };
+        // Waiters are answered and streams end as soon as shutdown begins,
+        // so their connections drain with the others.
+        let closing = {
+            let (shutdown, live) = (shutdown.clone(), Arc::clone(&live));
+            tokio::spawn(async move {
+                shutdown.cancelled().await;
+                live.closing.cancel();
+            })
+        };
         seckill_web::serve(self.listener, filter, shutdown, Duration::from_millis(self.config.drain_ms)).await;
+        live.closing.cancel();
+        let _ = closing.await;
+        let _ = follower.await;
+        let _ = clock.await;
         relay_stop.cancel();
         let _ = relay.await;
         self.ingress.producer.flush(Duration::from_secs(5));

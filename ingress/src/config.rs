@@ -1,9 +1,11 @@
 //! The ingress's configuration.
 
 mod auth;
+mod live;
 mod rate_limit;
 
 pub use auth::AuthConfig;
+pub use live::{LiveConfig, MAX_WAIT_SECONDS};
 pub use rate_limit::RateLimitConfig;
 use seckill_core::config::{ensure, ConfigError, HttpConfig, KafkaConfig, RedisConfig, Validate};
 use serde::{Deserialize, Serialize};
@@ -19,6 +21,8 @@ pub struct IngressConfig {
     pub auth: AuthConfig,
     /// How fast one user or one address may send order requests.
     pub rate_limit: RateLimitConfig,
+    /// The read side: caches, waiters and streams.
+    pub live: LiveConfig,
     /// Largest request body accepted, in bytes.
     pub max_body_bytes: u64,
     /// Base URL of the projector's query API, used for status queries when
@@ -45,6 +49,7 @@ impl Default for IngressConfig {
             kafka: KafkaConfig::default(),
             auth: AuthConfig::default(),
             rate_limit: RateLimitConfig::default(),
+            live: LiveConfig::default(),
             max_body_bytes: 16 * 1024,
             view_url: "http://127.0.0.1:8082".to_owned(),
             drain_ms: 10_000,
@@ -61,6 +66,7 @@ impl Validate for IngressConfig {
         self.kafka.validate()?;
         self.auth.validate()?;
         self.rate_limit.validate()?;
+        self.live.validate()?;
         ensure((256..=1024 * 1024).contains(&self.max_body_bytes), "max_body_bytes", "must be 256 to 1048576")?;
         ensure(
             self.view_url.starts_with("http://") || self.view_url.starts_with("https://"),

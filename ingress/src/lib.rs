@@ -12,11 +12,12 @@
 mod app;
 pub mod config;
 mod error;
+mod live;
 mod rate_limit;
 mod relay;
 mod routes;
 mod sold_out;
 
 pub use app::{run_standalone, App, Dependencies};
-pub use config::{AuthConfig, IngressConfig, RateLimitConfig};
+pub use config::{AuthConfig, IngressConfig, LiveConfig, RateLimitConfig};
 pub use error::IngressError;

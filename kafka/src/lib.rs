@@ -10,6 +10,7 @@ mod admin;
 mod consumer;
 mod dead_letter;
 mod error;
+mod follower;
 mod lag;
 mod producer;
 mod reader;
@@ -20,6 +21,7 @@ pub use consumer::{
 };
 pub use dead_letter::DeadLetter;
 pub use error::KafkaError;
+pub use follower::{Follower, FollowerHealth};
 pub use lag::LagContext;
 pub use producer::{connect, EventProducer, ProducerSettings};
 pub use rdkafka::message::{Headers, Message, OwnedHeaders, OwnedMessage};

@@ -102,10 +102,7 @@ impl Pipeline {
         for input in inputs {
             match input {
                 StockInput::Voucher(v) => {
-                    retry(shutdown, "loading a voucher into Redis", || {
-                        self.gate.load_voucher(v.voucher_id, v.stock, v.begins_at, v.ends_at, v.per_user_limit)
-                    })
-                    .await?;
+                    retry(shutdown, "loading a voucher into Redis", || self.gate.load_voucher(v)).await?;
                 }
                 StockInput::Update { update_id, update } => {
                     retry(shutdown, "applying a voucher update to Redis", || {

@@ -8,7 +8,9 @@
 //!
 //! Bounded: a fixed seed and a fixed number of examples per operation, one
 //! worker (schemathesis 4.32's parallel workers occasionally crash on an
-//! internal cache race).
+//! internal cache race). The two event streams are left out: an answer that
+//! never ends cannot be checked whole (`e2e live` tests them, bad input
+//! included).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -79,7 +81,16 @@ async fn schemathesis_finds_no_server_error_no_undocumented_answer_and_no_stock_
         "user operations",
         None,
         &user,
-        &["--exclude-operation-id", "createVoucher", "--exclude-operation-id", "updateVoucher"],
+        &[
+            "--exclude-operation-id",
+            "createVoucher",
+            "--exclude-operation-id",
+            "updateVoucher",
+            "--exclude-operation-id",
+            "streamVoucher",
+            "--exclude-operation-id",
+            "streamUserOrders",
+        ],
     )
     .await;
     // ...then with the real voucher, so bodies and headers reach the gate.

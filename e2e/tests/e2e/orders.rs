@@ -6,7 +6,7 @@ use seckill_core::event::{Event, OrderAccepted};
 use seckill_core::{Envelope, OrderId, UserId};
 use seckill_kafka::{Message, OwnedMessage};
 
-use crate::helpers::Platform;
+use crate::helpers::{eventually, Platform};
 
 #[tokio::test]
 async fn an_order_becomes_created_and_is_queryable() {
@@ -158,6 +158,11 @@ async fn every_service_reports_health_and_metrics() {
         processor.contains(r#"seckill_events_total{result="applied",service="processor",type="OrderAccepted"} 1"#),
         "{processor}"
     );
-    let projector = text(format!("http://{}/metrics", platform.projector_addr)).await;
-    assert!(projector.contains(r#"service="projector",type="OrderCreated"} 1"#), "{projector}");
+    // The ingress learns outcomes from the log itself, so the order can be
+    // final there a moment before the projector has applied it.
+    eventually(|| async {
+        let projector = text(format!("http://{}/metrics", platform.projector_addr)).await;
+        projector.contains(r#"service="projector",type="OrderCreated"} 1"#).then_some(())
+    })
+    .await;
 }

@@ -106,7 +106,7 @@ fn counted(ingress: &Ingress, error: ApiError) -> Rejection {
 }
 
 /// The caller, whoever it is.
-pub(super) fn caller(ingress: Arc<Ingress>) -> impl Filter<Extract = (Caller,), Error = Rejection> + Clone {
+pub(crate) fn caller(ingress: Arc<Ingress>) -> impl Filter<Extract = (Caller,), Error = Rejection> + Clone {
     warp::header::optional::<String>("authorization").and(warp::header::optional::<String>("x-user-id")).and_then(
         move |authorization: Option<String>, user: Option<String>| {
             let ingress = Arc::clone(&ingress);

@@ -48,6 +48,18 @@ impl Limits {
     }
 }
 
+/// The client's address (see [`Limits::client_address`]), for bounds that
+/// count per address.
+pub(crate) fn client_address(
+    ingress: Arc<Ingress>,
+) -> impl Filter<Extract = (Option<IpAddr>,), Error = Rejection> + Clone {
+    warp::addr::remote().and(warp::header::optional::<String>("x-forwarded-for")).map(
+        move |peer: Option<SocketAddr>, forwarded_for: Option<String>| {
+            ingress.limits.client_address(peer, forwarded_for.as_deref())
+        },
+    )
+}
+
 fn verdict_to_result(verdict: Verdict, ingress: &Ingress, reason: RefusalReason, whose: &str) -> Result<(), Rejection> {
     match verdict {
         Verdict::Allowed => Ok(()),

@@ -1,11 +1,11 @@
-//! The ingress's HTTP API.
+//! The ingress's HTTP API: the write side (placing orders, cancel and
+//! confirm requests, admin changes) here, the read side in [`crate::live`].
 
-mod auth;
+pub(crate) mod auth;
 mod body;
 mod limits;
 mod openapi;
 mod order_actions;
-mod order_status;
 mod orders;
 mod vouchers;
 
@@ -15,25 +15,31 @@ use prometheus::Registry;
 use seckill_core::metrics::{AdmissionMetrics, HttpMetrics};
 use seckill_core::topics::Topics;
 use seckill_kafka::EventProducer;
-use seckill_store::ViewReader;
-use seckill_web::{healthz, instrumented, metrics, recover, voucher_routes};
+use seckill_web::{healthz, instrumented, metrics, recover};
 use warp::{Filter, Rejection, Reply};
 
-pub(crate) use self::auth::Authenticator;
-pub(crate) use self::limits::Limits;
+pub(crate) use self::auth::{Authenticator, Caller};
+pub(crate) use self::limits::{client_address, Limits};
+use crate::live::{self, Live};
 use crate::sold_out::SoldOutMemo;
 use seckill_gate::Gate;
 
-/// Route templates, for the request metrics.
+/// Route templates, for the request metrics: the write side's, the read
+/// side's, and the operational ones.
 const ROUTES: &[&str] = &[
     "/api/v1/vouchers",
     "/api/v1/vouchers/{id}",
     "/api/v1/vouchers/{id}/orders",
+    "/api/v1/vouchers/{id}/stream",
     "/api/v1/orders/{id}",
     "/api/v1/orders/{id}/cancel",
     "/api/v1/orders/{id}/confirm",
     "/api/v1/users/{id}/orders",
+    "/api/v1/users/{id}/orders/stream",
+    "/api/v1/time",
     "/api/v1/openapi.json",
+    "/sale/{id}",
+    "/sale/assets/{id}",
     "/healthz",
     "/metrics",
 ];
@@ -48,8 +54,8 @@ pub(crate) struct Ingress {
     pub(crate) metrics: AdmissionMetrics,
     pub(crate) auth: Authenticator,
     pub(crate) limits: Limits,
-    /// Where cancel and confirm requests look the order up.
-    pub(crate) view: Arc<dyn ViewReader>,
+    /// The read side: where reads are answered and orders looked up.
+    pub(crate) live: Arc<Live>,
 }
 
 /// Every route, with errors mapped and requests measured.
@@ -65,9 +71,7 @@ pub(crate) fn routes(
         .or(vouchers::update(Arc::clone(&ingress), max_body_bytes))
         .or(order_actions::cancel(Arc::clone(&ingress)))
         .or(order_actions::confirm(Arc::clone(&ingress)))
-        .or(order_status::order(Arc::clone(&ingress)))
-        .or(order_status::user_orders(Arc::clone(&ingress)))
-        .or(voucher_routes(Arc::clone(&ingress.view)))
+        .or(live::http::routes(Arc::clone(&ingress)))
         .or(openapi::document());
     with_state_free_routes(api, registry).recover(recover).with(instrumented(http_metrics, ROUTES))
 }

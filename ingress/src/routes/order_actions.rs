@@ -1,11 +1,13 @@
 //! `POST /api/v1/orders/{order_id}/cancel` and `.../confirm`.
 //!
-//! The ingress checks what it can answer at once from the status view
-//! (unknown order, someone else's order, already final) and otherwise
+//! The ingress checks what it can answer at once from what it knows of the
+//! order (unknown order, someone else's order, already final) and otherwise
 //! publishes the request on the sales topic, keyed by voucher, so the
-//! processor decides it after the order itself and in the same order as
-//! every other request about it (see `seckill_core::decision`). The answer
-//! is `202`; the client polls the order for the result, as for a new order.
+//! processor decides it in log order with every other request about it (see
+//! `seckill_core::decision`). An order is known from its `202` on: a request
+//! that reaches the log before the order itself (it travels through the
+//! Redis outbox) waits in the processor and is decided right after it. The
+//! answer is `202`; the client polls or streams the order for the result.
 
 use std::sync::Arc;
 
@@ -18,8 +20,8 @@ use warp::http::StatusCode;
 use warp::{Filter, Rejection, Reply};
 
 use super::auth::Caller;
-use super::order_status::visible_order;
 use super::{limits, Ingress};
+use crate::live::http::orders::visible_order;
 
 /// What the client asks of the order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,7 +73,7 @@ async fn handle(
 ) -> Result<warp::reply::Response, Rejection> {
     let order_id: OrderId = raw.parse().map_err(|e| ApiError::invalid(format!("order_id: {e}")))?;
     // Someone else's order is answered exactly like an unknown one.
-    let order = visible_order(&ingress, &caller, order_id).await?;
+    let (order, _) = visible_order(&ingress, &caller, order_id).await?;
     if caller == Caller::Admin && action == Action::Confirm {
         return Err(ApiError::forbidden("only the owner confirms an order").into());
     }

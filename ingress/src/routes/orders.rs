@@ -12,7 +12,8 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Instant;
 
-use seckill_core::event::MAX_QUANTITY;
+use chrono::Utc;
+use seckill_core::event::{OrderAccepted, MAX_QUANTITY};
 use seckill_core::{OrderId, UserId, VoucherId};
 use seckill_web::ApiError;
 use serde::Deserialize;
@@ -97,26 +98,40 @@ async fn place_order(
         return Err(rejection_error(rejection));
     }
 
-    let order_id = OrderId::generate();
-    let admission =
-        ingress.gate.admit(voucher, &user, request.quantity, order_id, retry.as_ref()).await.map_err(|e| {
-            ingress.metrics.outcomes.with_label_values(&["unavailable"]).inc();
-            tracing::warn!(error = %e, "Admission check failed.");
-            ApiError::unavailable("the admission gate is unavailable; retry the request")
-        })?;
+    let order = OrderAccepted {
+        order_id: OrderId::generate(),
+        voucher_id: voucher,
+        user_id: user,
+        quantity: request.quantity,
+        accepted_at: Utc::now(),
+    };
+    let admission = ingress.gate.admit_order(&order, retry.as_ref()).await.map_err(|e| {
+        ingress.metrics.outcomes.with_label_values(&["unavailable"]).inc();
+        tracing::warn!(error = %e, "Admission check failed.");
+        ApiError::unavailable("the admission gate is unavailable; retry the request")
+    })?;
     match admission {
-        Admission::Admitted { .. } => {}
+        Admission::Admitted { remaining } => {
+            if remaining == 0 {
+                ingress.live.voucher_changed(voucher);
+            }
+        }
         Admission::Backlogged { entries } => {
             ingress.metrics.outcomes.with_label_values(&["unavailable"]).inc();
             tracing::warn!(entries, "Outbox full: the log is not keeping up; refusing orders.");
             return Err(ApiError::unavailable("the event log is not keeping up; nothing was admitted, retry later"));
         }
-        Admission::Replayed { order } => {
+        Admission::Replayed { order: first } => {
             ingress.metrics.outcomes.with_label_values(&["replayed"]).inc();
-            return Ok(accepted_reply(order));
+            // The ingress that admitted it may have died before writing its
+            // pending record; this one never overwrites it.
+            let replayed = OrderAccepted { order_id: first, ..order };
+            remember(&ingress, &replayed, true).await;
+            return Ok(accepted_reply(first));
         }
         Admission::Rejected(rejection) => {
             if rejection == (GateRejection::SoldOut { remaining: 0 }) {
+                ingress.live.voucher_changed(voucher);
                 remember_sell_out(&ingress, voucher).await;
             }
             ingress.metrics.outcomes.with_label_values(&[rejection.code()]).inc();
@@ -124,7 +139,17 @@ async fn place_order(
         }
     }
     ingress.metrics.outcomes.with_label_values(&["admitted"]).inc();
-    Ok(accepted_reply(order_id))
+    remember(&ingress, &order, false).await;
+    Ok(accepted_reply(order.order_id))
+}
+
+/// Makes the admitted order readable by its owner through any ingress
+/// before the `202` goes out. The order is admitted whatever happens here:
+/// a failure is logged, and the order becomes readable once the log has it.
+async fn remember(ingress: &Ingress, order: &OrderAccepted, replayed: bool) {
+    if let Err(error) = ingress.live.admitted(order, replayed).await {
+        tracing::warn!(%error, order_id = %order.order_id, "Admitted order not recorded as pending in Redis.");
+    }
 }
 
 /// Snapshots who holds units once the gate reports none left. Nobody gains

@@ -102,20 +102,10 @@ async fn handle_create(raw: bytes::Bytes, ingress: Arc<Ingress>) -> Result<warp:
         tracing::warn!(error = %e, "Voucher definition not published.");
         ApiError::unavailable("the event log is unavailable; the voucher was not created")
     })?;
-    ingress
-        .gate
-        .load_voucher(
-            definition.voucher_id,
-            definition.stock,
-            definition.begins_at,
-            definition.ends_at,
-            definition.per_user_limit,
-        )
-        .await
-        .map_err(|e| {
-            tracing::warn!(error = %e, voucher_id = %definition.voucher_id, "Voucher not loaded into Redis.");
-            ApiError::unavailable("the admission gate is unavailable; retry the request")
-        })?;
+    ingress.gate.load_voucher(&definition).await.map_err(|e| {
+        tracing::warn!(error = %e, voucher_id = %definition.voucher_id, "Voucher not loaded into Redis.");
+        ApiError::unavailable("the admission gate is unavailable; retry the request")
+    })?;
     tracing::info!(voucher_id = %definition.voucher_id, stock = definition.stock, "Voucher created.");
     Ok(warp::reply::with_status(warp::reply::json(&definition), StatusCode::CREATED).into_response())
 }

@@ -7,6 +7,10 @@
 //! constant `service` label, so one registry can hold all three in the
 //! all-in-one local run.
 
+mod live;
+
+pub use live::{LiveMetrics, ReadSource};
+
 use prometheus::{
     Encoder, Gauge, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
     Registry, TextEncoder,

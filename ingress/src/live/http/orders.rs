@@ -1,0 +1,210 @@
+//! `GET /api/v1/orders/{order_id}` (optionally a long-poll) and
+//! `GET /api/v1/users/{user_id}/orders`: what buyers refresh after their
+//! `202`.
+//!
+//! A user sees their own orders only; someone else's order is answered
+//! exactly like an unknown one (`404`), so order ids cannot be probed. The
+//! admin token sees every order.
+//!
+//! `?wait=10s` (at most 30 s) turns the read into a long-poll: the answer
+//! comes as soon as the order's status differs from `?status=` (default
+//! `PENDING`), or when the wait ends, with the order as it stands then;
+//! the `Seckill-Wait` header says which (`changed` or `timeout`; the
+//! ingress shutting down ends every wait early, as `timeout`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use seckill_core::metrics::ReadSource;
+use seckill_core::{OrderId, UserId};
+use seckill_store::{OrderStatus, OrderView};
+use seckill_web::{page_limit, ApiError, ListQuery};
+use serde::Deserialize;
+use warp::http::{header, HeaderValue};
+use warp::{Filter, Rejection, Reply};
+
+use crate::config::MAX_WAIT_SECONDS;
+use crate::live::Source;
+use crate::routes::{auth, Caller, Ingress};
+
+/// The response header that says how a long-poll ended.
+pub(crate) const WAIT_HEADER: &str = "seckill-wait";
+
+/// Query string of an order read.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OrderQuery {
+    /// How long to wait for a change: `250ms`, `10s`.
+    wait: Option<String>,
+    /// The status the client has; a change is any other.
+    status: Option<OrderStatus>,
+}
+
+pub(super) fn one(ingress: Arc<Ingress>) -> impl Filter<Extract = (impl Reply,), Error = Rejection> + Clone {
+    warp::path!("api" / "v1" / "orders" / String)
+        .and(warp::get())
+        .and(auth::caller(Arc::clone(&ingress)))
+        .and(warp::query::<OrderQuery>())
+        .and(warp::any().map(move || Arc::clone(&ingress)))
+        .and_then(get_order)
+}
+
+pub(super) fn of_user(ingress: Arc<Ingress>) -> impl Filter<Extract = (impl Reply,), Error = Rejection> + Clone {
+    warp::path!("api" / "v1" / "users" / String / "orders")
+        .and(warp::get())
+        .and(auth::caller(Arc::clone(&ingress)))
+        .and(warp::query::<ListQuery>())
+        .and(warp::any().map(move || Arc::clone(&ingress)))
+        .and_then(list_user_orders)
+}
+
+/// Whether `caller` may see `owner`'s orders.
+pub(crate) fn sees(caller: &Caller, owner: &UserId) -> bool {
+    match caller {
+        Caller::Admin => true,
+        Caller::User(user) => user == owner,
+    }
+}
+
+/// `10s`, `250ms` → a duration of at most [`MAX_WAIT_SECONDS`].
+fn parse_wait(raw: &str) -> Result<Duration, ApiError> {
+    let invalid = || ApiError::invalid(format!("wait must be like 500ms or 10s, at most {MAX_WAIT_SECONDS}s"));
+    let (number, unit_ms) = match raw.strip_suffix("ms") {
+        Some(number) => (number, 1),
+        None => (raw.strip_suffix('s').ok_or_else(invalid)?, 1_000),
+    };
+    if number.is_empty() || number.len() > 6 || !number.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(invalid());
+    }
+    let millis = number.parse::<u64>().map_err(|_| invalid())? * unit_ms;
+    if millis > MAX_WAIT_SECONDS * 1_000 {
+        return Err(invalid());
+    }
+    Ok(Duration::from_millis(millis))
+}
+
+/// The order, if `caller` may see it, and where it was read.
+pub(crate) async fn visible_order(
+    ingress: &Ingress,
+    caller: &Caller,
+    order_id: OrderId,
+) -> Result<(OrderView, Source), ApiError> {
+    let found = ingress.live.order(order_id).await.map_err(|e| ApiError::view_failed(&e))?;
+    found.filter(|(order, _)| sees(caller, &order.user_id)).ok_or_else(|| ApiError::unknown_order(order_id))
+}
+
+fn reply(ingress: &Ingress, order: &OrderView, source: Source, wait: Option<&'static str>) -> warp::reply::Response {
+    let metric = match source {
+        Source::Memory => ReadSource::Memory,
+        Source::View => ReadSource::View,
+        Source::Pending => ReadSource::Pending,
+    };
+    ingress.live.metrics.answers.with_label_values(&["order", metric.as_str()]).inc();
+    let mut response = warp::reply::json(order).into_response();
+    let headers = response.headers_mut();
+    // Someone's own order: never kept by a shared cache.
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("private, no-store"));
+    if let Some(wait) = wait {
+        headers.insert(WAIT_HEADER, HeaderValue::from_static(wait));
+    }
+    response
+}
+
+async fn get_order(
+    raw: String,
+    caller: Caller,
+    query: OrderQuery,
+    ingress: Arc<Ingress>,
+) -> Result<warp::reply::Response, Rejection> {
+    let order_id: OrderId = raw.parse().map_err(|e| ApiError::invalid(format!("order_id: {e}")))?;
+    let wait = query.wait.as_deref().map(parse_wait).transpose()?;
+    if query.status.is_some() && wait.is_none() {
+        return Err(ApiError::invalid("status applies to a long-poll only: give wait too").into());
+    }
+    let Some(wait) = wait else {
+        let (order, source) = visible_order(&ingress, &caller, order_id).await?;
+        return Ok(reply(&ingress, &order, source, None));
+    };
+    let have = query.status.unwrap_or(OrderStatus::Pending);
+    long_poll(&ingress, &caller, order_id, have, wait).await.map_err(Rejection::from)
+}
+
+/// Answers once the order's status is not `have`, or after `wait`.
+async fn long_poll(
+    ingress: &Ingress,
+    caller: &Caller,
+    order_id: OrderId,
+    have: OrderStatus,
+    wait: Duration,
+) -> Result<warp::reply::Response, ApiError> {
+    let live = &ingress.live;
+    // Registered before the first read: a change between the two wakes us.
+    let Some(registration) = live.waiters.register(order_id) else {
+        live.metrics.refused.with_label_values(&["waiters_full"]).inc();
+        return Err(ApiError::unavailable("too many requests are waiting; poll without wait or retry later"));
+    };
+    live.metrics.waiters.inc();
+    let _waiting = scopeguard(|| live.metrics.waiters.dec());
+    let deadline = tokio::time::Instant::now() + wait;
+    let mut woken = Box::pin(registration.notify().notified());
+    woken.as_mut().enable();
+    loop {
+        let (order, source) = visible_order(ingress, caller, order_id).await?;
+        if order.status != have {
+            return Ok(reply(ingress, &order, source, Some("changed")));
+        }
+        tokio::select! {
+            () = &mut woken => {
+                woken = Box::pin(registration.notify().notified());
+                woken.as_mut().enable();
+            }
+            () = tokio::time::sleep_until(deadline) => return Ok(reply(ingress, &order, source, Some("timeout"))),
+            () = live.closing.cancelled() => return Ok(reply(ingress, &order, source, Some("timeout"))),
+        }
+    }
+}
+
+/// Runs `on_drop` when dropped.
+fn scopeguard<F: FnOnce()>(on_drop: F) -> impl Drop {
+    struct Guard<F: FnOnce()>(Option<F>);
+    impl<F: FnOnce()> Drop for Guard<F> {
+        fn drop(&mut self) {
+            if let Some(on_drop) = self.0.take() {
+                on_drop();
+            }
+        }
+    }
+    Guard(Some(on_drop))
+}
+
+async fn list_user_orders(
+    raw: String,
+    caller: Caller,
+    query: ListQuery,
+    ingress: Arc<Ingress>,
+) -> Result<warp::reply::Response, Rejection> {
+    let user = UserId::parse(&raw).map_err(|e| ApiError::invalid(format!("user_id: {e}")))?;
+    if !sees(&caller, &user) {
+        return Err(ApiError::not_found(format!("no orders of user {user} are visible to you")).into());
+    }
+    let limit = page_limit(query.limit)?;
+    let orders = ingress.live.user_orders(&user, limit).await.map_err(|e| ApiError::view_failed(&e))?;
+    let mut response = warp::reply::json(&serde_json::json!({ "user_id": user, "orders": orders })).into_response();
+    response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("private, no-store"));
+    Ok(response)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn waits_are_bounded_and_spelled_with_a_unit() {
+        assert_eq!(parse_wait("10s").expect("valid"), Duration::from_secs(10));
+        assert_eq!(parse_wait("250ms").expect("valid"), Duration::from_millis(250));
+        assert_eq!(parse_wait("30s").expect("valid"), Duration::from_secs(30));
+        for bad in ["31s", "30001ms", "10", "s", "-1s", "1.5s", "10m", "", "99999999s"] {
+            assert!(parse_wait(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,71 @@
+//! `GET /api/v1/vouchers/{voucher_id}` and `GET /api/v1/vouchers`: the
+//! product page and the list, from memory, with `ETag` and `304`.
+
+use std::sync::Arc;
+
+use seckill_core::VoucherId;
+use seckill_web::{page_limit, ApiError};
+use serde::Deserialize;
+use warp::{Filter, Rejection, Reply};
+
+use super::conditional;
+use crate::live::vouchers::ReadError;
+use crate::routes::Ingress;
+
+/// Query string of the voucher listing.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListQuery {
+    limit: Option<usize>,
+    before: Option<String>,
+}
+
+pub(super) fn one(ingress: Arc<Ingress>) -> impl Filter<Extract = (impl Reply,), Error = Rejection> + Clone {
+    warp::path!("api" / "v1" / "vouchers" / String)
+        .and(warp::get())
+        .and(warp::header::optional::<String>("if-none-match"))
+        .and(warp::any().map(move || Arc::clone(&ingress)))
+        .and_then(get_voucher)
+}
+
+pub(super) fn list(ingress: Arc<Ingress>) -> impl Filter<Extract = (impl Reply,), Error = Rejection> + Clone {
+    warp::path!("api" / "v1" / "vouchers")
+        .and(warp::get())
+        .and(warp::query::<ListQuery>())
+        .and(warp::header::optional::<String>("if-none-match"))
+        .and(warp::any().map(move || Arc::clone(&ingress)))
+        .and_then(list_vouchers)
+}
+
+pub(super) fn read_failed(error: &ReadError) -> ApiError {
+    match error {
+        ReadError::View(error) => ApiError::view_failed(error),
+    }
+}
+
+async fn get_voucher(
+    raw: String,
+    if_none_match: Option<String>,
+    ingress: Arc<Ingress>,
+) -> Result<warp::reply::Response, Rejection> {
+    let id: VoucherId = raw.parse().map_err(|e| ApiError::invalid(format!("voucher_id: {e}")))?;
+    conditional::check_if_none_match(if_none_match.as_deref())?;
+    let served = ingress.live.vouchers.voucher(id).await.map_err(|e| read_failed(&e))?;
+    let served = served.ok_or_else(|| ApiError::unknown_voucher(id))?;
+    Ok(conditional::answer(&served, if_none_match.as_deref(), &ingress.live.metrics, "voucher"))
+}
+
+async fn list_vouchers(
+    query: ListQuery,
+    if_none_match: Option<String>,
+    ingress: Arc<Ingress>,
+) -> Result<warp::reply::Response, Rejection> {
+    let limit = page_limit(query.limit)?;
+    conditional::check_if_none_match(if_none_match.as_deref())?;
+    let before = match &query.before {
+        Some(raw) => Some(raw.parse::<VoucherId>().map_err(|e| ApiError::invalid(format!("before: {e}")))?),
+        None => None,
+    };
+    let served = ingress.live.vouchers.page(limit, before).await.map_err(|e| read_failed(&e))?;
+    Ok(conditional::answer(&served, if_none_match.as_deref(), &ingress.live.metrics, "voucher_list"))
+}
