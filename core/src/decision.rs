@@ -40,9 +40,17 @@ impl StockLevel {
     }
 
     /// When a created order expires unless confirmed; None when the voucher
-    /// holds orders without confirmation.
+    /// holds orders without confirmation. Saturates at the last instant
+    /// chrono can hold rather than panic on overflow, whatever `decided_at`
+    /// is (the decoder keeps event times in four-digit years; this does not
+    /// rely on it).
     pub fn hold_deadline(&self, created: &OrderCreated) -> Option<DateTime<Utc>> {
-        (self.hold_seconds > 0).then(|| created.decided_at + Duration::seconds(i64::from(self.hold_seconds)))
+        (self.hold_seconds > 0).then(|| {
+            created
+                .decided_at
+                .checked_add_signed(Duration::seconds(i64::from(self.hold_seconds)))
+                .unwrap_or(DateTime::<Utc>::MAX_UTC)
+        })
     }
 }
 
