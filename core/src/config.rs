@@ -135,7 +135,14 @@ pub struct KafkaConfig {
     pub produce_timeout_ms: u64,
     /// How long the producer waits to fill a batch.
     pub linger_ms: u32,
+    /// How long the dead-letter topic keeps a record, set when the topic is
+    /// created (-1: for good). The sales and orders topics always keep every
+    /// record: they are the source of truth.
+    pub dead_letter_retention_ms: i64,
 }
+
+/// Thirty days: the default retention of dead letters.
+pub const DEFAULT_DEAD_LETTER_RETENTION_MS: i64 = 30 * 24 * 3600 * 1000;
 
 impl Default for KafkaConfig {
     fn default() -> Self {
@@ -146,6 +153,7 @@ impl Default for KafkaConfig {
             replication: 1,
             produce_timeout_ms: 5_000,
             linger_ms: 1,
+            dead_letter_retention_ms: DEFAULT_DEAD_LETTER_RETENTION_MS,
         }
     }
 }
@@ -173,7 +181,12 @@ impl Validate for KafkaConfig {
             "kafka.produce_timeout_ms",
             "must be 100 to 120000",
         )?;
-        ensure(self.linger_ms <= 1_000, "kafka.linger_ms", "must be at most 1000")
+        ensure(self.linger_ms <= 1_000, "kafka.linger_ms", "must be at most 1000")?;
+        ensure(
+            self.dead_letter_retention_ms == -1 || self.dead_letter_retention_ms >= 3_600_000,
+            "kafka.dead_letter_retention_ms",
+            "must be -1 (keep for good) or at least 3600000 (an hour)",
+        )
     }
 }
 
