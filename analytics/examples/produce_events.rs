@@ -27,7 +27,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let events: usize = events.parse()?;
     let topic = seckill_core::topics::Topics::with_prefix(prefix).sales;
-    seckill_kafka::ensure_topics(brokers, &[&topic], PARTITIONS, 1).await?;
+    let spec = seckill_kafka::TopicSpec { name: &topic, retention: seckill_kafka::Retention::Forever };
+    seckill_kafka::ensure_topics(brokers, &[spec], PARTITIONS, 1).await?;
 
     let producer: BaseProducer = ClientConfig::new()
         .set("bootstrap.servers", brokers)

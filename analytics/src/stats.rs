@@ -196,10 +196,12 @@ impl Voucher {
     }
 
     fn summarise(&self, voucher_id: VoucherId) -> VoucherStats {
-        let stock = self.stock.unwrap_or(0) + self.added.values().sum::<u64>();
+        // Sums of values read from the log saturate: no record, however
+        // many or however hostile, can make the fold panic.
+        let stock = self.added.values().fold(self.stock.unwrap_or(0), |sum, added| sum.saturating_add(*added));
         let created = self.decided.values().filter(|d| d.created).count() as u64;
-        let created_units: u64 = self.decided.values().filter(|d| d.created).map(|d| u64::from(d.quantity)).sum();
-        let cancelled_units: u64 = self.cancelled.values().map(|c| u64::from(c.quantity)).sum();
+        let created_units = saturating_sum(self.decided.values().filter(|d| d.created).map(|d| d.quantity));
+        let cancelled_units = saturating_sum(self.cancelled.values().map(|c| c.quantity));
         let first_accepted_at =
             self.accepted.values().copied().chain(self.decided.values().map(|d| d.accepted_at)).min();
 
@@ -259,7 +261,7 @@ impl Voucher {
         let mut last_crossing = None;
         for (_, _, order, units) in steps {
             let before = net;
-            net += units;
+            net = net.saturating_add(units);
             if before < stock && net >= stock {
                 last_crossing = Some(order);
             }
@@ -268,6 +270,11 @@ impl Voucher {
         let decision = self.decided.get(&order)?;
         Some((order, self.accepted.get(&order).copied().unwrap_or(decision.accepted_at)))
     }
+}
+
+/// The total of `quantities`, saturating at `u64::MAX`.
+fn saturating_sum(quantities: impl Iterator<Item = u32>) -> u64 {
+    quantities.fold(0, |sum, quantity| sum.saturating_add(u64::from(quantity)))
 }
 
 /// The nearest-rank `percentile` of ascending `sorted`: the smallest value

@@ -135,7 +135,14 @@ pub struct KafkaConfig {
     pub produce_timeout_ms: u64,
     /// How long the producer waits to fill a batch.
     pub linger_ms: u32,
+    /// How long the dead-letter topic keeps a record, set when the topic is
+    /// created (-1: for good). The sales and orders topics always keep every
+    /// record: they are the source of truth.
+    pub dead_letter_retention_ms: i64,
 }
+
+/// Thirty days: the default retention of dead letters.
+pub const DEFAULT_DEAD_LETTER_RETENTION_MS: i64 = 30 * 24 * 3600 * 1000;
 
 impl Default for KafkaConfig {
     fn default() -> Self {
@@ -146,6 +153,7 @@ impl Default for KafkaConfig {
             replication: 1,
             produce_timeout_ms: 5_000,
             linger_ms: 1,
+            dead_letter_retention_ms: DEFAULT_DEAD_LETTER_RETENTION_MS,
         }
     }
 }
@@ -173,7 +181,12 @@ impl Validate for KafkaConfig {
             "kafka.produce_timeout_ms",
             "must be 100 to 120000",
         )?;
-        ensure(self.linger_ms <= 1_000, "kafka.linger_ms", "must be at most 1000")
+        ensure(self.linger_ms <= 1_000, "kafka.linger_ms", "must be at most 1000")?;
+        ensure(
+            self.dead_letter_retention_ms == -1 || self.dead_letter_retention_ms >= 3_600_000,
+            "kafka.dead_letter_retention_ms",
+            "must be -1 (keep for good) or at least 3600000 (an hour)",
+        )
     }
 }
 
@@ -275,7 +288,28 @@ pub struct StoreConfig {
     /// routing needs. Off only for servers without `system_schema`
     /// (Cassandra 2.x, which the tests run on).
     pub schema_metadata: bool,
+    /// `scylla`: most rows in one conditional batch; a voucher's writes of a
+    /// consumer batch are split into batches of at most this many.
+    pub batch_max_rows: usize,
+    /// `scylla`: most (estimated) bytes in one conditional batch.
+    pub batch_max_bytes: usize,
 }
+
+/// Default of [`StoreConfig::batch_max_rows`] and
+/// [`StoreConfig::batch_max_bytes`]. Servers bound batches: Cassandra (2.2
+/// on) warns past `batch_size_warn_threshold_in_kb` (5 KiB) and refuses past
+/// `batch_size_fail_threshold_in_kb` (50 KiB); Cassandra 2.1 only warns (5
+/// KiB); ScyllaDB warns past 128 KiB and refuses past 1 MiB. Their sources
+/// check those thresholds on unconditional batches across partitions, not
+/// on a single-partition conditional batch like ours, whose real bounds are
+/// the mutation size limit (half a commit log segment, 16 MiB by default)
+/// and one Paxos round finishing within the write and CAS timeouts. A
+/// thousand-order batch can pass those; 100 rows or 48 KiB (estimated
+/// high) stays below every one of them, the 50 KiB fail threshold included,
+/// at the cost of one round trip per 100 decisions of one voucher.
+pub const DEFAULT_BATCH_MAX_ROWS: usize = 100;
+/// See [`DEFAULT_BATCH_MAX_ROWS`].
+pub const DEFAULT_BATCH_MAX_BYTES: usize = 48 * 1024;
 
 impl StoreConfig {
     /// An embedded store in `path`.
@@ -293,6 +327,8 @@ impl Default for StoreConfig {
             keyspace: "seckill".to_owned(),
             replication_factor: 1,
             schema_metadata: true,
+            batch_max_rows: DEFAULT_BATCH_MAX_ROWS,
+            batch_max_bytes: DEFAULT_BATCH_MAX_BYTES,
         }
     }
 }
@@ -308,7 +344,13 @@ impl Validate for StoreConfig {
                     && self.keyspace.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
                     && self.keyspace.starts_with(|c: char| c.is_ascii_alphabetic());
                 ensure(valid_keyspace, "store.keyspace", "must be a letter then up to 47 letters, digits or _")?;
-                ensure((1..=9).contains(&self.replication_factor), "store.replication_factor", "must be 1 to 9")
+                ensure((1..=9).contains(&self.replication_factor), "store.replication_factor", "must be 1 to 9")?;
+                ensure((1..=1_000).contains(&self.batch_max_rows), "store.batch_max_rows", "must be 1 to 1000")?;
+                ensure(
+                    (4_096..=1_048_576).contains(&self.batch_max_bytes),
+                    "store.batch_max_bytes",
+                    "must be 4096 to 1048576",
+                )
             }
         }
     }

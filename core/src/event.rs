@@ -253,6 +253,7 @@ impl Envelope {
         if envelope.schema == 0 || envelope.schema > SCHEMA_VERSION {
             return Err(EventError::UnsupportedSchema(envelope.schema));
         }
+        check(within_supported_years(envelope.emitted_at), "emitted_at must be in the years 1970 to 9999")?;
         envelope.event.validate()?;
         Ok(envelope)
     }
@@ -317,24 +318,34 @@ impl Event {
             Self::VoucherCreated(v) => v.validate(),
             Self::VoucherUpdated(u) => u.validate(),
             Self::OrderAccepted(o) => o.validate(),
-            Self::CancelRequested(r) => check(r.reason.is_some(), "a cancellation needs a reason"),
-            Self::ConfirmRequested(r) => check(r.reason.is_none(), "a confirmation has no reason"),
+            Self::CancelRequested(r) => {
+                check(r.reason.is_some(), "a cancellation needs a reason")?;
+                r.validate()
+            }
+            Self::ConfirmRequested(r) => {
+                check(r.reason.is_none(), "a confirmation has no reason")?;
+                r.validate()
+            }
             Self::OrderConfirmed(c) => {
                 c.order.validate()?;
+                check(within_supported_years(c.confirmed_at), "confirmed_at must be in the years 1970 to 9999")?;
                 check(c.confirmed_at >= c.order.accepted_at, "confirmed_at precedes accepted_at")
             }
             Self::OrderCancelled(c) => {
                 c.order.validate()?;
+                check(within_supported_years(c.cancelled_at), "cancelled_at must be in the years 1970 to 9999")?;
                 check(c.cancelled_at >= c.order.accepted_at, "cancelled_at precedes accepted_at")?;
                 check(c.remaining <= MAX_STOCK, "remaining exceeds the largest stock")
             }
             Self::OrderCreated(c) => {
                 c.order.validate()?;
+                check(within_supported_years(c.decided_at), "decided_at must be in the years 1970 to 9999")?;
                 check(c.decided_at >= c.order.accepted_at, "decided_at precedes accepted_at")?;
                 check(c.remaining <= MAX_STOCK, "remaining exceeds the largest stock")
             }
             Self::OrderFailed(f) => {
                 f.order.validate()?;
+                check(within_supported_years(f.decided_at), "decided_at must be in the years 1970 to 9999")?;
                 check(f.decided_at >= f.order.accepted_at, "decided_at precedes accepted_at")
             }
         }
@@ -347,8 +358,8 @@ impl VoucherCreated {
         check(self.stock <= MAX_STOCK, "stock exceeds 1000000000")?;
         check((1..=MAX_QUANTITY).contains(&self.per_user_limit), "per_user_limit must be 1 to 10000")?;
         check(self.hold_seconds <= MAX_HOLD_SECONDS, "hold_seconds must be 0 to 604800")?;
-        check(within_sale_years(self.begins_at), "begins_at must be in the years 1970 to 9999")?;
-        check(within_sale_years(self.ends_at), "ends_at must be in the years 1970 to 9999")?;
+        check(within_supported_years(self.begins_at), "begins_at must be in the years 1970 to 9999")?;
+        check(within_supported_years(self.ends_at), "ends_at must be in the years 1970 to 9999")?;
         check(self.ends_at > self.begins_at, "ends_at must be after begins_at")
     }
 }
@@ -357,7 +368,7 @@ impl VoucherUpdated {
     /// Checks what can be checked without the voucher's current state.
     pub fn validate(&self) -> Result<(), EventError> {
         check(self.add_stock <= MAX_STOCK, "add_stock exceeds 1000000000")?;
-        check(self.ends_at.is_none_or(within_sale_years), "ends_at must be in the years 1970 to 9999")?;
+        check(self.ends_at.is_none_or(within_supported_years), "ends_at must be in the years 1970 to 9999")?;
         check(
             self.paused.is_some() || self.ends_at.is_some() || self.add_stock > 0,
             "an update must change paused, ends_at or add_stock",
@@ -367,13 +378,23 @@ impl VoucherUpdated {
 
 impl OrderAccepted {
     fn validate(&self) -> Result<(), EventError> {
-        check((1..=MAX_QUANTITY).contains(&self.quantity), "quantity must be 1 to 10000")
+        check((1..=MAX_QUANTITY).contains(&self.quantity), "quantity must be 1 to 10000")?;
+        check(within_supported_years(self.accepted_at), "accepted_at must be in the years 1970 to 9999")
     }
 }
 
-/// Sale times live in Redis as Unix milliseconds and travel as RFC 3339,
-/// which has four-digit years: both hold from 1970 to 9999.
-fn within_sale_years(time: DateTime<Utc>) -> bool {
+impl OrderRequest {
+    fn validate(&self) -> Result<(), EventError> {
+        check(within_supported_years(self.requested_at), "requested_at must be in the years 1970 to 9999")
+    }
+}
+
+/// Every time an event carries: sale times live in Redis as Unix
+/// milliseconds and all times travel as RFC 3339, which has four-digit
+/// years, so both hold from 1970 to 9999. The bound also keeps arithmetic
+/// on them (a hold deadline, a latency) far from the ends of chrono's range,
+/// which a parser accepting signed five- and six-digit years would reach.
+fn within_supported_years(time: DateTime<Utc>) -> bool {
     (1970..=9999).contains(&chrono::Datelike::year(&time))
 }
 

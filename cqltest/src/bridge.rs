@@ -10,8 +10,11 @@
 //! - the partition-key indexes of PREPARED results (`prepared.rs`);
 //! - the driver's topology queries, answered from mirror tables
 //!   (`topology.rs`, `mirror.rs`).
+//!
+//! A test can also make it fail requests on purpose (`faults.rs`).
 
 mod connection;
+mod faults;
 mod mirror;
 mod prepared;
 mod startup;
@@ -19,6 +22,7 @@ mod topology;
 
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
@@ -31,6 +35,7 @@ pub struct CqlBridge {
     local_addr: SocketAddr,
     /// The accept loop; it owns the connection tasks, so aborting it ends them.
     task: JoinHandle<()>,
+    faults: Arc<faults::Faults>,
 }
 
 impl CqlBridge {
@@ -40,14 +45,28 @@ impl CqlBridge {
         mirror::prepare(upstream).await?;
         let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await?;
         let local_addr = listener.local_addr()?;
-        let task = tokio::spawn(accept(listener, upstream));
+        let faults = Arc::new(faults::Faults::new());
+        let task = tokio::spawn(accept(listener, upstream, Arc::clone(&faults)));
         tracing::debug!(%local_addr, %upstream, "CQL bridge started.");
-        Ok(Self { local_addr, task })
+        Ok(Self { local_addr, task, faults })
     }
 
     /// The address drivers connect to.
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
+    }
+
+    /// Lets the next `passing` BATCH requests (of any connection) through,
+    /// then answers every later one with a server error without passing it
+    /// on, as if the server had failed before applying it: for tests of a
+    /// writer that fails between two of its batches.
+    pub fn fail_batches_after(&self, passing: u64) {
+        self.faults.fail_batches_after(passing);
+    }
+
+    /// Passes every request again.
+    pub fn heal(&self) {
+        self.faults.heal();
     }
 }
 
@@ -57,14 +76,15 @@ impl Drop for CqlBridge {
     }
 }
 
-async fn accept(listener: TcpListener, upstream: SocketAddr) {
+async fn accept(listener: TcpListener, upstream: SocketAddr, faults: Arc<faults::Faults>) {
     let mut connections = JoinSet::new();
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((socket, peer)) => {
+                    let faults = Arc::clone(&faults);
                     connections.spawn(async move {
-                        match connection::serve(socket, upstream).await {
+                        match connection::serve(socket, upstream, &faults).await {
                             Err(error) if error.kind() == io::ErrorKind::InvalidData => {
                                 tracing::warn!(%peer, %error, "CQL bridge dropped a connection with a frame it cannot translate.");
                             }

@@ -112,7 +112,8 @@ impl VoucherFold {
         let mut held = 0u64;
         for order in self.orders.values().filter(|order| !self.released.contains(&order.order_id)) {
             held = held.saturating_add(u64::from(order.quantity));
-            *bought.entry(order.user_id.clone()).or_default() += u64::from(order.quantity);
+            let units = bought.entry(order.user_id.clone()).or_default();
+            *units = units.saturating_add(u64::from(order.quantity));
             // Order ids are UUIDv7: the greatest is the latest.
             let latest = latest_order.entry(order.user_id.clone()).or_insert(order.order_id);
             *latest = (*latest).max(order.order_id);

@@ -8,18 +8,28 @@
 //! process died) stays pending in the group and is claimed by a live relay
 //! once it has been idle for a while. Publishing twice is harmless: every
 //! consumer of the sales topic is idempotent by order id.
+//!
+//! Claiming walks the pending entries page by page (XAUTOCLAIM's cursor),
+//! so a long list of entries that are not idle yet is not rescanned from
+//! its head every time. Consumers of relays that are gone are removed once
+//! nothing is pending for them (`retire_consumers.lua`).
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::streams::{StreamAutoClaimReply, StreamId, StreamReadReply};
-use redis::Value;
+use redis::{Script, Value};
 use seckill_core::config::RedisConfig;
 
 use crate::keys::outbox_key;
 
 /// The consumer group every relay joins.
 const GROUP: &str = "relay";
+/// Where a scan of the pending entries starts, and what XAUTOCLAIM returns
+/// once a scan reached the end of them.
+const FIRST_ID: &str = "0-0";
+const RETIRE_CONSUMERS: &str = include_str!("../../lua/retire_consumers.lua");
 
 /// One admitted order waiting to be published.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -39,11 +49,15 @@ pub struct Outbox {
     redis: ConnectionManager,
     stream: String,
     consumer: String,
+    /// Where the next XAUTOCLAIM continues: the cursor the last one
+    /// returned (shared by clones, which act as the same consumer).
+    claim_cursor: Arc<Mutex<String>>,
+    retire_consumers: Arc<Script>,
 }
 
 impl std::fmt::Debug for Outbox {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Outbox").field("stream", &self.stream).field("consumer", &self.consumer).finish()
+        f.debug_struct("Outbox").field("stream", &self.stream).field("consumer", &self.consumer).finish_non_exhaustive()
     }
 }
 
@@ -59,7 +73,13 @@ impl Outbox {
                     .set_response_timeout(Some(longest_block + Duration::from_secs(2))),
             )
             .await?;
-        let outbox = Self { redis, stream: outbox_key(&config.key_prefix), consumer: consumer.to_owned() };
+        let outbox = Self {
+            redis,
+            stream: outbox_key(&config.key_prefix),
+            consumer: consumer.to_owned(),
+            claim_cursor: Arc::new(Mutex::new(FIRST_ID.to_owned())),
+            retire_consumers: Arc::new(Script::new(RETIRE_CONSUMERS)),
+        };
         outbox.ensure_group().await?;
         Ok(outbox)
     }
@@ -104,18 +124,41 @@ impl Outbox {
     /// Up to `count` entries read by some relay but not acknowledged for
     /// `min_idle`: their relay died, or failed between publishing and
     /// acknowledging. Claimed for this relay.
+    ///
+    /// Each call scans the next page of pending entries (at most ten times
+    /// `count`, Redis's bound), continuing where the previous call stopped
+    /// and starting over once a scan reached the end: entries beyond the
+    /// first page are claimed too, however many ahead of them are not idle
+    /// yet.
     pub async fn claim_idle(&self, min_idle: Duration, count: usize) -> redis::RedisResult<Vec<OutboxEntry>> {
+        let start = self.claim_cursor.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone();
         let reply: StreamAutoClaimReply = redis::cmd("XAUTOCLAIM")
             .arg(&self.stream)
             .arg(GROUP)
             .arg(&self.consumer)
             .arg(min_idle.as_millis() as u64)
-            .arg("0-0")
+            .arg(&start)
             .arg("COUNT")
             .arg(count)
             .query_async(&mut self.redis.clone())
             .await?;
+        *self.claim_cursor.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = reply.next_stream_id;
         Ok(reply.claimed.into_iter().filter_map(entry).collect())
+    }
+
+    /// Removes the group's consumers other than this relay that have no
+    /// pending entry and have been idle for more than `min_idle`: what the
+    /// relays of stopped or dead processes leave behind. A consumer with
+    /// pending entries stays until they are claimed. Returns the names
+    /// removed.
+    pub async fn retire_idle_consumers(&self, min_idle: Duration) -> redis::RedisResult<Vec<String>> {
+        self.retire_consumers
+            .key(&self.stream)
+            .arg(GROUP)
+            .arg(&self.consumer)
+            .arg(min_idle.as_millis() as u64)
+            .invoke_async(&mut self.redis.clone())
+            .await
     }
 
     /// Acknowledges and deletes published entries, atomically.

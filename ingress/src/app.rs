@@ -74,6 +74,7 @@ impl App {
             topics: topics.clone(),
             metrics: metrics.clone(),
             claim_idle: Duration::from_millis(config.outbox_claim_idle_ms),
+            retire_consumer_after: Duration::from_millis(config.outbox_retire_consumer_ms),
         };
 
         if config.auth.insecure_dev_user_header {

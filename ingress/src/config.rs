@@ -39,6 +39,9 @@ pub struct IngressConfig {
     /// How long an outbox entry may stay unacknowledged by the relay that
     /// read it before another relay publishes it (its process died).
     pub outbox_claim_idle_ms: u64,
+    /// How long a relay consumer with no pending entry may stay idle in the
+    /// outbox group before a live relay removes it (its process is gone).
+    pub outbox_retire_consumer_ms: u64,
 }
 
 impl Default for IngressConfig {
@@ -56,6 +59,7 @@ impl Default for IngressConfig {
             sold_out_memo_ms: 500,
             max_outbox_entries: 100_000,
             outbox_claim_idle_ms: 5_000,
+            outbox_retire_consumer_ms: 600_000,
         }
     }
 }
@@ -76,7 +80,12 @@ impl Validate for IngressConfig {
         ensure(self.drain_ms <= 120_000, "drain_ms", "must be at most 120000")?;
         ensure(self.sold_out_memo_ms <= 1_000, "sold_out_memo_ms", "must be at most 1000")?;
         ensure((1..=10_000_000).contains(&self.max_outbox_entries), "max_outbox_entries", "must be 1 to 10000000")?;
-        ensure((100..=600_000).contains(&self.outbox_claim_idle_ms), "outbox_claim_idle_ms", "must be 100 to 600000")
+        ensure((100..=600_000).contains(&self.outbox_claim_idle_ms), "outbox_claim_idle_ms", "must be 100 to 600000")?;
+        ensure(
+            (10_000..=86_400_000).contains(&self.outbox_retire_consumer_ms),
+            "outbox_retire_consumer_ms",
+            "must be 10000 to 86400000",
+        )
     }
 }
 

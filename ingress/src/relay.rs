@@ -5,7 +5,9 @@
 //! acknowledged, and no new entries are read meanwhile, so a broker outage
 //! makes the backlog grow in Redis (bounded by the gate's outbox limit, past
 //! which orders get `503`) rather than in this process's memory. Entries of a
-//! relay that died are claimed once idle for `claim_idle`.
+//! relay that died are claimed once idle for `claim_idle`, and its consumer
+//! is removed from the group once nothing is pending for it and it has been
+//! idle for `retire_consumer_after`.
 
 use std::time::{Duration, Instant};
 
@@ -22,6 +24,8 @@ const BATCH: usize = 500;
 const READ_BLOCK: Duration = Duration::from_millis(100);
 /// How often pending entries of dead relays are looked for.
 const CLAIM_EVERY: Duration = Duration::from_secs(1);
+/// How often consumers of dead relays are looked for.
+const RETIRE_EVERY: Duration = Duration::from_secs(60);
 
 /// Moves the outbox into the log.
 #[derive(Debug)]
@@ -32,6 +36,9 @@ pub(crate) struct Relay {
     pub(crate) metrics: AdmissionMetrics,
     /// How long an entry stays unacknowledged before another relay takes it.
     pub(crate) claim_idle: Duration,
+    /// How long a consumer with nothing pending stays idle before it is
+    /// taken for a dead relay's and removed.
+    pub(crate) retire_consumer_after: Duration,
 }
 
 impl Relay {
@@ -40,7 +47,12 @@ impl Relay {
     /// record published twice is harmless.
     pub(crate) async fn run(self, shutdown: CancellationToken) {
         let mut last_claim = Instant::now() - CLAIM_EVERY;
+        let mut last_retire = Instant::now();
         while !shutdown.is_cancelled() {
+            if last_retire.elapsed() >= RETIRE_EVERY {
+                last_retire = Instant::now();
+                self.retire_dead_consumers().await;
+            }
             let claiming = last_claim.elapsed() >= CLAIM_EVERY;
             let read = if claiming {
                 last_claim = Instant::now();
@@ -74,6 +86,17 @@ impl Relay {
         }
         self.producer.flush(Duration::from_secs(5));
         tracing::info!("Outbox relay stopped.");
+    }
+
+    /// Removes the consumers dead relays left in the group; a failure is
+    /// only logged (they harm nothing but the group's size) and retried at
+    /// the next round.
+    async fn retire_dead_consumers(&self) {
+        match self.outbox.retire_idle_consumers(self.retire_consumer_after).await {
+            Ok(removed) if removed.is_empty() => {}
+            Ok(removed) => tracing::info!(?removed, "Removed the outbox consumers of relays that are gone."),
+            Err(error) => tracing::warn!(%error, "Could not remove the outbox consumers of relays that are gone."),
+        }
     }
 
     /// Publishes `batch` until every record is acknowledged, removing each

@@ -1,31 +1,73 @@
-//! Topic creation at startup.
+//! Topic creation at startup, and the check that the log is kept.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, ResourceSpecifier, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::types::RDKafkaErrorCode;
+use seckill_core::config::KafkaConfig;
+use seckill_core::topics::Topics;
 
+use crate::retention::{check_kept, Kept, Retention};
 use crate::KafkaError;
 
-/// Creates each topic with `partitions` partitions unless it exists.
+/// A topic to create, and how long it keeps its records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TopicSpec<'a> {
+    pub name: &'a str,
+    pub retention: Retention,
+}
+
+/// The platform's topics as `config` wants them: the sales and orders
+/// topics keep every record, dead letters expire after
+/// `dead_letter_retention_ms`.
+pub fn platform_topics<'a>(config: &KafkaConfig, topics: &'a Topics) -> [TopicSpec<'a>; 3] {
+    [
+        TopicSpec { name: &topics.sales, retention: Retention::Forever },
+        TopicSpec { name: &topics.orders, retention: Retention::Forever },
+        TopicSpec { name: &topics.dead_letters, retention: Retention::from_millis(config.dead_letter_retention_ms) },
+    ]
+}
+
+/// A topic that must keep every record whose settings the broker did not
+/// (all) report, so the check could not confirm it; and what it answered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unconfirmed {
+    pub topic: String,
+    /// The broker's answer, for the log.
+    pub answer: String,
+}
+
+/// Creates each topic with `partitions` partitions and its retention unless
+/// it exists, then checks that every topic that must keep its records does,
+/// as far as the broker reports its configuration (what it cannot tell is
+/// logged as a warning).
 ///
 /// Partition counts are final: a voucher's partition is its key's hash modulo
 /// the count, so growing a topic would split a voucher's history. Existing
-/// topics are left as they are.
+/// topics are not changed; one whose settings would delete records is
+/// refused ([`KafkaError::LogNotKept`]), naming the topic and the setting.
 pub async fn ensure_topics(
     brokers: &str,
-    topics: &[&str],
+    topics: &[TopicSpec<'_>],
     partitions: i32,
     replication: i32,
 ) -> Result<(), KafkaError> {
-    let admin: AdminClient<DefaultClientContext> =
-        ClientConfig::new().set("bootstrap.servers", brokers).create().map_err(KafkaError::Client)?;
-    let new_topics: Vec<NewTopic<'_>> =
-        topics.iter().map(|name| NewTopic::new(name, partitions, TopicReplication::Fixed(replication))).collect();
-    let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
-    let results = admin.create_topics(&new_topics, &options).await.map_err(KafkaError::Client)?;
+    let admin = admin_client(brokers)?;
+    let configs: Vec<[(&str, String); 3]> = topics.iter().map(|topic| topic.retention.topic_configs()).collect();
+    let new_topics: Vec<NewTopic<'_>> = topics
+        .iter()
+        .zip(&configs)
+        .map(|(topic, configs)| {
+            configs.iter().fold(
+                NewTopic::new(topic.name, partitions, TopicReplication::Fixed(replication)),
+                |new_topic, (name, value)| new_topic.set(name, value),
+            )
+        })
+        .collect();
+    let results = admin.create_topics(&new_topics, &options()).await.map_err(KafkaError::Client)?;
     for result in results {
         match result {
             Ok(topic) => tracing::info!(%topic, partitions, "Created topic."),
@@ -33,5 +75,75 @@ pub async fn ensure_topics(
             Err((topic, code)) => return Err(KafkaError::CreateTopic { topic, reason: code.to_string() }),
         }
     }
+    let kept: Vec<&str> =
+        topics.iter().filter(|topic| topic.retention == Retention::Forever).map(|topic| topic.name).collect();
+    for unconfirmed in check_kept_topics(&admin, &kept).await? {
+        tracing::warn!(
+            topic = unconfirmed.topic,
+            answer = unconfirmed.answer,
+            "Cannot check that the topic keeps every record: the broker did not report its retention. Set \
+             retention.ms=-1, retention.bytes=-1 and cleanup.policy=delete on it if it may have others."
+        );
+    }
     Ok(())
+}
+
+/// Asks the broker at `brokers` how `topics` are configured: refuses any
+/// whose settings would delete records, and returns those it could not
+/// confirm.
+pub async fn check_topics_kept(brokers: &str, topics: &[&str]) -> Result<Vec<Unconfirmed>, KafkaError> {
+    check_kept_topics(&admin_client(brokers)?, topics).await
+}
+
+fn admin_client(brokers: &str) -> Result<AdminClient<DefaultClientContext>, KafkaError> {
+    ClientConfig::new().set("bootstrap.servers", brokers).create().map_err(KafkaError::Client)
+}
+
+fn options() -> AdminOptions {
+    AdminOptions::new().operation_timeout(Some(Duration::from_secs(10))).request_timeout(Some(Duration::from_secs(10)))
+}
+
+async fn check_kept_topics(
+    admin: &AdminClient<DefaultClientContext>,
+    topics: &[&str],
+) -> Result<Vec<Unconfirmed>, KafkaError> {
+    let unconfirmed = |topic: &str, answer: String| Unconfirmed { topic: topic.to_owned(), answer };
+    if topics.is_empty() {
+        return Ok(Vec::new());
+    }
+    let resources: Vec<ResourceSpecifier<'_>> = topics.iter().map(|topic| ResourceSpecifier::Topic(topic)).collect();
+    let described = match admin.describe_configs(&resources, &options()).await {
+        Ok(described) => described,
+        Err(error) => {
+            return Ok(topics
+                .iter()
+                .map(|topic| unconfirmed(topic, format!("DescribeConfigs failed: {error}")))
+                .collect())
+        }
+    };
+    let mut found = Vec::new();
+    for (topic, result) in topics.iter().zip(described) {
+        let resource = match result {
+            Ok(resource) => resource,
+            Err(code) => {
+                found.push(unconfirmed(topic, format!("DescribeConfigs answered {code}")));
+                continue;
+            }
+        };
+        let reported: HashMap<String, Option<String>> =
+            resource.entries.into_iter().map(|entry| (entry.name, entry.value)).collect();
+        match check_kept(topic, &reported)? {
+            Kept::Everything => tracing::debug!(topic, "The topic keeps every record."),
+            Kept::Unreported(settings) => {
+                let mut answered: Vec<String> = reported
+                    .iter()
+                    .map(|(name, value)| format!("{name}={}", value.as_deref().unwrap_or("?")))
+                    .collect();
+                answered.sort();
+                let answered = if answered.is_empty() { "nothing".to_owned() } else { answered.join(", ") };
+                found.push(unconfirmed(topic, format!("no {} reported; reported: {answered}", settings.join(", "))));
+            }
+        }
+    }
+    Ok(found)
 }

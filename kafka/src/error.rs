@@ -7,6 +7,8 @@ pub enum KafkaError {
     Client(#[source] rdkafka::error::KafkaError),
     #[error("could not create topic {topic}: {reason}")]
     CreateTopic { topic: String, reason: String },
+    #[error(transparent)]
+    LogNotKept(#[from] crate::retention::LosesRecords),
     #[error("the broker did not acknowledge the event: {0}")]
     Produce(#[source] rdkafka::error::KafkaError),
     #[error("the broker did not acknowledge the event within {0:?}")]

@@ -14,8 +14,9 @@ mod follower;
 mod lag;
 mod producer;
 mod reader;
+mod retention;
 
-pub use admin::ensure_topics;
+pub use admin::{check_topics_kept, ensure_topics, platform_topics, TopicSpec, Unconfirmed};
 pub use consumer::{
     decode, retry, retry_pause, BatchConsumer, BatchHandler, ConsumerSettings, Interrupted, READER_FETCH_WAIT,
 };
@@ -26,3 +27,4 @@ pub use lag::LagContext;
 pub use producer::{connect, EventProducer, ProducerSettings};
 pub use rdkafka::message::{Headers, Message, OwnedHeaders, OwnedMessage};
 pub use reader::read_to_end;
+pub use retention::{check_kept, Kept, LosesRecords, Retention};

@@ -38,7 +38,8 @@ impl From<&KafkaConfig> for ProducerSettings {
 /// service does first.
 pub async fn connect(config: &KafkaConfig) -> Result<(Topics, EventProducer), KafkaError> {
     let topics = config.topics();
-    crate::ensure_topics(&config.brokers, &topics.all(), config.partitions, config.replication).await?;
+    let specs = crate::platform_topics(config, &topics);
+    crate::ensure_topics(&config.brokers, &specs, config.partitions, config.replication).await?;
     let producer = EventProducer::new(&ProducerSettings::from(config))?;
     Ok((topics, producer))
 }

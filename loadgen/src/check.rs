@@ -106,7 +106,8 @@ fn final_order(row: &Value) -> FinalOrder {
 pub(crate) fn units_per_user(orders: &[FinalOrder]) -> HashMap<&str, u64> {
     let mut units: HashMap<&str, u64> = HashMap::new();
     for order in orders.iter().filter(|o| o.status == "CREATED" || o.status == "CONFIRMED") {
-        *units.entry(order.user.as_str()).or_default() += order.quantity;
+        let held = units.entry(order.user.as_str()).or_default();
+        *held = held.saturating_add(order.quantity);
     }
     units
 }

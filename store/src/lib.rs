@@ -34,7 +34,7 @@ pub async fn open_stock_store(config: &StoreConfig) -> Result<Arc<dyn StockStore
         StoreBackend::Embedded => Ok(Arc::new(embedded::EmbeddedStockStore::open(&config.path)?)),
         StoreBackend::Scylla => {
             let session = Arc::new(cql::connect(config).await?);
-            Ok(Arc::new(cql::CqlStockStore::new(session).await?))
+            Ok(Arc::new(cql::CqlStockStore::new(session).await?.with_batch_limits(config.into())))
         }
     }
 }
@@ -45,7 +45,7 @@ pub async fn open_view_store(config: &StoreConfig) -> Result<Arc<dyn ViewStore>,
         StoreBackend::Embedded => Ok(Arc::new(embedded::EmbeddedViewStore::open(&config.path)?)),
         StoreBackend::Scylla => {
             let session = Arc::new(cql::connect(config).await?);
-            Ok(Arc::new(cql::CqlViewStore::new(session).await?))
+            Ok(Arc::new(cql::CqlViewStore::new(session).await?.with_batch_limits(config.into())))
         }
     }
 }

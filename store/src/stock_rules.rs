@@ -56,6 +56,11 @@ impl Outcomes {
         }
     }
 
+    /// Outcomes pushed so far.
+    pub(crate) fn len(&self) -> usize {
+        self.decided.len()
+    }
+
     /// The outcomes, in the order they were pushed.
     pub(crate) fn into_vec(self) -> Vec<Decided> {
         self.decided

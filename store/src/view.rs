@@ -201,25 +201,27 @@ impl Transition {
         self.from.is_none()
     }
 
-    /// Applies this transition to a voucher's counters.
+    /// Applies this transition to a voucher's counters (saturating: no
+    /// count of events can make it panic).
     pub fn count(&self, counters: &mut VoucherCounters, quantity: u32) {
         let units = u64::from(quantity);
+        let bump = |counter: &mut u64, by: u64| *counter = counter.saturating_add(by);
         if self.first_seen() {
-            counters.admitted += 1;
+            bump(&mut counters.admitted, 1);
         }
         // A cancellation seen before its creation (possible only in a
         // rebuilt view) still counts the creation it implies.
         if self.to.was_created() && !self.from.is_some_and(OrderStatus::was_created) {
-            counters.created += 1;
-            counters.created_units += units;
+            bump(&mut counters.created, 1);
+            bump(&mut counters.created_units, units);
         }
         match self.to {
             OrderStatus::Pending | OrderStatus::Created => {}
-            OrderStatus::Failed => counters.failed += 1,
-            OrderStatus::Confirmed => counters.confirmed += 1,
+            OrderStatus::Failed => bump(&mut counters.failed, 1),
+            OrderStatus::Confirmed => bump(&mut counters.confirmed, 1),
             OrderStatus::Cancelled => {
-                counters.cancelled += 1;
-                counters.cancelled_units += units;
+                bump(&mut counters.cancelled, 1);
+                bump(&mut counters.cancelled_units, units);
             }
         }
     }

@@ -15,7 +15,11 @@
 //!    decoder, and whatever it still accepts keeps every range rule (checked
 //!    by [`broken_rule`], written independently of the decoder's `validate`),
 //!    had a string `type` tag (a variant index such as `"type": 2` is
-//!    refused), and reads back as itself.
+//!    refused), and reads back as itself;
+//! 4. hostile times (anywhere in chrono's range, its very ends, either side
+//!    of the years 1970 to 9999) in any or every time field of a valid
+//!    record never panic the decoder, whatever it accepts is in those years,
+//!    and the decision functions never panic on it (see [`times`]).
 //!
 //! Targeted `#[test]`s then pin down the boundary cases one by one.
 //!
@@ -27,14 +31,17 @@ mod hostile;
 mod mutate;
 mod ranges;
 mod targeted;
+mod times;
 mod valid;
 
 use hostile::*;
 use mutate::*;
 use proptest::collection::vec;
 use proptest::prelude::*;
+use proptest::sample::Index;
 use ranges::*;
 use seckill_core::event::{Envelope, Event, EventError, MAX_EVENT_BYTES};
+use times::*;
 use valid::*;
 
 /// A bounded run that writes no regression files into the repository.
@@ -88,6 +95,28 @@ proptest! {
         }
         if let Ok(decoded) = Envelope::decode(&record) {
             check_accepted(&record, &decoded)?;
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(config(1024))]
+
+    /// Property 4: hostile times are refused or in range, and nothing the
+    /// decoder accepts makes a decision function panic.
+    #[test]
+    fn hostile_times_are_refused_or_in_range_and_decisions_never_panic(
+        envelope in valid_envelope(),
+        which in any::<Index>(),
+        all in any::<bool>(),
+        time in hostile_time(),
+    ) {
+        decide_everything(&envelope)?;
+        let mut record = envelope.encode();
+        set_times(&mut record, &which, all, &time);
+        if let Ok(decoded) = Envelope::decode(&record) {
+            check_accepted(&record, &decoded)?;
+            decide_everything(&decoded)?;
         }
     }
 }

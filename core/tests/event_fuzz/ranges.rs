@@ -15,7 +15,10 @@ use serde_json::Value;
 /// the decoder's `validate` (and from `UserId::parse`), so a decoder that
 /// skipped or weakened a check is caught rather than agreed with.
 pub(crate) fn broken_rule(envelope: &Envelope) -> Option<&'static str> {
-    let mut rules = vec![(envelope.schema >= 1 && envelope.schema <= SCHEMA_VERSION, "schema is 1..=SCHEMA_VERSION")];
+    let mut rules = vec![
+        (envelope.schema >= 1 && envelope.schema <= SCHEMA_VERSION, "schema is 1..=SCHEMA_VERSION"),
+        (in_sale_years(envelope.emitted_at), "emitted_at is in 1970..=9999"),
+    ];
     match &envelope.event {
         Event::VoucherCreated(v) => rules.extend([
             (v.stock <= MAX_STOCK, "stock <= MAX_STOCK"),
@@ -31,23 +34,33 @@ pub(crate) fn broken_rule(envelope: &Envelope) -> Option<&'static str> {
             (u.paused.is_some() || u.ends_at.is_some() || u.add_stock != 0, "an update changes something"),
         ]),
         Event::OrderAccepted(o) => rules.extend(order_rules(o)),
-        Event::CancelRequested(r) => rules.push((r.reason.is_some(), "a cancel request has a reason")),
-        Event::ConfirmRequested(r) => rules.push((r.reason.is_none(), "a confirm request has no reason")),
+        Event::CancelRequested(r) => rules.extend([
+            (r.reason.is_some(), "a cancel request has a reason"),
+            (in_sale_years(r.requested_at), "requested_at is in 1970..=9999"),
+        ]),
+        Event::ConfirmRequested(r) => rules.extend([
+            (r.reason.is_none(), "a confirm request has no reason"),
+            (in_sale_years(r.requested_at), "requested_at is in 1970..=9999"),
+        ]),
         Event::OrderCreated(c) => {
             rules.extend(order_rules(&c.order));
+            rules.push((in_sale_years(c.decided_at), "decided_at is in 1970..=9999"));
             rules.push((c.order.accepted_at <= c.decided_at, "accepted_at <= decided_at"));
             rules.push((c.remaining <= MAX_STOCK, "remaining <= MAX_STOCK"));
         }
         Event::OrderFailed(f) => {
             rules.extend(order_rules(&f.order));
+            rules.push((in_sale_years(f.decided_at), "decided_at is in 1970..=9999"));
             rules.push((f.order.accepted_at <= f.decided_at, "accepted_at <= decided_at"));
         }
         Event::OrderConfirmed(c) => {
             rules.extend(order_rules(&c.order));
+            rules.push((in_sale_years(c.confirmed_at), "confirmed_at is in 1970..=9999"));
             rules.push((c.order.accepted_at <= c.confirmed_at, "accepted_at <= confirmed_at"));
         }
         Event::OrderCancelled(c) => {
             rules.extend(order_rules(&c.order));
+            rules.push((in_sale_years(c.cancelled_at), "cancelled_at is in 1970..=9999"));
             rules.push((c.order.accepted_at <= c.cancelled_at, "accepted_at <= cancelled_at"));
             rules.push((c.remaining <= MAX_STOCK, "remaining <= MAX_STOCK"));
         }
@@ -59,7 +72,7 @@ pub(crate) fn in_sale_years(time: DateTime<Utc>) -> bool {
     (SALE_FIRST_SECOND..SALE_END_SECOND).contains(&time.timestamp())
 }
 
-pub(crate) fn order_rules(order: &OrderAccepted) -> [(bool, &'static str); 2] {
+pub(crate) fn order_rules(order: &OrderAccepted) -> [(bool, &'static str); 3] {
     let user = order.user_id.as_str();
     let user_ok = !user.is_empty()
         && user.len() <= MAX_USER_ID_LEN
@@ -67,6 +80,7 @@ pub(crate) fn order_rules(order: &OrderAccepted) -> [(bool, &'static str); 2] {
     [
         (order.quantity >= 1 && order.quantity <= MAX_QUANTITY, "quantity is 1..=MAX_QUANTITY"),
         (user_ok, "user_id is 1-64 of [A-Za-z0-9_.:@-]"),
+        (in_sale_years(order.accepted_at), "accepted_at is in 1970..=9999"),
     ]
 }
 

@@ -4,6 +4,7 @@
 use crate::mutate::*;
 use crate::valid::*;
 use chrono::{DateTime, TimeDelta, Utc};
+use seckill_core::decision::StockLevel;
 use seckill_core::event::{
     CancelReason, Envelope, Event, EventError, FailReason, OrderAccepted, OrderCancelled, OrderConfirmed, OrderCreated,
     OrderFailed, OrderRequest, VoucherCreated, VoucherUpdated, MAX_EVENT_BYTES, MAX_HOLD_SECONDS, MAX_QUANTITY,
@@ -173,6 +174,71 @@ fn sale_times_outside_1970_to_9999_are_refused() {
         let record = record(event);
         assert!(Envelope::decode(&record).is_ok(), "{} refused", String::from_utf8_lossy(&record));
     }
+}
+
+#[test]
+fn times_outside_1970_to_9999_are_refused_in_every_field() {
+    let mut events = vec![
+        Event::VoucherCreated(fixture_voucher()),
+        Event::CancelRequested(fixture_request(Some(CancelReason::Requested))),
+        Event::ConfirmRequested(fixture_request(None)),
+    ];
+    events.extend(order_events(&fixture_order()));
+    let outside = [
+        Value::from("1969-12-31T23:59:59.999999999Z"),
+        Value::from("+10000-01-01T00:00:00Z"),
+        Value::from(DateTime::<Utc>::MAX_UTC.to_rfc3339()),
+        Value::from(DateTime::<Utc>::MIN_UTC.to_rfc3339()),
+    ];
+    for event in events {
+        let fields: Vec<String> = match serde_json::from_slice(&record(event.clone())).expect("a JSON record") {
+            Value::Object(object) => object.keys().filter(|name| name.ends_with("_at")).cloned().collect(),
+            _ => unreachable!("records are objects"),
+        };
+        assert!(fields.contains(&"emitted_at".to_owned()), "{fields:?}");
+        for field in &fields {
+            for time in &outside {
+                refusal(&record_with(event.clone(), field, time.clone()));
+            }
+        }
+        // The edges themselves are accepted (every time field at once, so
+        // outcomes stay in order; a sale still ends after it begins).
+        let (first, last) = (timestamp(SALE_FIRST_SECOND, 0), timestamp(SALE_END_SECOND - 1, 999_999_999));
+        for edge in [first, last] {
+            let mut record = record(event.clone());
+            edit_object(&mut record, |object| {
+                let is_sale = object.contains_key("begins_at");
+                for field in &fields {
+                    let at = match field.as_str() {
+                        "ends_at" if is_sale => last,
+                        "begins_at" => edge.min(last - TimeDelta::nanoseconds(1)),
+                        _ => edge,
+                    };
+                    object.insert(field.clone(), Value::from(at.to_rfc3339()));
+                }
+            });
+            assert!(Envelope::decode(&record).is_ok(), "{} refused", String::from_utf8_lossy(&record));
+        }
+    }
+}
+
+#[test]
+fn an_order_accepted_at_the_end_of_chronos_range_is_refused_before_any_decision() {
+    // Once accepted, this record's hold deadline overflowed chrono and
+    // panicked the processor on every redelivery.
+    for accepted_at in ["+262142-12-31T23:59:59.999999999Z", "+10000-01-01T00:00:00Z"] {
+        let error =
+            refusal(&record_with(Event::OrderAccepted(fixture_order()), "accepted_at", Value::from(accepted_at)));
+        assert!(matches!(error, EventError::Invalid(_) | EventError::Malformed(_)), "{accepted_at}: {error}");
+    }
+}
+
+#[test]
+fn a_hold_deadline_saturates_at_the_end_of_chronos_range() {
+    let order = OrderAccepted { accepted_at: DateTime::<Utc>::MAX_UTC, ..fixture_order() };
+    let created = OrderCreated { order, decided_at: DateTime::<Utc>::MAX_UTC, remaining: 0 };
+    let level = StockLevel { remaining: 0, ..StockLevel::new(1, MAX_HOLD_SECONDS, 1) };
+    assert_eq!(level.hold_deadline(&created), Some(DateTime::<Utc>::MAX_UTC));
 }
 
 #[test]

@@ -14,9 +14,6 @@ use seckill_core::ids::MAX_USER_ID_LEN;
 use seckill_core::{OrderId, UserId, VoucherId};
 use uuid::Uuid;
 
-/// 0001-01-01T00:00:00Z: RFC 3339 has four-digit years, so earlier instants
-/// are not something a writer can put on a topic.
-pub(crate) const FIRST_SECOND: i64 = -62_135_596_800;
 /// 9000-01-01T00:00:00Z: the latest start of an interval, so that adding
 /// [`MAX_GAP_SECONDS`] stays within four-digit years.
 pub(crate) const LAST_START_SECOND: i64 = 221_845_392_000;
@@ -25,8 +22,9 @@ pub(crate) const MAX_GAP_SECONDS: i64 = 900 * 366 * 86_400;
 /// 2020-01-01 and 2040-01-01: where real writers' `Utc::now()` lies.
 pub(crate) const RECENT: std::ops::Range<i64> = 1_577_836_800..2_208_988_800;
 /// 1970-01-01T00:00:00Z and 10000-01-01T00:00:00Z: sale times (a voucher's
-/// begin and end) live in Redis as Unix milliseconds, so `validate` keeps
-/// them in the years 1970 to 9999.
+/// begin and end) live in Redis as Unix milliseconds and every time travels
+/// as RFC 3339 (four-digit years), so the decoder keeps every time an event
+/// carries in the years 1970 to 9999.
 pub(crate) const SALE_FIRST_SECOND: i64 = 0;
 pub(crate) const SALE_END_SECOND: i64 = 253_402_300_800;
 
@@ -65,9 +63,9 @@ pub(crate) fn user_id() -> impl Strategy<Value = UserId> {
     user_id_text().prop_map(|text| UserId::parse(&text).expect("user_id_text follows the user id rules"))
 }
 
-/// Any instant an RFC 3339 timestamp can carry.
+/// Any instant an event may carry (from 1970 on).
 pub(crate) fn instant() -> impl Strategy<Value = DateTime<Utc>> {
-    instant_from(FIRST_SECOND)
+    instant_from(SALE_FIRST_SECOND)
 }
 
 /// An instant from `first_second` to [`LAST_START_SECOND`], weighted towards

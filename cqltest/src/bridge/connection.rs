@@ -12,6 +12,7 @@ use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::Mutex;
 
+use super::faults::Faults;
 use super::startup::Startup;
 use super::{prepared, startup, topology};
 use crate::protocol::body;
@@ -19,6 +20,8 @@ use crate::protocol::{opcode, Frame, V3_REQUEST, V3_RESPONSE, V4_REQUEST, V4_RES
 
 /// ERROR code: protocol error.
 const PROTOCOL_ERROR: i32 = 0x000A;
+/// ERROR code: server error.
+const SERVER_ERROR: i32 = 0x0000;
 
 /// Where a request from the driver goes.
 enum Route {
@@ -29,7 +32,7 @@ enum Route {
 }
 
 /// Serves `client` until either side closes the connection.
-pub(super) async fn serve(client: TcpStream, upstream: SocketAddr) -> io::Result<()> {
+pub(super) async fn serve(client: TcpStream, upstream: SocketAddr, faults: &Faults) -> io::Result<()> {
     client.set_nodelay(true)?;
     let upstream = TcpStream::connect(upstream).await?;
     upstream.set_nodelay(true)?;
@@ -44,7 +47,7 @@ pub(super) async fn serve(client: TcpStream, upstream: SocketAddr) -> io::Result
     // The request side writes to the driver too, when the bridge answers.
     let client_write = Mutex::new(client_write);
     tokio::select! {
-        result = requests(first, client_read, upstream_write, &client_write) => result,
+        result = requests(first, client_read, upstream_write, &client_write, faults) => result,
         result = responses(upstream_read, &client_write) => result,
     }
 }
@@ -55,6 +58,7 @@ async fn requests(
     mut client_read: OwnedReadHalf,
     mut upstream_write: OwnedWriteHalf,
     client_write: &Mutex<OwnedWriteHalf>,
+    faults: &Faults,
 ) -> io::Result<()> {
     let mut next = Some(first);
     loop {
@@ -65,6 +69,11 @@ async fn requests(
                 None => return Ok(()),
             },
         };
+        if frame.opcode == opcode::BATCH && faults.batch_fails() {
+            let answer = error_frame(frame.stream, SERVER_ERROR, "the test bridge failed this batch on purpose")?;
+            answer.write(&mut *client_write.lock().await).await?;
+            continue;
+        }
         match to_cassandra(frame)? {
             Route::Upstream(frame) => frame.write(&mut upstream_write).await?,
             Route::Answer(frame) => frame.write(&mut *client_write.lock().await).await?,
@@ -113,8 +122,13 @@ fn to_driver(mut frame: Frame) -> io::Result<Frame> {
 
 /// A v4 ERROR response (protocol error) on `stream`.
 fn error_answer(stream: i16, message: &str) -> io::Result<Frame> {
+    error_frame(stream, PROTOCOL_ERROR, message)
+}
+
+/// A v4 ERROR response with `code` on `stream`.
+fn error_frame(stream: i16, code: i32, message: &str) -> io::Result<Frame> {
     let mut body = Vec::new();
-    body::put_int(&mut body, PROTOCOL_ERROR);
+    body::put_int(&mut body, code);
     body::put_string(&mut body, message)?;
     Ok(Frame { version: V4_RESPONSE, flags: 0, stream, opcode: opcode::ERROR, body })
 }

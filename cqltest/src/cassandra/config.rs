@@ -117,7 +117,10 @@ commitlog_directory: {dir}/commitlog
 saved_caches_directory: {dir}/saved_caches
 commitlog_sync: periodic
 commitlog_sync_period_in_ms: 10000
-commitlog_segment_size_in_mb: 8
+# The largest mutation a node accepts is half a segment: 512 KiB here, as
+# against 16 MiB with production defaults, so a write that only a production
+# workload makes too large is refused at test sizes too.
+commitlog_segment_size_in_mb: 1
 # Java 17 cannot unmap memory-mapped files the way 2.1 does.
 disk_access_mode: standard
 auto_snapshot: false

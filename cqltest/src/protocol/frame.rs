@@ -35,6 +35,7 @@ pub(crate) mod opcode {
     pub(crate) const QUERY: u8 = 0x07;
     pub(crate) const RESULT: u8 = 0x08;
     pub(crate) const PREPARE: u8 = 0x09;
+    pub(crate) const BATCH: u8 = 0x0D;
 }
 
 /// A whole frame, read into memory.

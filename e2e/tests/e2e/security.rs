@@ -2,7 +2,8 @@
 //! unit of stock: forged, unsigned, algorithm-swapped and expired tokens; a
 //! user acting on another user's order; the development identity header on
 //! an ingress that does not trust it; admin routes without the admin token;
-//! floods over the per-user and per-address rates; malformed requests.
+//! floods over the per-user and per-address rates (the address behind a
+//! proxy being the last `X-Forwarded-For` entry); malformed requests.
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
@@ -200,6 +201,58 @@ async fn floods_over_the_rate_limits_get_429_and_everyone_else_still_buys() {
             "{reason}"
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn behind_a_proxy_the_last_forwarded_entry_across_header_lines_is_limited() {
+    let limits = RateLimitConfig {
+        per_user_per_second: 0,
+        per_ip_per_second: 1,
+        per_ip_burst: 5,
+        trust_x_forwarded_for: true,
+        ..RateLimitConfig::default()
+    };
+    let platform = Platform::start_configured(None, |config| config.rate_limit = limits).await;
+    let voucher = platform.create_voucher(100, 1).await;
+    let orders = format!("{}/api/v1/vouchers/{voucher}/orders", platform.base);
+
+    // A client behind the proxy writes its own X-Forwarded-For line, a new
+    // address each time; the proxy appends a line with the address it saw.
+    let mut statuses = Vec::new();
+    for i in 0..15 {
+        let (status, body) = answer(
+            platform
+                .http
+                .post(&orders)
+                .header("authorization", Platform::as_user(&format!("behind-proxy-{i}")))
+                .header("x-forwarded-for", format!("10.9.8.{i}, 10.9.7.{i}"))
+                .header("x-forwarded-for", "203.0.113.7"),
+        )
+        .await;
+        if status == StatusCode::TOO_MANY_REQUESTS {
+            assert!(body["message"].as_str().is_some_and(|m| m.contains("address")), "{body}");
+        }
+        statuses.push(status);
+    }
+    assert!(statuses[..5].iter().all(|s| *s == StatusCode::ACCEPTED), "the address's burst: {statuses:?}");
+    // Ten more within seconds: at most a few tokens refilled meanwhile.
+    let limited = statuses[5..].iter().filter(|s| **s == StatusCode::TOO_MANY_REQUESTS).count();
+    assert!(limited >= 5, "the proxy-added address is limited, whatever the client wrote: {statuses:?}");
+
+    // Another client of the proxy, whose first line names the busy address,
+    // is counted as itself.
+    let (status, body) = answer(
+        platform
+            .http
+            .post(&orders)
+            .header("authorization", Platform::as_user("other-client"))
+            .header("x-forwarded-for", "203.0.113.7")
+            .header("x-forwarded-for", "198.51.100.9"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    let admitted = statuses.iter().filter(|s| **s == StatusCode::ACCEPTED).count() as u64 + 1;
+    assert_eq!(platform.redis_remaining(&voucher).await, 100 - admitted, "refused requests took no stock");
 }
 
 #[tokio::test]

@@ -25,8 +25,9 @@ pub struct RateLimitConfig {
     /// of each limiter (about 100 bytes a key).
     pub max_tracked_keys: usize,
     /// Take the client address from the last `X-Forwarded-For` entry (the
-    /// one the nearest proxy added). Only behind a proxy that sets it: a
-    /// client could otherwise pick its own address.
+    /// one the nearest proxy added), across all the header's lines. Only
+    /// behind a proxy that sets it: a client could otherwise pick its own
+    /// address.
     pub trust_x_forwarded_for: bool,
 }
 

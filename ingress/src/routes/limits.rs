@@ -8,6 +8,7 @@ use std::time::Instant;
 use seckill_core::metrics::RefusalReason;
 use seckill_core::UserId;
 use seckill_web::ApiError;
+use warp::http::HeaderMap;
 use warp::{Filter, Rejection};
 
 use super::auth::{self, Caller};
@@ -39,11 +40,8 @@ impl Limits {
     /// The client's address: the socket's peer, or, behind a trusted proxy,
     /// the last `X-Forwarded-For` entry (the one that proxy added; earlier
     /// entries are whatever the client claimed).
-    fn client_address(&self, peer: Option<SocketAddr>, forwarded_for: Option<&str>) -> Option<IpAddr> {
-        let forwarded = forwarded_for
-            .filter(|_| self.trust_x_forwarded_for)
-            .and_then(|header| header.rsplit(',').next())
-            .and_then(|last| last.trim().parse().ok());
+    fn client_address(&self, peer: Option<SocketAddr>, headers: &HeaderMap) -> Option<IpAddr> {
+        let forwarded = if self.trust_x_forwarded_for { last_forwarded_for(headers) } else { None };
         forwarded.or(peer.map(|peer| peer.ip()))
     }
 }
@@ -52,12 +50,21 @@ impl Limits {
 /// count per address.
 pub(crate) fn client_address(
     ingress: Arc<Ingress>,
-) -> impl Filter<Extract = (Option<IpAddr>,), Error = Rejection> + Clone {
-    warp::addr::remote().and(warp::header::optional::<String>("x-forwarded-for")).map(
-        move |peer: Option<SocketAddr>, forwarded_for: Option<String>| {
-            ingress.limits.client_address(peer, forwarded_for.as_deref())
-        },
-    )
+) -> impl Filter<Extract = (Option<IpAddr>,), Error = std::convert::Infallible> + Clone {
+    warp::addr::remote()
+        .and(warp::header::headers_cloned())
+        .map(move |peer: Option<SocketAddr>, headers: HeaderMap| ingress.limits.client_address(peer, &headers))
+}
+
+/// The last `X-Forwarded-For` entry across all the header's lines. Several
+/// lines of a list header mean the same as one line joined with commas, and
+/// a proxy may append a line of its own instead of extending the client's,
+/// so the last entry is on the last line. An unreadable last entry gives
+/// None (the peer's address is used): never an earlier, client-written one.
+fn last_forwarded_for(headers: &HeaderMap) -> Option<IpAddr> {
+    let last_line = headers.get_all("x-forwarded-for").iter().next_back()?;
+    let last_entry = last_line.to_str().ok()?.rsplit(',').next()?;
+    last_entry.trim().parse().ok()
 }
 
 fn verdict_to_result(verdict: Verdict, ingress: &Ingress, reason: RefusalReason, whose: &str) -> Result<(), Rejection> {
@@ -74,14 +81,12 @@ fn verdict_to_result(verdict: Verdict, ingress: &Ingress, reason: RefusalReason,
 /// Passes while the client's address is under its rate.
 pub(super) fn per_client_address(ingress: Arc<Ingress>) -> impl Filter<Extract = (), Error = Rejection> + Clone {
     warp::addr::remote()
-        .and(warp::header::optional::<String>("x-forwarded-for"))
-        .and_then(move |peer: Option<SocketAddr>, forwarded_for: Option<String>| {
+        .and(warp::header::headers_cloned())
+        .and_then(move |peer: Option<SocketAddr>, headers: HeaderMap| {
             let ingress = Arc::clone(&ingress);
             async move {
                 let limits = &ingress.limits;
-                let (Some(limiter), Some(address)) =
-                    (&limits.per_ip, limits.client_address(peer, forwarded_for.as_deref()))
-                else {
+                let (Some(limiter), Some(address)) = (&limits.per_ip, limits.client_address(peer, &headers)) else {
                     return Ok(());
                 };
                 verdict_to_result(
@@ -130,14 +135,37 @@ pub(super) fn rate_limited_caller(
 mod tests {
     use super::*;
 
+    fn forwarded(lines: &[&str]) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        for line in lines {
+            headers.append("x-forwarded-for", line.parse().expect("a header value"));
+        }
+        headers
+    }
+
     #[test]
     fn forwarded_addresses_count_only_behind_a_trusted_proxy() {
         let peer = Some(SocketAddr::from(([10, 0, 0, 1], 40000)));
-        let header = Some("1.2.3.4, 203.0.113.7");
+        let header = forwarded(&["1.2.3.4, 203.0.113.7"]);
         let direct = Limits::new(&RateLimitConfig::default());
-        assert_eq!(direct.client_address(peer, header), Some(IpAddr::from([10, 0, 0, 1])));
+        assert_eq!(direct.client_address(peer, &header), Some(IpAddr::from([10, 0, 0, 1])));
         let proxied = Limits::new(&RateLimitConfig { trust_x_forwarded_for: true, ..RateLimitConfig::default() });
-        assert_eq!(proxied.client_address(peer, header), Some(IpAddr::from([203, 0, 113, 7])));
-        assert_eq!(proxied.client_address(peer, Some("garbage")), Some(IpAddr::from([10, 0, 0, 1])));
+        assert_eq!(proxied.client_address(peer, &header), Some(IpAddr::from([203, 0, 113, 7])));
+        assert_eq!(proxied.client_address(peer, &forwarded(&["garbage"])), Some(IpAddr::from([10, 0, 0, 1])));
+        assert_eq!(proxied.client_address(peer, &HeaderMap::new()), Some(IpAddr::from([10, 0, 0, 1])));
+    }
+
+    #[test]
+    fn the_last_entry_counts_across_several_header_lines() {
+        let peer = Some(SocketAddr::from(([10, 0, 0, 1], 40000)));
+        let proxied = Limits::new(&RateLimitConfig { trust_x_forwarded_for: true, ..RateLimitConfig::default() });
+        // The client wrote the first line; the proxy appended its own.
+        let appended = forwarded(&["1.2.3.4, 5.6.7.8", "203.0.113.7"]);
+        assert_eq!(proxied.client_address(peer, &appended), Some(IpAddr::from([203, 0, 113, 7])));
+        let three = forwarded(&["1.2.3.4", "198.51.100.1, 198.51.100.2", "2001:db8::1"]);
+        assert_eq!(proxied.client_address(peer, &three), Some("2001:db8::1".parse().expect("an address")));
+        // An unreadable last line never falls back to a client-written one.
+        let broken_last = forwarded(&["1.2.3.4", "1.2.3.4,"]);
+        assert_eq!(proxied.client_address(peer, &broken_last), Some(IpAddr::from([10, 0, 0, 1])));
     }
 }

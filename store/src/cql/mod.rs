@@ -6,10 +6,12 @@
 //! batches, clustering ranges, paging; types uuid, bigint, int, timestamp,
 //! blob, text.
 
+mod chunks;
 mod migrate;
 mod stock;
 mod view;
 
+pub use chunks::BatchLimits;
 pub use migrate::{connect, MIGRATIONS};
 pub use stock::CqlStockStore;
 pub use view::CqlViewStore;

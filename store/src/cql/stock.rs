@@ -3,12 +3,15 @@
 //! A processor batch is split by voucher. For each voucher: read its
 //! partition (level, version, and the rows of the orders and updates the
 //! batch mentions), run the shared stock rules on that snapshot, then write
-//! everything they changed as ONE conditional batch on the partition,
-//! `IF version = <the version read>`, bumping the version. If another
-//! processor wrote the partition in between (a rebalance gave it the same
-//! Kafka partition for a moment), the batch is refused and the voucher is
-//! read and decided again, now finding the other's decisions: no decrement
-//! is applied twice or lost.
+//! everything they changed as conditional batches on the partition, the
+//! first `IF version = <the version read>`, each bumping the version and the
+//! next conditioned on it; each batch is bounded in rows and bytes and
+//! carries whole decisions with the level after them (see `super::chunks`).
+//! If another processor wrote the partition in between (a rebalance gave it
+//! the same Kafka partition for a moment), a batch is refused and the
+//! voucher is read and decided again, now finding the other's decisions and
+//! any of its own batches that committed: no decrement is applied twice or
+//! lost.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -24,6 +27,7 @@ use seckill_core::event::{CancelReason, Event, OrderRequest};
 use seckill_core::{OrderId, UserId, VoucherId};
 use uuid::Uuid;
 
+use super::chunks::{into_chunks, BatchLimits, Chunk, FirstDecisions, RowWrite, Step};
 use super::{
     expected_version, group_by_voucher, refused_too_often, same_partition, unreadable, user_row_id, was_applied,
     MAX_ATTEMPTS, ORDER, UPDATE, USER, VOUCHER,
@@ -34,12 +38,16 @@ use crate::{Decided, StockInput, StockStore, StoreError};
 
 /// The holds table's single partition.
 const HOLD_SHARD: i32 = 0;
+/// Estimated bytes of the level statement's values (three numbers, the
+/// versions and the partition key, with the per-cell overhead).
+const LEVEL_BYTES: usize = 256;
 
 /// The processor's stock in a CQL keyspace.
 #[derive(Debug, Clone)]
 pub struct CqlStockStore {
     session: Arc<Session>,
     statements: Arc<Statements>,
+    limits: BatchLimits,
 }
 
 #[derive(Debug)]
@@ -56,7 +64,7 @@ struct Statements {
 
 impl CqlStockStore {
     /// Prepares the statements on `session` (connected to a migrated
-    /// keyspace, see [`super::connect`]).
+    /// keyspace, see [`super::connect`]), with the default batch limits.
     pub async fn new(session: Arc<Session>) -> Result<Self, StoreError> {
         let prepare = |cql: &'static str| {
             let session = Arc::clone(&session);
@@ -82,7 +90,12 @@ impl CqlStockStore {
             )
             .await?,
         };
-        Ok(Self { session, statements: Arc::new(statements) })
+        Ok(Self { session, statements: Arc::new(statements), limits: BatchLimits::default() })
+    }
+
+    /// Bounds each conditional batch by `limits` instead of the defaults.
+    pub fn with_batch_limits(self, limits: BatchLimits) -> Self {
+        Self { limits, ..self }
     }
 
     /// Reads a voucher's level and version (None, None: no partition).
@@ -190,24 +203,34 @@ impl CqlStockStore {
             version,
             rows,
             held,
-            writes: HashMap::new(),
+            steps: Vec::new(),
+            step_rows: Vec::new(),
             level_written: false,
             holds: Vec::new(),
         })
     }
 
     /// Decides `inputs` (all of `voucher`, in order) and writes the result
-    /// with one conditional batch, retrying on a concurrent writer.
+    /// with bounded conditional batches, retrying on a concurrent writer.
     async fn apply_voucher(&self, voucher: VoucherId, inputs: Vec<StockInput>) -> Result<Vec<Decided>, StoreError> {
+        let mut first = FirstDecisions::new(inputs.len());
         for _ in 0..MAX_ATTEMPTS {
             let mut staged = self.snapshot(voucher, &inputs).await?;
             let mut outcomes = Outcomes::default();
+            // Where each input's outcomes end in `decided`.
+            let mut ends = Vec::with_capacity(inputs.len());
             for input in inputs.iter().cloned() {
                 apply_input(&mut staged, input, &mut outcomes)?;
+                staged.end_step();
+                ends.push(outcomes.len());
             }
             let decided = outcomes.into_vec();
-            if staged.writes.is_empty() && !staged.level_written {
-                return Ok(decided);
+            let of_input = |index: usize| {
+                let start = if index == 0 { 0 } else { ends[index - 1] };
+                decided[start..ends[index]].to_vec()
+            };
+            if staged.steps.iter().all(|step| step.rows.is_empty()) && !staged.level_written {
+                return Ok(once_each(first.merge(of_input).into_iter().flatten()));
             }
             // A hold recorded for a decision that then loses the race is
             // harmless: the sweeper skips holds of orders not created.
@@ -221,7 +244,9 @@ impl CqlStockStore {
                         .await?;
                 }
             }
-            if !self.write(&staged).await? {
+            let committed = self.write(voucher, staged.version, std::mem::take(&mut staged.steps)).await?;
+            first.keep(committed, of_input);
+            if committed < inputs.len() {
                 tracing::debug!(%voucher, "Another writer changed the voucher; deciding again.");
                 continue;
             }
@@ -232,18 +257,41 @@ impl CqlStockStore {
                         .await?;
                 }
             }
-            return Ok(decided);
+            return Ok(once_each(first.merge(of_input).into_iter().flatten()));
         }
         Err(refused_too_often(voucher))
     }
 
-    /// The conditional batch; false when another writer got there first.
-    async fn write(&self, staged: &Staged) -> Result<bool, StoreError> {
-        let expected =
-            expected_version(&self.session, &self.statements.init_version, staged.voucher, staged.version).await?;
+    /// Writes `steps` as bounded conditional batches in sequence, each
+    /// conditioned on the version the previous one wrote. Returns how many
+    /// steps committed: fewer than all when another writer got there first
+    /// (the batches before it stay: they hold whole decisions and the level
+    /// after them, which the next attempt reads).
+    async fn write(&self, voucher: VoucherId, read: Option<i64>, steps: Vec<Step<Level>>) -> Result<usize, StoreError> {
+        let mut expected = expected_version(&self.session, &self.statements.init_version, voucher, read).await?;
+        let chunks = into_chunks(steps, self.limits, |_| LEVEL_BYTES);
+        let batches = chunks.len();
+        let mut committed = 0;
+        for (index, chunk) in chunks.into_iter().enumerate() {
+            let steps = chunk.steps;
+            if !self.write_chunk(voucher, expected, chunk).await? {
+                if index > 0 {
+                    tracing::debug!(%voucher, index, batches, "Another writer changed the voucher between batches.");
+                }
+                break;
+            }
+            committed += steps;
+            expected += 1;
+        }
+        Ok(committed)
+    }
+
+    /// One conditional batch: the level after the chunk's decisions and
+    /// their rows, `IF version = expected`; false when refused.
+    async fn write_chunk(&self, voucher: VoucherId, expected: i64, chunk: Chunk<Level>) -> Result<bool, StoreError> {
         let mut batch = Batch::new(BatchType::Logged);
-        let mut values: Vec<BatchValues> = Vec::with_capacity(staged.writes.len() + 1);
-        let level = staged.level.as_ref();
+        let mut values: Vec<BatchValues> = Vec::with_capacity(chunk.rows.len() + 1);
+        let level = chunk.statics.as_ref();
         let as_i64 = |n: u64| i64::try_from(n).map_err(unreadable);
         batch.append_statement(self.statements.write_level.clone());
         values.push(BatchValues::Level(
@@ -251,12 +299,12 @@ impl CqlStockStore {
             level.map(|l| as_i64(l.remaining)).transpose()?,
             level.map(|l| i32::try_from(l.hold_seconds).map_err(unreadable)).transpose()?,
             expected + 1,
-            staged.voucher.as_uuid(),
+            voucher.as_uuid(),
             expected,
         ));
-        for ((kind, id), outcome) in &staged.writes {
+        for ((kind, id), outcome) in chunk.rows {
             batch.append_statement(self.statements.write_row.clone());
-            values.push(BatchValues::Row(staged.voucher.as_uuid(), kind, *id, outcome.clone()));
+            values.push(BatchValues::Row(voucher.as_uuid(), kind, id, outcome));
         }
         was_applied(self.session.batch(&batch, values).await?)
     }
@@ -287,6 +335,9 @@ impl scylla::serialize::row::SerializeRow for BatchValues {
     }
 }
 
+/// A voucher's level as a batch writes it (None: the voucher is unknown).
+type Level = Option<StockLevel>;
+
 /// The voucher's settings row: what the static level columns do not hold.
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
 struct Settings {
@@ -303,7 +354,7 @@ struct HeldRow {
 /// One voucher's partition as read, plus what the rules changed.
 struct Staged {
     voucher: VoucherId,
-    level: Option<StockLevel>,
+    level: Level,
     /// The per-user limit in the settings row, as read or written.
     settings: Option<u32>,
     version: Option<i64>,
@@ -311,9 +362,10 @@ struct Staged {
     rows: HashMap<(&'static str, Uuid), Option<Vec<u8>>>,
     /// Units held per user, for every user the snapshot read.
     held: HashMap<UserId, u64>,
-    /// The rows to write, last write per row only: statements of one batch
-    /// share a timestamp, so two writes of one row would not keep the later.
-    writes: HashMap<(&'static str, Uuid), Option<Vec<u8>>>,
+    /// What each decided input wrote, in order, with the level after it.
+    steps: Vec<Step<Level>>,
+    /// The rows the input being decided has written so far.
+    step_rows: Vec<RowWrite>,
     level_written: bool,
     /// (deadline, order, keep).
     holds: Vec<(DateTime<Utc>, OrderId, bool)>,
@@ -322,6 +374,11 @@ struct Staged {
 impl Staged {
     fn check(&self, voucher: VoucherId) -> Result<(), StoreError> {
         same_partition(voucher, self.voucher)
+    }
+
+    /// Closes the step of the input just decided.
+    fn end_step(&mut self) {
+        self.steps.push(Step { rows: std::mem::take(&mut self.step_rows), statics: self.level });
     }
 }
 
@@ -335,7 +392,7 @@ impl StockState for Staged {
         self.check(voucher)?;
         if let Some(limit) = level.per_user_limit.filter(|limit| self.settings != Some(*limit)) {
             let row = serde_json::to_vec(&Settings { per_user_limit: limit })?;
-            self.writes.insert((VOUCHER, voucher.as_uuid()), Some(row));
+            self.step_rows.push(((VOUCHER, voucher.as_uuid()), Some(row)));
             self.settings = Some(limit);
         }
         self.level = Some(*level);
@@ -355,7 +412,7 @@ impl StockState for Staged {
         self.check(voucher)?;
         let blob = record.encode();
         self.rows.insert((ORDER, order.as_uuid()), Some(blob.clone()));
-        self.writes.insert((ORDER, order.as_uuid()), Some(blob));
+        self.step_rows.push(((ORDER, order.as_uuid()), Some(blob)));
         Ok(())
     }
 
@@ -370,7 +427,7 @@ impl StockState for Staged {
     fn put_held(&mut self, voucher: VoucherId, user: &UserId, units: u64) -> Result<(), StoreError> {
         self.check(voucher)?;
         let row = serde_json::to_vec(&HeldRow { user_id: user.clone(), units })?;
-        self.writes.insert((USER, user_row_id(user)), Some(row));
+        self.step_rows.push(((USER, user_row_id(user)), Some(row)));
         self.held.insert(user.clone(), units);
         Ok(())
     }
@@ -383,7 +440,7 @@ impl StockState for Staged {
     fn mark_update(&mut self, voucher: VoucherId, update: Uuid) -> Result<(), StoreError> {
         self.check(voucher)?;
         self.rows.insert((UPDATE, update), None);
-        self.writes.insert((UPDATE, update), None);
+        self.step_rows.push(((UPDATE, update), None));
         Ok(())
     }
 
@@ -409,6 +466,13 @@ fn order_of(event: &Event) -> Option<&seckill_core::event::OrderAccepted> {
         Event::OrderCancelled(e) => Some(&e.order),
         _ => None,
     }
+}
+
+/// `decided` with each outcome once: inputs decided in different attempts
+/// may both report an order's history.
+fn once_each(decided: impl IntoIterator<Item = Decided>) -> Vec<Decided> {
+    let mut seen = HashSet::new();
+    decided.into_iter().filter(|decision| seen.insert(decision.outcome.event_id)).collect()
 }
 
 /// The voucher an input belongs to: its partition.

@@ -2,8 +2,11 @@
 //!
 //! Written like the stock (see `super::stock`): events are grouped by
 //! voucher; each group is decided by the shared view rules on a snapshot of
-//! the voucher's partition and written as one conditional batch
-//! `IF version = <read>`, retried on a concurrent writer. The lookup tables
+//! the voucher's partition and written as bounded conditional batches in
+//! sequence, the first `IF version = <read>`, each next one conditioned on
+//! the version the previous wrote, each carrying whole events with the
+//! record and counters after them (see `super::chunks`); retried on a
+//! concurrent writer. The lookup tables
 //! (order → voucher, user → orders, the voucher list) are written first and
 //! idempotently, so a row is never visible without them.
 
@@ -19,6 +22,7 @@ use seckill_core::event::Event;
 use seckill_core::{Envelope, OrderId, UserId, VoucherId};
 use uuid::Uuid;
 
+use super::chunks::{into_chunks, BatchLimits, Chunk, FirstDecisions, RowWrite, Step};
 use super::{
     expected_version, group_by_voucher, refused_too_often, same_partition, unreadable, was_applied, MAX_ATTEMPTS,
     ORDER, UPDATE,
@@ -27,11 +31,17 @@ use crate::view::{OrderView, VoucherCounters, VoucherRecord, VoucherView, MAX_PA
 use crate::view_rules::{apply_event, ViewState};
 use crate::{StoreError, ViewReader, ViewStore};
 
+/// Estimated bytes of the statics statement's values: a voucher record
+/// and its counters as JSON (a few hundred bytes), the versions and the
+/// partition key, with the per-cell overhead.
+const STATICS_BYTES: usize = 1024;
+
 /// The projector's view in a CQL keyspace.
 #[derive(Debug, Clone)]
 pub struct CqlViewStore {
     session: Arc<Session>,
     statements: Arc<Statements>,
+    limits: BatchLimits,
 }
 
 #[derive(Debug)]
@@ -52,7 +62,7 @@ struct Statements {
 
 impl CqlViewStore {
     /// Prepares the statements on `session` (connected to a migrated
-    /// keyspace, see [`super::connect`]).
+    /// keyspace, see [`super::connect`]), with the default batch limits.
     pub async fn new(session: Arc<Session>) -> Result<Self, StoreError> {
         let prepare = |cql: &'static str| {
             let session = Arc::clone(&session);
@@ -79,7 +89,12 @@ impl CqlViewStore {
             list_before: prepare("SELECT voucher_id FROM view_voucher_list WHERE shard = 0 AND voucher_id < ? LIMIT ?")
                 .await?,
         };
-        Ok(Self { session, statements: Arc::new(statements) })
+        Ok(Self { session, statements: Arc::new(statements), limits: BatchLimits::default() })
+    }
+
+    /// Bounds each conditional batch by `limits` instead of the defaults.
+    pub fn with_batch_limits(self, limits: BatchLimits) -> Self {
+        Self { limits, ..self }
     }
 
     async fn read_statics(
@@ -142,7 +157,8 @@ impl CqlViewStore {
             counters,
             version,
             rows,
-            writes: HashMap::new(),
+            steps: Vec::new(),
+            step_rows: Vec::new(),
             statics_written: false,
             created: false,
             first_seen: Vec::new(),
@@ -151,16 +167,22 @@ impl CqlViewStore {
     }
 
     async fn apply_voucher(&self, voucher: VoucherId, events: Vec<&Envelope>) -> Result<Vec<bool>, StoreError> {
+        let mut first = FirstDecisions::new(events.len());
         for _ in 0..MAX_ATTEMPTS {
             let mut staged = self.snapshot(voucher, &events).await?;
-            let changed =
-                events.iter().map(|envelope| apply_event(&mut staged, envelope)).collect::<Result<Vec<_>, _>>()?;
-            if !staged.statics_written && staged.writes.is_empty() {
-                return Ok(changed);
+            let mut changed = Vec::with_capacity(events.len());
+            for envelope in &events {
+                changed.push(apply_event(&mut staged, envelope)?);
+                staged.end_step();
+            }
+            if !staged.statics_written && staged.steps.iter().all(|step| step.rows.is_empty()) {
+                return Ok(first.merge(|index| changed[index]));
             }
             self.write_lookups(&staged).await?;
-            if self.write(&staged).await? {
-                return Ok(changed);
+            let committed = self.write(voucher, staged.version, std::mem::take(&mut staged.steps)).await?;
+            first.keep(committed, |index| changed[index]);
+            if committed == events.len() {
+                return Ok(first.merge(|index| changed[index]));
             }
             tracing::debug!(%voucher, "Another projector changed the voucher; applying again.");
         }
@@ -184,23 +206,52 @@ impl CqlViewStore {
         Ok(())
     }
 
-    /// The conditional batch; false when another writer got there first.
-    async fn write(&self, staged: &StagedView) -> Result<bool, StoreError> {
-        let expected =
-            expected_version(&self.session, &self.statements.init_version, staged.voucher, staged.version).await?;
+    /// Writes `steps` as bounded conditional batches in sequence, each
+    /// conditioned on the version the previous one wrote. Returns how many
+    /// steps committed: fewer than all when another writer got there first
+    /// (the batches before it stay: they hold whole events and the statics
+    /// after them, which the next attempt reads).
+    async fn write(
+        &self,
+        voucher: VoucherId,
+        read: Option<i64>,
+        steps: Vec<Step<Statics>>,
+    ) -> Result<usize, StoreError> {
+        let mut expected = expected_version(&self.session, &self.statements.init_version, voucher, read).await?;
+        let chunks = into_chunks(steps, self.limits, |_| STATICS_BYTES);
+        let batches = chunks.len();
+        let mut committed = 0;
+        for (index, chunk) in chunks.into_iter().enumerate() {
+            let steps = chunk.steps;
+            if !self.write_chunk(voucher, expected, chunk).await? {
+                if index > 0 {
+                    tracing::debug!(%voucher, index, batches, "Another projector changed the voucher between batches.");
+                }
+                break;
+            }
+            committed += steps;
+            expected += 1;
+        }
+        Ok(committed)
+    }
+
+    /// One conditional batch: the statics after the chunk's events and their
+    /// rows, `IF version = expected`; false when refused.
+    async fn write_chunk(&self, voucher: VoucherId, expected: i64, chunk: Chunk<Statics>) -> Result<bool, StoreError> {
+        let (record, counters) = &chunk.statics;
         let mut batch = Batch::new(BatchType::Logged);
-        let mut values: Vec<ViewValues> = Vec::with_capacity(staged.writes.len() + 1);
+        let mut values: Vec<ViewValues> = Vec::with_capacity(chunk.rows.len() + 1);
         batch.append_statement(self.statements.write_statics.clone());
         values.push(ViewValues::Statics(
-            staged.record.as_ref().map(serde_json::to_vec).transpose()?,
-            serde_json::to_vec(&staged.counters)?,
+            record.as_ref().map(serde_json::to_vec).transpose()?,
+            serde_json::to_vec(counters)?,
             expected + 1,
-            staged.voucher.as_uuid(),
+            voucher.as_uuid(),
             expected,
         ));
-        for ((kind, id), row) in &staged.writes {
+        for ((kind, id), row) in chunk.rows {
             batch.append_statement(self.statements.write_row.clone());
-            values.push(ViewValues::Row(staged.voucher.as_uuid(), kind, *id, row.clone()));
+            values.push(ViewValues::Row(voucher.as_uuid(), kind, id, row));
         }
         was_applied(self.session.batch(&batch, values).await?)
     }
@@ -236,6 +287,9 @@ impl scylla::serialize::row::SerializeRow for ViewValues {
     }
 }
 
+/// A voucher partition's static values as a batch writes them.
+type Statics = (Option<VoucherRecord>, VoucherCounters);
+
 /// One voucher's partition as read, plus what the rules changed.
 struct StagedView {
     voucher: VoucherId,
@@ -243,9 +297,10 @@ struct StagedView {
     counters: VoucherCounters,
     version: Option<i64>,
     rows: HashMap<(&'static str, Uuid), Option<OrderView>>,
-    /// The rows to write, last write per row only: statements of one batch
-    /// share a timestamp, so two writes of one row would not keep the later.
-    writes: HashMap<(&'static str, Uuid), Option<Vec<u8>>>,
+    /// What each applied event wrote, in order, with the statics after it.
+    steps: Vec<Step<Statics>>,
+    /// The rows the event being applied has written so far.
+    step_rows: Vec<RowWrite>,
     statics_written: bool,
     /// The voucher was defined by this batch (it joins the list).
     created: bool,
@@ -256,6 +311,12 @@ struct StagedView {
 impl StagedView {
     fn check(&self, voucher: VoucherId) -> Result<(), StoreError> {
         same_partition(voucher, self.voucher)
+    }
+
+    /// Closes the step of the event just applied.
+    fn end_step(&mut self) {
+        let statics = (self.record.clone(), self.counters);
+        self.steps.push(Step { rows: std::mem::take(&mut self.step_rows), statics });
     }
 }
 
@@ -281,7 +342,7 @@ impl ViewState for StagedView {
     fn mark_update(&mut self, voucher: VoucherId, update: Uuid) -> Result<(), StoreError> {
         self.check(voucher)?;
         self.rows.insert((UPDATE, update), None);
-        self.writes.insert((UPDATE, update), None);
+        self.step_rows.push(((UPDATE, update), None));
         Ok(())
     }
 
@@ -293,7 +354,7 @@ impl ViewState for StagedView {
     fn put_order(&mut self, row: &OrderView, first_seen: bool) -> Result<(), StoreError> {
         self.check(row.voucher_id)?;
         self.rows.insert((ORDER, row.order_id.as_uuid()), Some(row.clone()));
-        self.writes.insert((ORDER, row.order_id.as_uuid()), Some(serde_json::to_vec(row)?));
+        self.step_rows.push(((ORDER, row.order_id.as_uuid()), Some(serde_json::to_vec(row)?)));
         self.written_orders.push(row.order_id);
         if first_seen {
             self.first_seen.push((row.user_id.clone(), row.order_id));

@@ -3,6 +3,7 @@
 #![allow(unreachable_pub)]
 
 mod backends;
+mod cql_batches;
 mod fixtures;
 mod stock;
 mod view;
@@ -55,6 +56,16 @@ macro_rules! suite {
             }
 
             #[tokio::test]
+            async fn thousands_of_one_vouchers_orders_in_one_batch_are_decided_once() {
+                contract::thousands_of_one_vouchers_orders_in_one_batch_are_decided_once(&$fixture).await
+            }
+
+            #[tokio::test]
+            async fn thousands_of_one_vouchers_events_in_one_batch_count_once() {
+                view::thousands_of_one_vouchers_events_in_one_batch_count_once(&$fixture).await
+            }
+
+            #[tokio::test]
             async fn the_view_is_the_same_whatever_the_delivery_order() {
                 view::the_view_is_the_same_whatever_the_delivery_order(&$fixture).await
             }
@@ -98,9 +109,24 @@ async fn every_contract_holds_on_cql() {
         stock::requests_that_overtake_their_order_are_decided_after_it,
         stock::the_per_user_limit_is_checked_against_created_orders,
         stock::concurrent_processors_decide_each_order_once,
+        stock::thousands_of_one_vouchers_orders_in_one_batch_are_decided_once,
+        stock::concurrent_processors_decide_each_order_once_across_bounded_batches,
         view::the_view_is_the_same_whatever_the_delivery_order,
         view::a_users_orders_are_listed_newest_first_and_bounded,
         view::the_view_follows_cancellations_updates_and_lists_vouchers_newest_first,
         view::concurrent_projectors_count_each_transition_once,
+        view::thousands_of_one_vouchers_events_in_one_batch_count_once,
+    );
+    // Faults between a writer's bounded batches, injected by the bridge.
+    macro_rules! run_with_server {
+        ($($test:path),* $(,)?) => {$(
+            let started = std::time::Instant::now();
+            $test(&server).await;
+            println!("cql: {} passed in {:?}", stringify!($test), started.elapsed());
+        )*};
+    }
+    run_with_server!(
+        cql_batches::a_stock_write_failing_between_batches_is_retried_without_deciding_twice,
+        cql_batches::a_view_write_failing_between_batches_is_retried_without_counting_twice,
     );
 }

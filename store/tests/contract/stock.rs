@@ -1,8 +1,11 @@
 //! The stock-store contract, run against every backend.
 
+use std::collections::HashMap;
+
 use chrono::{Duration, Utc};
 use seckill_core::event::{CancelReason, Event, OrderAccepted, OrderRequest, VoucherCreated, VoucherUpdated};
 use seckill_core::FailReason;
+use seckill_core::{Envelope, OrderId};
 use seckill_store::{Decided, StockInput};
 use uuid::Uuid;
 
@@ -11,6 +14,17 @@ use crate::fixtures::{order, voucher};
 
 fn request(order: &OrderAccepted, reason: Option<CancelReason>) -> OrderRequest {
     OrderRequest { order_id: order.order_id, voucher_id: order.voucher_id, reason, requested_at: Utc::now() }
+}
+
+/// The order an outcome is about.
+fn order_of(event: &Event) -> Option<OrderId> {
+    match event {
+        Event::OrderCreated(c) => Some(c.order.order_id),
+        Event::OrderFailed(f) => Some(f.order.order_id),
+        Event::OrderConfirmed(c) => Some(c.order.order_id),
+        Event::OrderCancelled(c) => Some(c.order.order_id),
+        _ => None,
+    }
 }
 
 fn kinds(decided: &[Decided]) -> Vec<(&'static str, bool)> {
@@ -255,12 +269,59 @@ pub async fn the_per_user_limit_is_checked_against_created_orders(backend: &impl
     assert_eq!(store.stock(v.voucher_id).await.expect("reads").map(|l| l.remaining), Some(7));
 }
 
-fn order_of(event: &Event) -> Option<seckill_core::OrderId> {
-    match event {
-        Event::OrderCreated(e) => Some(e.order.order_id),
-        Event::OrderFailed(e) => Some(e.order.order_id),
-        Event::OrderConfirmed(e) => Some(e.order.order_id),
-        Event::OrderCancelled(e) => Some(e.order.order_id),
-        _ => None,
+/// Thousands of one voucher's orders in one batch (a consumer batch may hold
+/// up to 10,000), some cancelled in the same batch: each decided once, the
+/// stock exact, and the batch redelivered changes nothing. On CQL the
+/// decisions go in bounded conditional batches: as one they are past the
+/// server's mutation size limit.
+pub async fn thousands_of_one_vouchers_orders_in_one_batch_are_decided_once(backend: &impl Backend) {
+    let store = backend.open().await;
+    let v = voucher(1_500);
+    let orders: Vec<OrderAccepted> = (0..2_000).map(|i| order(v.voucher_id, &format!("u{i}"))).collect();
+    let mut batch = vec![StockInput::Voucher(v.clone())];
+    batch.extend(orders.iter().cloned().map(StockInput::Order));
+    let cancelled = &orders[..2];
+    batch.extend(cancelled.iter().map(|o| StockInput::Cancel(request(o, Some(CancelReason::Requested)))));
+
+    let decided = store.apply(batch.clone()).await.expect("applies");
+    assert_eq!(decided.len(), 2_002);
+    assert!(decided.iter().all(|d| !d.replayed));
+    for (order, decision) in orders.iter().zip(&decided) {
+        assert_eq!(order_of(&decision.outcome.event), Some(order.order_id), "outcomes in batch order");
     }
+    let count = |kind: &str| decided.iter().filter(|d| d.outcome.kind() == kind).count();
+    assert_eq!((count("OrderCreated"), count("OrderFailed"), count("OrderCancelled")), (1_500, 500, 2));
+    let level = store.stock(v.voucher_id).await.expect("reads").expect("defined");
+    assert_eq!((level.stock, level.remaining), (1_500, 2));
+
+    let again = store.apply(batch).await.expect("applies");
+    assert!(again.iter().all(|d| d.replayed), "a redelivered batch decides nothing again");
+    let first: HashMap<OrderId, &Envelope> =
+        decided[2..2_000].iter().filter_map(|d| Some((order_of(&d.outcome.event)?, &d.outcome))).collect();
+    let repeated = again.iter().filter(|d| order_of(&d.outcome.event).and_then(|o| first.get(&o)) == Some(&&d.outcome));
+    assert_eq!(repeated.count(), 1_998, "the orders not cancelled repeat their first outcome, byte for byte");
+    let level = store.stock(v.voucher_id).await.expect("reads").expect("defined");
+    assert_eq!((level.stock, level.remaining), (1_500, 2));
+}
+
+/// The contract above for processors racing each other: two with the same
+/// batch of hundreds of one voucher's orders, written in several bounded
+/// batches each, interleaving between them.
+pub async fn concurrent_processors_decide_each_order_once_across_bounded_batches(backend: &impl Backend) {
+    let (one, two) = (backend.open().await, backend.open().await);
+    let v = voucher(400);
+    let mut batch = vec![StockInput::Voucher(v.clone())];
+    batch.extend((0..450).map(|i| StockInput::Order(order(v.voucher_id, &format!("u{i}")))));
+    let (first, second) = tokio::join!(one.apply(batch.clone()), two.apply(batch));
+    let (first, second) = (first.expect("applies"), second.expect("applies"));
+    assert_eq!((first.len(), second.len()), (450, 450));
+    for (a, b) in first.iter().zip(&second) {
+        assert_eq!(a.outcome.event_id, b.outcome.event_id, "one decision per order, whoever reports it");
+        assert!(a.replayed || b.replayed, "no order reported decided by both");
+        assert!(!(a.replayed && b.replayed), "every order reported decided by one of them");
+    }
+    let created = first.iter().filter(|d| matches!(d.outcome.event, Event::OrderCreated(_))).count();
+    assert_eq!(created, 400);
+    let level = one.stock(v.voucher_id).await.expect("reads").expect("defined");
+    assert_eq!((level.stock, level.remaining), (400, 0));
 }
