@@ -58,6 +58,8 @@ pub struct Platform {
     pub projector: Option<Running>,
     /// More processors in the same consumer group (shared stores only).
     pub more_processors: Vec<Running>,
+    /// The running projector's view, for an ingress in the same process.
+    pub projector_view: Option<Arc<dyn seckill_store::ViewReader>>,
     /// The stores' configuration when shared (CQL); None: embedded files.
     pub shared_store: Option<StoreConfig>,
     /// What `start_ingress` starts: the test credentials and no rate
@@ -125,6 +127,7 @@ impl Platform {
             processor: None,
             projector: None,
             more_processors: Vec::new(),
+            projector_view: None,
             shared_store,
             ingress_config,
         };
@@ -135,16 +138,36 @@ impl Platform {
     }
 
     pub async fn start_ingress(&mut self) {
-        let config = self.ingress_config.clone();
+        let (base, running) = self.another_ingress().await;
+        self.base = base;
+        self.ingress = Some(running);
+    }
+
+    /// Starts one more ingress replica on the same Redis and topics, reading
+    /// the view through the projector's API as a separate process would;
+    /// returns its base URL.
+    pub async fn another_ingress(&self) -> (String, Running) {
         let view = Arc::new(RemoteView::new(&format!("http://{}", self.projector_addr)).expect("view client"));
+        self.ingress_on_view(view).await
+    }
+
+    /// Starts an ingress that reads the view in-process, as `seckill dev`
+    /// does; returns its base URL.
+    pub async fn ingress_sharing_the_view(&self) -> (String, Running) {
+        let view = self.projector_view.clone().expect("the projector runs");
+        self.ingress_on_view(view).await
+    }
+
+    async fn ingress_on_view(&self, view: Arc<dyn seckill_store::ViewReader>) -> (String, Running) {
+        let config = self.ingress_config.clone();
         let app = seckill_ingress::App::build(config, Dependencies { registry: Registry::new(), view })
             .await
             .expect("ingress builds");
-        self.base = format!("http://{}", app.local_addr());
+        let base = format!("http://{}", app.local_addr());
         let shutdown = CancellationToken::new();
         let token = shutdown.clone();
         let task = tokio::spawn(async move { app.run(token).await.expect("ingress runs") });
-        self.ingress = Some(Running { shutdown, task: AbortOnDropHandle::new(task) });
+        (base, Running { shutdown, task: AbortOnDropHandle::new(task) })
     }
 
     pub async fn start_processor(&mut self) {
@@ -190,6 +213,7 @@ impl Platform {
         let store_config = self.store("view.redb");
         let view = eventually(|| async { seckill_store::open_view_store(&store_config).await.ok() }).await;
         let app = seckill_projector::App::build(config, view, Registry::new()).await.expect("projector builds");
+        self.projector_view = Some(app.view());
         let shutdown = CancellationToken::new();
         let token = shutdown.clone();
         let task = tokio::spawn(async move { app.run(token).await.expect("projector runs") });

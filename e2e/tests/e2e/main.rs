@@ -9,6 +9,7 @@ mod contention;
 mod dead_letters;
 mod helpers;
 mod lifecycle;
+mod live;
 mod loadgen;
 mod observability;
 mod openapi;

@@ -106,6 +106,7 @@ async fn handle_create(raw: bytes::Bytes, ingress: Arc<Ingress>) -> Result<warp:
         tracing::warn!(error = %e, voucher_id = %definition.voucher_id, "Voucher not loaded into Redis.");
         ApiError::unavailable("the admission gate is unavailable; retry the request")
     })?;
+    ingress.live.voucher_changed(definition.voucher_id);
     tracing::info!(voucher_id = %definition.voucher_id, stock = definition.stock, "Voucher created.");
     Ok(warp::reply::with_status(warp::reply::json(&definition), StatusCode::CREATED).into_response())
 }
@@ -147,6 +148,7 @@ async fn handle_update(
         UpdateResult::Applied(voucher) | UpdateResult::Repeated(voucher) => voucher,
         UpdateResult::UnknownVoucher => return Err(ApiError::unknown_voucher(voucher_id).into()),
     };
+    ingress.live.voucher_changed(voucher_id);
     tracing::info!(%voucher_id, ?update, "Voucher updated.");
     let body = serde_json::json!({
         "voucher_id": voucher_id,
