@@ -5,6 +5,7 @@
 #![allow(unreachable_pub)]
 
 mod api_fuzz;
+mod browser;
 mod contention;
 mod dead_letters;
 mod helpers;
