@@ -57,6 +57,14 @@ async fn every_dashboard_query_returns_data_and_metrics_pass_promtool() {
         assert_eq!(status, StatusCode::ACCEPTED, "{body}");
     }
     platform.wait_voucher(&voucher, |v| v["cancelled"] == 1 && v["confirmed"] == 1).await;
+    // The read side: a voucher stream held open, a long-poll that times
+    // out, and a revalidated voucher read.
+    let stream_url = format!("{}/api/v1/vouchers/{voucher}/stream", platform.base);
+    let _stream = crate::live::sse::SseStream::open(&platform.http, &stream_url, &[]).await;
+    let (user, order) = &admitted[2];
+    let poll = format!("{}/api/v1/orders/{order}?wait=200ms&status=CREATED", platform.base);
+    let answer = platform.http.get(poll).header("authorization", Platform::as_user(user)).send().await;
+    assert_eq!(answer.expect("answers").status(), StatusCode::OK);
     // A client without a token: refused at the door, and counted.
     let anonymous = platform.http.post(format!("{}/api/v1/vouchers/{voucher}/orders", platform.base)).send().await;
     assert_eq!(anonymous.expect("answers").status(), StatusCode::UNAUTHORIZED);
