@@ -25,6 +25,7 @@ mod feeds;
 mod follow;
 pub(crate) mod http;
 mod orders;
+mod voucher_feeds;
 mod vouchers;
 mod waiters;
 
@@ -43,6 +44,7 @@ pub(crate) use self::clock::ServerClock;
 use self::feeds::{StreamPermits, UserFeeds};
 pub(crate) use self::follow::{fetch_wait, follow};
 use self::orders::OrderCache;
+pub(crate) use self::voucher_feeds::VoucherFeeds;
 pub(crate) use self::vouchers::VoucherCache;
 use self::waiters::Waiters;
 use crate::config::LiveConfig;
@@ -63,6 +65,8 @@ pub(crate) struct Live {
     pub(crate) waiters: Arc<Waiters>,
     pub(crate) feeds: Arc<UserFeeds>,
     pub(crate) streams: Arc<StreamPermits>,
+    /// One refresher per voucher someone streams.
+    pub(crate) voucher_feeds: VoucherFeeds,
     pub(crate) metrics: LiveMetrics,
     /// Cancelled when the ingress begins to shut down: every waiter is
     /// answered and every stream ends, so connections can drain.
@@ -100,6 +104,7 @@ impl Live {
                 config.max_streams_per_user,
                 config.max_streams_per_address,
             )),
+            voucher_feeds: VoucherFeeds::default(),
             follower: std::sync::OnceLock::new(),
             closing: CancellationToken::new(),
             config,

@@ -30,7 +30,7 @@ use super::orders::sees;
 use super::vouchers::read_failed;
 use crate::live::changes::{changes, Change, Cursor};
 use crate::live::feeds::{Refused, StreamPermit, Subscription};
-use crate::live::Live;
+use crate::live::{Live, VoucherFeeds};
 use crate::routes::{auth, client_address, Caller, Ingress};
 
 /// Events written ahead of a slow client.
@@ -233,30 +233,22 @@ async fn voucher_stream(
     let first = live.vouchers.voucher(voucher).await.map_err(|e| read_failed(&e))?;
     let first = first.ok_or_else(|| ApiError::unknown_voucher(voucher))?;
     let open = Open::new(Arc::clone(&live), "voucher", permit(&live, None, address)?);
-    let every = Duration::from_millis(live.config.voucher_push_ms);
+    let mut feed = VoucherFeeds::watch(&live, voucher, first.representation);
     Ok(sse_reply(&ingress.live, move |sender| async move {
-        let mut pending = Some(first.representation);
         let mut last = None;
         loop {
-            if let Some(representation) = pending.take() {
-                if last != Some(representation.state) {
-                    last = Some(representation.state);
-                    let body = String::from_utf8_lossy(&representation.body).into_owned();
-                    if sender.send(Event::default().event("voucher").data(body)).await.is_err() {
-                        return;
-                    }
+            let shown = Arc::clone(&feed.borrow_and_update());
+            if last != Some(shown.state) {
+                last = Some(shown.state);
+                let body = String::from_utf8_lossy(&shown.body).into_owned();
+                if sender.send(Event::default().event("voucher").data(body)).await.is_err() {
+                    return;
                 }
             }
-            // At most one push per interval: changes in between coalesce.
             tokio::select! {
                 () = sender.closed() => return,
                 () = open.live.closing.cancelled() => return,
-                () = tokio::time::sleep(every) => {}
-            }
-            match open.live.vouchers.voucher(voucher).await {
-                Ok(Some(served)) => pending = Some(served.representation),
-                Ok(None) => return,
-                Err(error) => tracing::debug!(%error, %voucher, "Voucher stream could not refresh; retrying."),
+                changed = feed.changed() => if changed.is_err() { return },
             }
         }
     }))
