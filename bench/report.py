@@ -51,6 +51,78 @@ def ms(value):
     return f"{value:.2f} ms"
 
 
+def live(results, name):
+    """A read-side probe's JSON report, if the scenario ran."""
+    path = results / f"{name}.live"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def answers(results, name):
+    """seckill_read_answers_total by (resource, source) from a metrics dump."""
+    path = results / f"{name}.metrics"
+    counts = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', line))
+            counts[(labels.get("resource"), labels.get("source"))] = float(line.rsplit(" ", 1)[1])
+    return counts
+
+
+def read_side(w, results, floor):
+    """The read-side scenarios (6 to 9), against the same warp floor."""
+    if not list(results.glob("page_storm.*.wrk")):
+        return
+    w("## The read side")
+    w("")
+    w("Voucher pages and order statuses answered from the ingress's memory, long-polls woken by the decisions, and")
+    w("idle event streams; the services as separate processes, as above. Page storm and polling are driven by `wrk`")
+    w("(2 threads, 64 connections, like the floor); waiters and streams by `live-probe` (`bench/src/live_probe/`),")
+    w("over HTTP/2 with 150 requests per connection, as browsers behind a TLS load balancer send them (tens of")
+    w("thousands of HTTP/1.1 connections do not fit this machine's 20,000 file descriptors per process).")
+    w("")
+    w("| # | scenario | measured | target | ratio to ceiling | result |")
+    w("|---|---|---|---|---|---|")
+    for name, label in (("page_storm", "page storm: one voucher, 64 connections"),
+                        ("page_storm_revalidated", "page storm, each connection revalidating (`If-None-Match`)")):
+        run = median_wrk(results, name)
+        ok = run["rate"] >= 0.8 * floor["rate"] and run["p99_ms"] < 5
+        w(f"| 6 | {label} | {run['rate']:,.0f} requests/s, p99 {ms(run['p99_ms'])} (runs "
+          f"{', '.join(f'{r:,.0f}' for r in run['runs'])}) | ≥ 0.8 × warp floor, p99 < 5 ms "
+          f"| {run['rate'] / floor['rate']:.2f} × warp floor | {verdict(ok)} |")
+    counts = answers(results, "page_storm")
+    if counts:
+        total = sum(n for (resource, _), n in counts.items() if resource == "voucher")
+        by_source = ", ".join(f"{source} {n:,.0f}" for (resource, source), n in sorted(counts.items()) if resource == "voucher")
+        w(f"|  | voucher reads over both page storms, by source | {by_source} (of {total:,.0f}) | | | |")
+    if list(results.glob("status_polling.*.wrk")):
+        run = median_wrk(results, "status_polling")
+        placed = live(results, "polling_place") or {}
+        ok = run["rate"] >= 0.5 * floor["rate"] and run["p99_ms"] < 10
+        counts = answers(results, "status_polling")
+        sources = ", ".join(f"{source} {n:,.0f}" for (resource, source), n in sorted(counts.items()) if resource == "order")
+        w(f"| 7 | status polling: {placed.get('admitted', 0):,} owners, each reading their own order with their own "
+          f"token | {run['rate']:,.0f} requests/s, p99 {ms(run['p99_ms'])}; answers by source: {sources or '-'} "
+          f"| ≥ 0.5 × warp floor, p99 < 10 ms | {run['rate'] / floor['rate']:.2f} × warp floor | {verdict(ok)} |")
+    waiters = live(results, "waiters")
+    if waiters:
+        rss = live(results, "waiters_rss") or {"peak_rss_kb": 0}
+        wake = waiters["wake_ms"]
+        ok = (waiters["woken"] == waiters["waiters"] and wake["p99"] < 100 and rss["peak_rss_kb"] / MIB < 150)
+        w(f"| 8 | {waiters['waiters']:,} long-polls on pending orders, then the decisions | {waiters['woken']:,} woken "
+          f"(errors {waiters['errors']}); decision → answer p50 {ms(wake['p50'])}, p99 {ms(wake['p99'])}, max "
+          f"{ms(wake['max'])}; ingress peak RSS {rss['peak_rss_kb'] / MIB:.0f} MiB | every waiter answered, p99 < "
+          f"100 ms, RSS < 150 MB | - | {verdict(ok)} |")
+    streams = live(results, "streams")
+    if streams:
+        rss = live(results, "streams_rss") or {"rss_kb": 0}
+        cpu = [json.loads(line) for line in (results / "cpu.jsonl").read_text().splitlines()]
+        idle = next((row for row in cpu if row["scenario"] == "streams_idle" and row["process"] == "ingress"), None)
+        idle_text = f"{idle['cpu_s'] / idle['wall_s']:.3f} cores" if idle else "-"
+        w(f"| 9 | {streams['streams']:,} open user streams, idle | {streams['opened']:,} open; ingress RSS "
+          f"{rss['rss_kb'] / MIB:.0f} MiB, idle CPU {idle_text} | reported | - | - |")
+    w("")
+
+
 def main():
     results, notes = Path(sys.argv[1]), Path(sys.argv[2])
     machine = dict(line.split("=", 1) for line in (results / "machine.env").read_text().splitlines())
@@ -137,6 +209,7 @@ def main():
     rss_ok = all(r["peak_rss_kb"] / MIB < 150 for r in rss)
     w(f"| 5 | peak RSS under scenario 2 | {rss_text} | < 150 MB each | - | {verdict(rss_ok)} |")
     w("")
+    read_side(w, results, floor)
     memory_burst, memory_e2e = load.get("admission_burst_memory"), load.get("end_to_end_memory")
     if memory_burst and memory_e2e:
         w("## Diagnostic: the same pipeline on the broker's in-memory store")
