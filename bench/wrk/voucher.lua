@@ -13,7 +13,9 @@ function request()
 end
 
 function response(status, headers, body)
-  if revalidate and headers["ETag"] then
-    etag = headers["ETag"]
+  -- HTTP/1.1 header names arrive as sent: hyper sends them in lower case.
+  local tag = headers["etag"] or headers["ETag"]
+  if revalidate and tag then
+    etag = tag
   end
 end

@@ -55,13 +55,19 @@ pub(crate) struct FollowerContext {
 
 impl ClientContext for FollowerContext {
     fn stats(&self, statistics: Statistics) {
-        let mut lag = 0;
+        let (mut lag, mut fetching) = (0, false);
         for stats in statistics.topics.values() {
             for (partition, stats) in &stats.partitions {
                 if *partition >= 0 && stats.fetch_state == "active" {
                     lag = lag.max(stats.consumer_lag);
+                    fetching = true;
                 }
             }
+        }
+        // Reports keep coming while the broker is unreachable; only one
+        // that shows partitions being fetched says the follower is current.
+        if !fetching {
+            return;
         }
         self.health.lag.store(lag, Ordering::Relaxed);
         let now = self.health.started.elapsed().as_millis() as i64;

@@ -9,7 +9,7 @@
 //!
 //! ```text
 //! live-probe place   --url URL --voucher ID --tokens FILE --out FILE
-//! live-probe waiters --url URL --orders FILE --ready FILE
+//! live-probe waiters --url URL --brokers HOST:PORT --orders-topic T --orders FILE --ready FILE
 //! live-probe streams --url URL --tokens FILE --ready FILE --hold-seconds 10
 //! ```
 
@@ -53,6 +53,12 @@ enum Command {
     Waiters {
         #[arg(long)]
         url: String,
+        /// The broker, to see each decision arrive in the log.
+        #[arg(long)]
+        brokers: String,
+        /// The orders topic (`<prefix>.orders`).
+        #[arg(long)]
+        orders_topic: String,
         #[arg(long)]
         orders: PathBuf,
         #[arg(long)]
@@ -93,8 +99,9 @@ async fn main() -> anyhow::Result<()> {
         Command::Place { url, voucher, tokens, out, concurrency } => {
             orders::place(&url, &voucher, &lines(&tokens)?, &out, concurrency).await?
         }
-        Command::Waiters { url, orders, ready, wait_seconds } => {
-            waiters::run(&url, &lines(&orders)?, &ready, Duration::from_secs(wait_seconds)).await?
+        Command::Waiters { url, brokers, orders_topic, orders, ready, wait_seconds } => {
+            let log = waiters::Log { brokers, topic: orders_topic };
+            waiters::run(&url, &log, &lines(&orders)?, &ready, Duration::from_secs(wait_seconds)).await?
         }
         Command::Streams { url, tokens, ready, hold_seconds } => {
             streams::run(&url, &lines(&tokens)?, &ready, Duration::from_secs(hold_seconds)).await?

@@ -16,7 +16,12 @@ fn subject(token: &str) -> Option<String> {
 
 /// Opens each token's user stream; once all answered, writes `ready`, holds
 /// them `hold`, then reports how many opened.
-pub(crate) async fn run(url: &str, tokens: &[String], ready: &Path, hold: Duration) -> anyhow::Result<serde_json::Value> {
+pub(crate) async fn run(
+    url: &str,
+    tokens: &[String],
+    ready: &Path,
+    hold: Duration,
+) -> anyhow::Result<serde_json::Value> {
     let clients = super::h2_clients(tokens.len(), Duration::from_secs(3_600))?;
     let started = Instant::now();
     let opens = tokens.iter().enumerate().map(|(index, token)| {
