@@ -272,7 +272,7 @@ impl Voucher {
 
 /// The nearest-rank `percentile` of ascending `sorted`: the smallest value
 /// with at least `percentile`% of the values at or below it.
-fn nearest_rank<T: Copy>(sorted: &[T], percentile: usize) -> Option<T> {
+pub(crate) fn nearest_rank<T: Copy>(sorted: &[T], percentile: usize) -> Option<T> {
     if sorted.is_empty() {
         return None;
     }
@@ -281,7 +281,7 @@ fn nearest_rank<T: Copy>(sorted: &[T], percentile: usize) -> Option<T> {
 }
 
 /// A duration in milliseconds, with microsecond precision.
-fn millis(delta: TimeDelta) -> f64 {
+pub(crate) fn millis(delta: TimeDelta) -> f64 {
     match delta.num_microseconds() {
         Some(micros) => micros as f64 / 1000.0,
         None => delta.num_milliseconds() as f64,
