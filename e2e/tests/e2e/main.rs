@@ -5,6 +5,7 @@
 #![allow(unreachable_pub)]
 
 mod api_fuzz;
+mod audit;
 mod contention;
 mod dead_letters;
 mod helpers;
@@ -15,6 +16,7 @@ mod openapi;
 mod orders;
 mod rebuild;
 mod replay;
+mod report;
 mod restart;
 mod retries;
 mod rules;
