@@ -55,8 +55,8 @@ pub(crate) async fn run(args: ReportArgs) -> anyhow::Result<()> {
     }
     let orders: usize = read.sales.iter().map(|sale| sale.log.orders.len()).sum();
     eprintln!(
-        "Reported {} vouchers ({orders} orders) from {} records ({} undecodable) in {:.2} s{}.",
-        read.sales.len(),
+        "Reported {} ({orders} orders) from {} records ({} undecodable) in {:.2} s{}.",
+        if read.sales.len() == 1 { "1 voucher".to_owned() } else { format!("{} vouchers", read.sales.len()) },
         read.records,
         read.undecodable,
         read.elapsed.as_secs_f64(),

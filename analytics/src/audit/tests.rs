@@ -246,7 +246,7 @@ fn the_text_and_json_forms_say_the_same() {
     assert_eq!(text.lines().filter(|line| line.starts_with("voucher ")).count(), 2, "{text}");
     assert_eq!(text.lines().filter(|line| line.trim_start().starts_with("FAIL")).count(), 1, "{text}");
     assert!(text.contains("FAIL  the persistent stock equals the log's"), "{text}");
-    assert!(text.ends_with("2 vouchers audited against the log and the live stores: 1 pass, 1 fail.\n"), "{text}");
+    assert!(text.ends_with("2 vouchers audited against the log and the live stores: 1 passes, 1 fails.\n"), "{text}");
     let json = serde_json::to_value(&audit).expect("json");
     assert_eq!(json["pass"], false);
     assert_eq!(json["vouchers"][1]["rules"][6]["rule"], "stock_matches_log");

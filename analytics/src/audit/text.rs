@@ -23,12 +23,15 @@ impl Audit {
             out.push('\n');
         }
         let failing = self.vouchers.iter().filter(|voucher| !voucher.pass).count();
+        let passing = self.vouchers.len() - failing;
         let scope = if self.live { "against the log and the live stores" } else { "against the log" };
+        let vouchers = if self.vouchers.len() == 1 { "voucher" } else { "vouchers" };
         let _ = writeln!(
             out,
-            "{} vouchers audited {scope}: {} pass, {failing} fail.",
+            "{} {vouchers} audited {scope}: {passing} {}, {failing} {}.",
             self.vouchers.len(),
-            self.vouchers.len() - failing
+            if passing == 1 { "passes" } else { "pass" },
+            if failing == 1 { "fails" } else { "fail" }
         );
         out
     }

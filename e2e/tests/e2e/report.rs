@@ -311,7 +311,7 @@ fn artifacts_dir() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
     let dir = target.join("test-artifacts");
     std::fs::create_dir_all(&dir).expect("the artifacts directory");
-    dir
+    dir.canonicalize().unwrap_or(dir)
 }
 
 fn voucher_section<'a, 'i>(document: &'a Document<'i>, voucher: &str) -> Node<'a, 'i> {
