@@ -1,5 +1,9 @@
 //! Errors of the analytics commands.
 
+use seckill_core::ids::VoucherId;
+
+use crate::replay::ReplayError;
+
 /// Why reading the log or a store failed.
 #[derive(Debug, thiserror::Error)]
 pub enum AnalyticsError {
@@ -7,6 +11,18 @@ pub enum AnalyticsError {
     Kafka(#[from] seckill_kafka::KafkaError),
     #[error(transparent)]
     Store(#[from] seckill_store::StoreError),
+    #[error(transparent)]
+    Read(#[from] ReplayError),
     #[error("a background task failed: {0}")]
     Task(String),
+    #[error("voucher {0} does not appear in the log")]
+    UnknownVoucher(VoucherId),
+    #[error("{found} vouchers or more match, at most {max} at a time: name vouchers or narrow the window")]
+    TooManyVouchers { found: usize, max: usize },
+    #[error("the chosen vouchers have more than {0} orders: choose fewer vouchers")]
+    TooManyOrders(usize),
+    #[error("drawing a chart failed: {0}")]
+    Chart(String),
+    #[error("{what}: {reason}")]
+    Live { what: String, reason: String },
 }

@@ -3,9 +3,12 @@
 //! everything here reads it without disturbing the services (no consumer
 //! group of theirs is touched).
 
+pub mod audit;
 mod error;
 pub mod rebuild;
 pub mod replay;
+pub mod report;
+pub mod sale;
 pub mod stats;
 pub mod topics;
 

@@ -279,7 +279,7 @@ fn saturating_sum(quantities: impl Iterator<Item = u32>) -> u64 {
 
 /// The nearest-rank `percentile` of ascending `sorted`: the smallest value
 /// with at least `percentile`% of the values at or below it.
-fn nearest_rank<T: Copy>(sorted: &[T], percentile: usize) -> Option<T> {
+pub(crate) fn nearest_rank<T: Copy>(sorted: &[T], percentile: usize) -> Option<T> {
     if sorted.is_empty() {
         return None;
     }
@@ -288,7 +288,7 @@ fn nearest_rank<T: Copy>(sorted: &[T], percentile: usize) -> Option<T> {
 }
 
 /// A duration in milliseconds, with microsecond precision.
-fn millis(delta: TimeDelta) -> f64 {
+pub(crate) fn millis(delta: TimeDelta) -> f64 {
     match delta.num_microseconds() {
         Some(micros) => micros as f64 / 1000.0,
         None => delta.num_milliseconds() as f64,

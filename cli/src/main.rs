@@ -9,8 +9,11 @@
 //! seckill dead-letters redrive   # put them back on their source topics, once each
 //! seckill rebuild-view --into view2.redb --verify   # the view from the log, compared with the live one
 //! seckill token alice            # a signed user token for curl (the local run's secret)
+//! seckill report --voucher ID --output sale.html   # a sale's charts and tables, from the log
+//! seckill audit --voucher ID --live                # whether its books balance (exit status 1 if not)
 //! ```
 
+mod audit;
 mod dead_letters;
 mod dev;
 mod loadgen;
@@ -18,6 +21,8 @@ mod output;
 mod rebuild_view;
 mod reconcile;
 mod replay;
+mod report;
+mod sale_selection;
 mod secrets;
 mod serve;
 mod stats;
@@ -62,6 +67,14 @@ enum Command {
     /// following), filtered by type, voucher or user, as JSON Lines or CSV.
     /// Joins no consumer group.
     Replay(replay::ReplayArgs),
+    /// Draws a sale (or several) from the log as one self-contained HTML
+    /// page: orders per second by outcome, units left with the sell-out,
+    /// latency, cancellations and re-sales, summary tables.
+    Report(report::ReportArgs),
+    /// Checks a sale's books from the log (stock balance, one decision per
+    /// order, limits, returns), and with --live against the view, the
+    /// persistent stock and Redis; exit status 1 on any failed rule.
+    Audit(audit::AuditArgs),
     /// Lists the platform's topics: partitions, watermarks, and the
     /// services' consumer groups' committed offsets and lag.
     Topics(topics::TopicsArgs),
@@ -86,6 +99,8 @@ async fn main() -> anyhow::Result<()> {
         Command::RebuildView(args) => rebuild_view::run(args).await,
         Command::Stats(args) => stats::run(args).await,
         Command::Replay(args) => replay::run(args).await,
+        Command::Report(args) => report::run(args).await,
+        Command::Audit(args) => audit::run(args).await,
         Command::Topics(args) => topics::run(args).await,
         Command::Loadgen(args) => loadgen::run(args).await,
         Command::Token(args) => token::run(args),

@@ -21,33 +21,25 @@
 mod bounds;
 mod output;
 mod progress;
+mod scan;
 
 use std::io::Write;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::message::Message;
-use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 use seckill_core::config::KafkaConfig;
 use seckill_core::{Envelope, Event, VoucherId};
 
 pub use bounds::parse_window;
 pub(crate) use bounds::partitions;
 pub use output::{dead_letter_header, describe_dead_letter, Format, CSV_HEADER};
+pub use scan::{scan, ReadOptions};
 
 use output::Output;
-use progress::Progress;
 
 /// How long one metadata, watermark or offset request may take.
 pub(crate) const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
-/// Longest pause without a record before a bounded replay gives up on
-/// partitions that should still have some.
-const STALL_TIMEOUT: Duration = Duration::from_secs(30);
-/// Records between two progress updates (the bar redraws at most 20 times a
-/// second anyway).
-const PROGRESS_EVERY: u64 = 2048;
 /// Why a replay or a topic overview failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ReplayError {
@@ -193,6 +185,13 @@ pub struct ReplayOptions {
     pub progress: bool,
 }
 
+impl ReplayOptions {
+    /// Which records the replay reads.
+    pub fn read_options(&self) -> ReadOptions {
+        ReadOptions { topics: self.topics.clone(), start: self.start, end: self.end, progress: self.progress }
+    }
+}
+
 impl Default for ReplayOptions {
     fn default() -> Self {
         Self {
@@ -250,107 +249,12 @@ pub fn replay(
     stop: &AtomicBool,
 ) -> Result<Summary, ReplayError> {
     let started = Instant::now();
-    let consumer = reader(&kafka.brokers)?;
-    let names: Vec<String> = options.topics.iter().map(|topic| topic.full_name(kafka)).collect();
-    let dead_letters = kafka.topics().dead_letters;
-    let plan = bounds::resolve(&consumer, &names, options.start, options.end)?;
-
-    let mut assignment = TopicPartitionList::new();
-    for range in plan.ranges.iter().filter(|range| !range.is_empty()) {
-        assignment
-            .add_partition_offset(&names[range.topic], range.partition, Offset::Offset(range.start))
-            .map_err(ReplayError::kafka("building the assignment"))?;
-    }
-    let follow = options.end == End::Follow;
-    let mut open = plan.ranges.iter().filter(|range| follow || !range.is_empty()).count();
     let mut output = Output::new(out, options.format, &options.filter)?;
     let mut summary = Summary::default();
-    if open == 0 {
-        output.finish()?;
-        summary.elapsed = started.elapsed();
-        return Ok(summary);
-    }
-    consumer.assign(&assignment).map_err(ReplayError::kafka("assigning the partitions"))?;
-
-    let progress = Progress::new(options.progress, (!follow).then(|| plan.records()));
-    let from_time = match options.start {
-        Start::Time(time) => Some(time.timestamp_millis()),
-        _ => None,
-    };
-    let to_time = match options.end {
-        End::Time(time) => Some(time.timestamp_millis()),
-        _ => None,
-    };
-    let mut ranges = plan.ranges;
-    let mut read = 0u64;
-    let mut last_record = Instant::now();
-    while open > 0 && !stop.load(Ordering::Relaxed) {
-        let Some(result) = consumer.poll(Duration::from_millis(100)) else {
-            if !follow && last_record.elapsed() > STALL_TIMEOUT {
-                return Err(ReplayError::Stalled(open));
-            }
-            continue;
-        };
-        let message = result.map_err(ReplayError::kafka("reading"))?;
-        last_record = Instant::now();
-        let topic = names.iter().position(|name| name == message.topic());
-        let Some(range) =
-            topic.and_then(|topic| plan.index.get(&(topic, message.partition()))).map(|&i| &mut ranges[i])
-        else {
-            continue;
-        };
-        if range.done {
-            continue;
-        }
-        let offset = message.offset();
-        let timestamp = message.timestamp().to_millis();
-        let past_end = !follow && offset >= range.end;
-        let past_time = matches!((to_time, timestamp), (Some(to), Some(at)) if at >= to);
-        if past_end || past_time {
-            range.done = true;
-            open -= 1;
-            continue;
-        }
-        if !follow && offset + 1 >= range.end {
-            range.done = true;
-            open -= 1;
-        }
-        // offsets_for_times already started at the first record at or after
-        // the start time; this only guards a broker that answers coarsely.
-        if matches!((from_time, timestamp), (Some(from), Some(at)) if at < from) {
-            continue;
-        }
-        let is_dead_letter = names[range.topic] == dead_letters;
-        output.record(&message, is_dead_letter, &mut summary)?;
-        read += 1;
-        if read % PROGRESS_EVERY == 0 {
-            progress.set(read);
-        }
-    }
+    scan(kafka, &options.read_options(), stop, |topic, message| {
+        output.record(message, topic == LogTopic::DeadLetters, &mut summary)
+    })?;
     output.finish()?;
-    progress.finish(read);
     summary.elapsed = started.elapsed();
     Ok(summary)
-}
-
-/// A consumer that is only ever assigned partitions: it never subscribes,
-/// so it joins no group, and it commits nothing. librdkafka wants a group
-/// id all the same; this one is never used for anything.
-fn reader(brokers: &str) -> Result<BaseConsumer, ReplayError> {
-    ClientConfig::new()
-        .set("bootstrap.servers", brokers)
-        .set("group.id", "seckill-replay-unused")
-        .set("enable.auto.commit", "false")
-        .set("enable.auto.offset.store", "false")
-        .set("enable.partition.eof", "false")
-        .set("allow.auto.create.topics", "false")
-        // Big fetches: a replay is throughput-bound, and the broker answers
-        // a fetch as soon as this much is there (or after the wait).
-        .set("fetch.min.bytes", "262144")
-        .set("fetch.wait.max.ms", "50")
-        .set("max.partition.fetch.bytes", "8388608")
-        // Bounds the prefetch queue (librdkafka's whole buffer) to 64 MiB.
-        .set("queued.max.messages.kbytes", "65536")
-        .create()
-        .map_err(ReplayError::kafka("creating the Kafka client"))
 }

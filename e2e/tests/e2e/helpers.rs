@@ -58,8 +58,9 @@ pub struct Platform {
     pub projector: Option<Running>,
     /// More processors in the same consumer group (shared stores only).
     pub more_processors: Vec<Running>,
-    /// The running projector's view, for an ingress in the same process.
-    pub projector_view: Option<Arc<dyn seckill_store::ViewReader>>,
+    /// The running projector's view, for an ingress in the same process;
+    /// weak, so a stopped projector's store closes (its file can reopen).
+    pub projector_view: Option<std::sync::Weak<dyn seckill_store::ViewReader>>,
     /// The stores' configuration when shared (CQL); None: embedded files.
     pub shared_store: Option<StoreConfig>,
     /// What `start_ingress` starts: the test credentials and no rate
@@ -154,7 +155,7 @@ impl Platform {
     /// Starts an ingress that reads the view in-process, as `seckill dev`
     /// does; returns its base URL.
     pub async fn ingress_sharing_the_view(&self) -> (String, Running) {
-        let view = self.projector_view.clone().expect("the projector runs");
+        let view = self.projector_view.as_ref().and_then(std::sync::Weak::upgrade).expect("the projector runs");
         self.ingress_on_view(view).await
     }
 
@@ -213,7 +214,7 @@ impl Platform {
         let store_config = self.store("view.redb");
         let view = eventually(|| async { seckill_store::open_view_store(&store_config).await.ok() }).await;
         let app = seckill_projector::App::build(config, view, Registry::new()).await.expect("projector builds");
-        self.projector_view = Some(app.view());
+        self.projector_view = Some(Arc::downgrade(&app.view()));
         let shutdown = CancellationToken::new();
         let token = shutdown.clone();
         let task = tokio::spawn(async move { app.run(token).await.expect("projector runs") });

@@ -5,6 +5,7 @@
 #![allow(unreachable_pub)]
 
 mod api_fuzz;
+mod audit;
 mod browser;
 mod contention;
 mod dead_letters;
@@ -17,6 +18,7 @@ mod openapi;
 mod orders;
 mod rebuild;
 mod replay;
+mod report;
 mod restart;
 mod retries;
 mod rules;

@@ -1,0 +1,110 @@
+//! The audit of a sale's books, from the log alone or against the live
+//! stores: one line per rule, PASS or FAIL, with its numbers.
+//!
+//! From the log ([`audit_voucher`] without live figures):
+//! - `stock_balance`: stock + added stock = units sold + units left;
+//! - `one_decision_per_acceptance`: every accepted order was decided
+//!   exactly once (a re-emitted outcome keeps its event id and is the same
+//!   decision), and no decision lacks an acceptance;
+//! - `cancel_confirm_after_creation`: every cancellation and confirmation
+//!   follows a creation of its order on the orders topic;
+//! - `per_user_limit`: no user held more units at once than the limit,
+//!   walking the sales topic in the processor's order;
+//! - `returns_resold_or_left`: units given back by cancellations were sold
+//!   again or are still left.
+//!
+//! With [`LiveFigures`] (`--live`), also: `view_matches_log`,
+//! `stock_matches_log` and `gate_matches_log`. See [`crate::sale::Books`]
+//! for how each figure is computed.
+
+pub mod live;
+mod rules;
+mod text;
+
+use serde::Serialize;
+
+use crate::sale::{Books, VoucherLog};
+use seckill_core::ids::VoucherId;
+
+pub use live::{GateFigures, LiveFigures, LiveSources, StockFigures};
+
+/// One rule's verdict.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RuleResult {
+    /// Stable name, for machines.
+    pub rule: &'static str,
+    /// What the rule says, for people.
+    pub title: &'static str,
+    pub pass: bool,
+    /// The numbers, for people.
+    pub detail: String,
+    /// The numbers, for machines.
+    pub figures: serde_json::Value,
+}
+
+impl RuleResult {
+    fn new(
+        (rule, title): (&'static str, &'static str),
+        pass: bool,
+        detail: String,
+        figures: serde_json::Value,
+    ) -> Self {
+        Self { rule, title, pass, detail, figures }
+    }
+}
+
+/// One voucher's audit.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct VoucherAudit {
+    pub voucher_id: VoucherId,
+    /// Every rule passed.
+    pub pass: bool,
+    pub rules: Vec<RuleResult>,
+    /// The log's figures the rules were checked on.
+    pub books: Books,
+}
+
+impl VoucherAudit {
+    /// The rules that failed.
+    pub fn failed(&self) -> impl Iterator<Item = &RuleResult> {
+        self.rules.iter().filter(|rule| !rule.pass)
+    }
+}
+
+/// The audit of every chosen voucher.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Audit {
+    /// Every voucher passed.
+    pub pass: bool,
+    /// Whether the live stores were compared.
+    pub live: bool,
+    pub vouchers: Vec<VoucherAudit>,
+}
+
+impl Audit {
+    /// Gathers voucher audits.
+    pub fn new(vouchers: Vec<VoucherAudit>, live: bool) -> Self {
+        Self { pass: vouchers.iter().all(|voucher| voucher.pass), live, vouchers }
+    }
+}
+
+/// Checks `log`'s books, and against `live` when given.
+pub fn audit_voucher(log: &VoucherLog, live: Option<&LiveFigures>) -> VoucherAudit {
+    let books = log.books();
+    let mut rules = vec![
+        rules::stock_balance(log, &books),
+        rules::one_decision_per_acceptance(log, &books),
+        rules::cancel_confirm_after_creation(log),
+        rules::per_user_limit(log),
+        rules::returns_resold_or_left(&books),
+    ];
+    if let Some(live) = live {
+        rules.push(rules::view_matches_log(&books, live));
+        rules.push(rules::stock_matches_log(&books, live));
+        rules.push(rules::gate_matches_log(log, &books, live));
+    }
+    VoucherAudit { voucher_id: log.voucher_id, pass: rules.iter().all(|rule| rule.pass), rules, books }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,203 @@
+//! Bar charts: orders accepted per time bucket by final outcome,
+//! cancellations per bucket by reason, and the latency distribution.
+
+use plotters::prelude::*;
+
+use super::{
+    axis_style, bucket_start, bucket_title, chart_error, headroom, label_style, palette, per_bucket, span, time_label,
+    Chart, KeyEntry, Mark, GRID, SIZE,
+};
+use crate::report::overlay::Overlay;
+use crate::sale::{Buckets, FinalStatus, LatencyBin, Timeline};
+use crate::AnalyticsError;
+
+/// One stacked series: its name in the data and legend, and its colour.
+struct Series {
+    name: &'static str,
+    color: RGBColor,
+}
+
+/// The colour of each final status.
+fn status_series(status: FinalStatus) -> Series {
+    let color = match status {
+        FinalStatus::Created => palette::BLUE,
+        FinalStatus::Confirmed => palette::GREEN,
+        FinalStatus::Cancelled => palette::ORANGE,
+        FinalStatus::Failed => palette::VERMILLION,
+        FinalStatus::Pending => palette::GREY,
+    };
+    Series { name: status.as_str(), color }
+}
+
+/// Orders accepted per bucket, stacked by where they ended.
+pub(in crate::report) fn accepted(timeline: &Timeline) -> Result<Chart, AnalyticsError> {
+    let any_pending = timeline.accepted.iter().any(|counts| counts[4] > 0);
+    let series: Vec<Series> = FinalStatus::ALL
+        .into_iter()
+        .filter(|status| *status != FinalStatus::Pending || any_pending)
+        .map(status_series)
+        .collect();
+    let counts: Vec<&[u64]> = timeline.accepted.iter().map(|counts| &counts[..series.len()]).collect();
+    let label = format!("Orders accepted {}, by final outcome", per_bucket(&timeline.buckets));
+    stacked("accepted", &label, &timeline.buckets, &series, &counts, "orders")
+}
+
+/// Cancellations per bucket, stacked by reason.
+pub(in crate::report) fn cancellations(timeline: &Timeline) -> Result<Chart, AnalyticsError> {
+    let series =
+        [Series { name: "requested", color: palette::ORANGE }, Series { name: "expired", color: palette::PURPLE }];
+    let counts: Vec<&[u64]> = timeline.cancellations.iter().map(|counts| &counts[..]).collect();
+    let label = format!("Cancellations {}, by reason", per_bucket(&timeline.buckets));
+    stacked("cancellations", &label, &timeline.buckets, &series, &counts, "cancellations")
+}
+
+/// A stacked bar chart over the time axis; `counts[bucket][series]`.
+fn stacked(
+    name: &'static str,
+    label: &str,
+    buckets: &Buckets,
+    series: &[Series],
+    counts: &[&[u64]],
+    unit: &str,
+) -> Result<Chart, AnalyticsError> {
+    let tallest = counts.iter().map(|bucket| bucket.iter().sum::<u64>()).max().unwrap_or(0);
+    let mut overlay = Overlay::new(name);
+    overlay.attribute("bucket-seconds", buckets.width_s.to_string());
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
+        root.fill(&WHITE).map_err(chart_error)?;
+        let mut chart = ChartBuilder::on(&root)
+            .margin(14)
+            .margin_right(36)
+            .x_label_area_size(52)
+            .y_label_area_size(72)
+            .build_cartesian_2d(0f64..span(buckets), 0u64..headroom(tallest))
+            .map_err(chart_error)?;
+        let x_label = |x: &f64| time_label(buckets, *x);
+        let y_label = |y: &u64| y.to_string();
+        chart
+            .configure_mesh()
+            .x_desc("time (UTC)")
+            .y_desc(format!("{unit} {}", per_bucket(buckets)))
+            .x_label_formatter(&x_label)
+            .y_label_formatter(&y_label)
+            .x_labels(10)
+            .y_labels(6)
+            .disable_x_mesh()
+            .light_line_style(WHITE)
+            .bold_line_style(GRID)
+            .label_style(label_style())
+            .axis_desc_style(axis_style())
+            .draw()
+            .map_err(chart_error)?;
+        let width = buckets.width_s as f64;
+        // A gap between neighbouring bars, when there is room for one.
+        let gap = width * 0.12;
+        for (slot, series) in series.iter().enumerate() {
+            let mut bars = Vec::new();
+            for (index, bucket) in counts.iter().enumerate() {
+                let count = bucket[slot];
+                if count == 0 {
+                    continue;
+                }
+                let below: u64 = bucket[..slot].iter().sum();
+                let (x0, x1) = (index as f64 * width + gap, (index + 1) as f64 * width - gap);
+                let (low, high) = (below, below + count);
+                overlay.datum(
+                    chart.backend_coord(&(x0, high)),
+                    chart.backend_coord(&(x1, low)),
+                    &[
+                        ("series", series.name.to_owned()),
+                        ("start", bucket_start(buckets, index)),
+                        ("value", count.to_string()),
+                    ],
+                    &format!("{}: {count} {unit} {}", bucket_title(buckets, index), series.name),
+                );
+                bars.push(Rectangle::new([(x0, low), (x1, high)], series.color.filled()));
+            }
+            chart.draw_series(bars).map_err(chart_error)?;
+        }
+        root.present().map_err(chart_error)?;
+    }
+    let key = series.iter().map(|series| KeyEntry::new(series.name, series.color, Mark::Bar)).collect();
+    Ok(Chart { svg: overlay.attach(svg, label), key })
+}
+
+/// How many orders took how long from acceptance to decision, in 1-2-5
+/// bins (ticks mark the bins' edges).
+pub(in crate::report) fn latency_distribution(bins: &[LatencyBin]) -> Result<Chart, AnalyticsError> {
+    let label = "Accept → decision latency: orders per bin";
+    let tallest = bins.iter().map(|bin| bin.orders).max().unwrap_or(0);
+    let count = bins.len().max(1) as u32;
+    let mut overlay = Overlay::new("latency-distribution");
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
+        root.fill(&WHITE).map_err(chart_error)?;
+        let mut chart = ChartBuilder::on(&root)
+            .margin(14)
+            .margin_right(36)
+            .x_label_area_size(52)
+            .y_label_area_size(72)
+            .build_cartesian_2d(0u32..count, 0u64..headroom(tallest))
+            .map_err(chart_error)?;
+        let edge = |index: &u32| {
+            let index = *index as usize;
+            match bins.get(index) {
+                Some(bin) => milliseconds(bin.from_ms),
+                None => bins.last().and_then(|bin| bin.to_ms).map(milliseconds).unwrap_or_default(),
+            }
+        };
+        let y_label = |y: &u64| y.to_string();
+        chart
+            .configure_mesh()
+            .x_desc("accept → decision latency (bins from each tick to the next)")
+            .y_desc("orders")
+            .x_label_formatter(&edge)
+            .y_label_formatter(&y_label)
+            .x_labels(count as usize + 1)
+            .y_labels(6)
+            .disable_x_mesh()
+            .light_line_style(WHITE)
+            .bold_line_style(GRID)
+            .label_style(label_style())
+            .axis_desc_style(axis_style())
+            .draw()
+            .map_err(chart_error)?;
+        let mut bars = Vec::new();
+        for (index, bin) in bins.iter().enumerate() {
+            let (x0, x1) = (index as u32, index as u32 + 1);
+            let to = bin.to_ms.map(milliseconds).unwrap_or_else(|| "∞".to_owned());
+            let range = format!("{} to {to}", milliseconds(bin.from_ms));
+            let mut data = vec![("from-ms", bin.from_ms.to_string()), ("value", bin.orders.to_string())];
+            if let Some(to) = bin.to_ms {
+                data.push(("to-ms", to.to_string()));
+            }
+            overlay.datum(
+                chart.backend_coord(&(x0, bin.orders)),
+                chart.backend_coord(&(x1, 0)),
+                &data,
+                &format!("{range}: {} orders", bin.orders),
+            );
+            if bin.orders > 0 {
+                // A sliver of white between neighbouring bins.
+                let mut bar = Rectangle::new([(x0, 0), (x1, bin.orders)], palette::BLUE.filled());
+                bar.set_margin(0, 0, 1, 1);
+                bars.push(bar);
+            }
+        }
+        chart.draw_series(bars).map_err(chart_error)?;
+        root.present().map_err(chart_error)?;
+    }
+    Ok(Chart { svg: overlay.attach(svg, label), key: vec![KeyEntry::new("orders", palette::BLUE, Mark::Bar)] })
+}
+
+/// A bin edge for people: `0.5 ms`, `20 ms`, `2 s`.
+fn milliseconds(ms: f64) -> String {
+    if ms >= 1_000.0 {
+        format!("{} s", ms / 1_000.0)
+    } else {
+        format!("{ms} ms")
+    }
+}

@@ -1,0 +1,265 @@
+//! The fold: every fact the log holds about a voucher and its orders, each
+//! event once (by event id), with where it first appeared in its topic.
+//!
+//! Positions matter because the processor reads a voucher's sales records
+//! in offset order (they share a partition) and writes its outcomes in that
+//! order: positions, not clocks, say which decision came last or whether a
+//! cancellation followed its creation.
+
+use std::collections::{BTreeMap, HashMap};
+
+use chrono::{DateTime, Utc};
+use seckill_core::event::{CancelReason, FailReason, OrderAccepted, VoucherCreated};
+use seckill_core::ids::{OrderId, UserId, VoucherId};
+use seckill_core::{Envelope, Event};
+use uuid::Uuid;
+
+/// Where a record sits in its topic. A voucher's records of one topic share
+/// a partition, so their offsets order them as the services read them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Position {
+    pub partition: i32,
+    pub offset: i64,
+}
+
+/// What one outcome event says happened to an order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OutcomeKind {
+    Created,
+    Failed(FailReason),
+    Confirmed,
+    Cancelled(CancelReason),
+}
+
+/// One outcome event on the orders topic, as first seen. The processor
+/// re-emits an outcome with its first event id, so a redelivery is the same
+/// outcome; a second event id is a second outcome.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Outcome {
+    pub event_id: Uuid,
+    pub kind: OutcomeKind,
+    /// `decided_at`, `confirmed_at` or `cancelled_at`.
+    pub at: DateTime<Utc>,
+    /// The persistent stock left after it (creations and cancellations).
+    pub remaining: Option<u64>,
+    /// Where it first appeared on the orders topic.
+    pub position: Position,
+}
+
+/// Everything the log says about one order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OrderLog {
+    pub user_id: UserId,
+    pub quantity: u32,
+    pub accepted_at: DateTime<Utc>,
+    /// Where its `OrderAccepted` first appeared on the sales topic; `None`
+    /// when the log has outcomes of the order but no acceptance.
+    pub accepted: Option<Position>,
+    /// `OrderCreated` and `OrderFailed` events, each event id once.
+    pub decisions: Vec<Outcome>,
+    /// `OrderCancelled` events, each event id once.
+    pub cancellations: Vec<Outcome>,
+    /// `OrderConfirmed` events, each event id once.
+    pub confirmations: Vec<Outcome>,
+}
+
+/// Where an order ended, as the view would show it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum FinalStatus {
+    Created,
+    Confirmed,
+    Cancelled,
+    Failed,
+    /// Accepted and not decided (yet).
+    Pending,
+}
+
+impl FinalStatus {
+    /// Every status, in the order charts stack them.
+    pub const ALL: [FinalStatus; 5] = [Self::Created, Self::Confirmed, Self::Cancelled, Self::Failed, Self::Pending];
+
+    /// The lowercase name used in the report and its data attributes.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Created => "created",
+            Self::Confirmed => "confirmed",
+            Self::Cancelled => "cancelled",
+            Self::Failed => "failed",
+            Self::Pending => "pending",
+        }
+    }
+}
+
+impl OrderLog {
+    fn new(order: &OrderAccepted) -> Self {
+        Self {
+            user_id: order.user_id.clone(),
+            quantity: order.quantity,
+            accepted_at: order.accepted_at,
+            accepted: None,
+            decisions: Vec::new(),
+            cancellations: Vec::new(),
+            confirmations: Vec::new(),
+        }
+    }
+
+    /// The first creation of the order, if it was created.
+    pub fn creation(&self) -> Option<&Outcome> {
+        self.decisions.iter().filter(|d| d.kind == OutcomeKind::Created).min_by_key(|d| d.position)
+    }
+
+    /// The first decision (creation or failure) on the orders topic.
+    pub fn first_decision(&self) -> Option<&Outcome> {
+        self.decisions.iter().min_by_key(|d| d.position)
+    }
+
+    /// The first cancellation on the orders topic.
+    pub fn cancellation(&self) -> Option<&Outcome> {
+        self.cancellations.iter().min_by_key(|c| c.position)
+    }
+
+    /// Where the order ended: a cancellation outranks a confirmation, which
+    /// outranks the decision (as in the view, statuses only move forward).
+    pub fn final_status(&self) -> FinalStatus {
+        if !self.cancellations.is_empty() {
+            FinalStatus::Cancelled
+        } else if !self.confirmations.is_empty() {
+            FinalStatus::Confirmed
+        } else if self.creation().is_some() {
+            FinalStatus::Created
+        } else if !self.decisions.is_empty() {
+            FinalStatus::Failed
+        } else {
+            FinalStatus::Pending
+        }
+    }
+
+    /// Whether the processor refused the order (decided, never created).
+    pub fn failed(&self) -> bool {
+        !self.decisions.is_empty() && self.creation().is_none()
+    }
+
+    /// Whether the order holds units at the gate: admitted and neither
+    /// failed nor cancelled (a pending order holds them too); the gate gave
+    /// back the units of the others.
+    pub fn holds_admission(&self) -> bool {
+        !self.failed() && self.cancellations.is_empty()
+    }
+}
+
+/// Stock an admin added (or an update that changed only settings).
+#[derive(Clone, Debug, PartialEq)]
+pub struct StockUpdate {
+    pub add_stock: u64,
+    pub emitted_at: DateTime<Utc>,
+    /// Where it first appeared on the sales topic.
+    pub position: Position,
+}
+
+/// One voucher's history.
+#[derive(Clone, Debug, PartialEq)]
+pub struct VoucherLog {
+    pub voucher_id: VoucherId,
+    /// The sale's definition; `None` when the log lacks it.
+    pub definition: Option<VoucherCreated>,
+    /// Updates by event id, each once.
+    pub updates: BTreeMap<Uuid, StockUpdate>,
+    pub orders: HashMap<OrderId, OrderLog>,
+    /// Where each order's first `CancelRequested` appeared on the sales
+    /// topic: the request the processor acted on.
+    pub cancel_requests: HashMap<OrderId, Position>,
+}
+
+impl VoucherLog {
+    /// A voucher the log has said nothing about yet.
+    pub fn new(voucher_id: VoucherId) -> Self {
+        Self {
+            voucher_id,
+            definition: None,
+            updates: BTreeMap::new(),
+            orders: HashMap::new(),
+            cancel_requests: HashMap::new(),
+        }
+    }
+
+    /// Units offered before any update: the definition's stock.
+    pub fn initial_stock(&self) -> u64 {
+        self.definition.as_ref().map_or(0, |d| d.stock)
+    }
+
+    /// Units added by updates, each update once.
+    pub fn added_stock(&self) -> u64 {
+        self.updates.values().map(|u| u.add_stock).sum()
+    }
+
+    /// Takes one event of this voucher, read at `position` of its topic,
+    /// into account. Duplicates change nothing; the order of calls does not
+    /// matter.
+    pub fn apply(&mut self, envelope: &Envelope, position: Position) {
+        let event_id = envelope.event_id;
+        match &envelope.event {
+            Event::VoucherCreated(definition) => self.definition = Some(definition.clone()),
+            Event::VoucherUpdated(update) => {
+                let incoming = StockUpdate { add_stock: update.add_stock, emitted_at: envelope.emitted_at, position };
+                self.updates
+                    .entry(event_id)
+                    .and_modify(|kept| kept.position = kept.position.min(position))
+                    .or_insert(incoming);
+            }
+            Event::OrderAccepted(order) => {
+                let log = self.order(order);
+                log.accepted = Some(log.accepted.map_or(position, |kept| kept.min(position)));
+                // The acceptance is what the gate admitted; an outcome's copy
+                // of the order is the same data, but the acceptance wins.
+                log.accepted_at = order.accepted_at;
+            }
+            Event::CancelRequested(request) => {
+                self.cancel_requests
+                    .entry(request.order_id)
+                    .and_modify(|kept| *kept = (*kept).min(position))
+                    .or_insert(position);
+            }
+            Event::ConfirmRequested(_) => {}
+            Event::OrderCreated(created) => {
+                let outcome = outcome(event_id, OutcomeKind::Created, created.decided_at, Some(created.remaining));
+                push(&mut self.order(&created.order).decisions, outcome(position));
+            }
+            Event::OrderFailed(failed) => {
+                let outcome = outcome(event_id, OutcomeKind::Failed(failed.reason), failed.decided_at, None);
+                push(&mut self.order(&failed.order).decisions, outcome(position));
+            }
+            Event::OrderConfirmed(confirmed) => {
+                let outcome = outcome(event_id, OutcomeKind::Confirmed, confirmed.confirmed_at, None);
+                push(&mut self.order(&confirmed.order).confirmations, outcome(position));
+            }
+            Event::OrderCancelled(cancelled) => {
+                let kind = OutcomeKind::Cancelled(cancelled.reason);
+                let outcome = outcome(event_id, kind, cancelled.cancelled_at, Some(cancelled.remaining));
+                push(&mut self.order(&cancelled.order).cancellations, outcome(position));
+            }
+        }
+    }
+
+    fn order(&mut self, order: &OrderAccepted) -> &mut OrderLog {
+        self.orders.entry(order.order_id).or_insert_with(|| OrderLog::new(order))
+    }
+}
+
+/// An outcome waiting for its position.
+fn outcome(
+    event_id: Uuid,
+    kind: OutcomeKind,
+    at: DateTime<Utc>,
+    remaining: Option<u64>,
+) -> impl FnOnce(Position) -> Outcome {
+    move |position| Outcome { event_id, kind, at, remaining, position }
+}
+
+/// Adds `incoming` unless its event id is there already (then keeps the
+/// earlier position).
+fn push(outcomes: &mut Vec<Outcome>, incoming: Outcome) {
+    match outcomes.iter_mut().find(|kept| kept.event_id == incoming.event_id) {
+        Some(kept) => kept.position = kept.position.min(incoming.position),
+        None => outcomes.push(incoming),
+    }
+}

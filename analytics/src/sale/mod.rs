@@ -1,0 +1,28 @@
+//! One sale as the log tells it, for the report and the audit.
+//!
+//! [`read_sales`] reads the sales and orders topics (with the replay's
+//! reader: no consumer group) and folds each chosen voucher's events into a
+//! [`VoucherLog`]: every fact about the voucher and its orders, each event
+//! once by its id, with where it first appeared in its topic. From that:
+//! - [`VoucherLog::books`]: units offered, sold, returned and left, orders
+//!   by outcome ([`Books`]);
+//! - [`Timeline::of`]: the sale over time, as the report draws it;
+//! - [`VoucherLog::buyers`]: how units were spread over users.
+
+mod books;
+mod fold;
+mod read;
+mod timeline;
+mod users;
+
+pub(crate) use books::signed;
+pub use books::{Books, ChangeKind, Resale, StockChange};
+pub use fold::{FinalStatus, OrderLog, Outcome, OutcomeKind, Position, StockUpdate, VoucherLog};
+pub use read::{read_sales, SaleRead, Selection, VoucherSale, MAX_ORDERS};
+pub use timeline::{Buckets, LatencyBin, LatencyPoint, Step, Timeline, MAX_BUCKETS};
+pub use users::{Buyers, UserOrders, TOP_USERS};
+
+#[cfg(test)]
+pub(crate) mod script;
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,134 @@
+//! `seckill audit`: whether a sale's books balance, from the log and,
+//! with `--live`, against the view, the persistent stock and Redis. The
+//! rules are `seckill_analytics::audit`'s; this file maps flags and exit
+//! statuses.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::sale_selection::SaleSelection;
+use crate::tool_config::ToolConfig;
+use anyhow::Context;
+use clap::Args;
+use seckill_analytics::audit::{audit_voucher, Audit, LiveSources};
+use seckill_analytics::sale::read_sales;
+use seckill_core::config;
+use seckill_web::RemoteView;
+
+/// Exit status when a rule failed.
+const FAILED: i32 = 1;
+/// Exit status when the audit could not run (the log or a store was
+/// unreachable, bad flags).
+const BROKEN: i32 = 2;
+
+/// Flags of `seckill audit`.
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  seckill audit --voucher 0192f0c4-7a7e-7cc1-8000-000000000001
+  seckill audit --voucher ID --live --config config/ingress.toml
+  seckill audit --last 1d --json | jq '.vouchers[] | select(.pass | not) | .voucher_id'
+  seckill audit                                  # every voucher in the log
+
+Rules (from the log): stock + added stock = units sold + units left; every
+acceptance has exactly one decision; every cancellation and confirmation
+follows a creation; no user over the per-user limit; units returned by
+cancellations = re-sold + still left. With --live also: the view's figures,
+the persistent stock and Redis (the gate, counting orders still in the
+outbox) equal the log's.
+
+Exit status: 0 every rule passed, 1 a rule failed, 2 the audit could not run.")]
+pub(crate) struct AuditArgs {
+    #[command(flatten)]
+    selection: SaleSelection,
+    /// Also compare with the running platform: the view (--view-url), the
+    /// persistent stock (--processor-url) and Redis (the config's [redis]).
+    #[arg(long)]
+    live: bool,
+    /// The projector's query API.
+    #[arg(long, default_value = "http://127.0.0.1:8082", value_name = "URL")]
+    view_url: String,
+    /// The processor's HTTP port (GET /api/v1/stock/{id}).
+    #[arg(long, default_value = "http://127.0.0.1:8081", value_name = "URL")]
+    processor_url: String,
+    /// Print one JSON object (stable snake_case fields) instead of text.
+    #[arg(long)]
+    json: bool,
+    /// A TOML config with the `[kafka]` and `[redis]` sections (the
+    /// ingress's will do); `SECKILL_*` environment variables override it.
+    #[arg(long, env = "SECKILL_CONFIG")]
+    config: Option<PathBuf>,
+}
+
+pub(crate) async fn run(args: AuditArgs) -> anyhow::Result<()> {
+    let status = match audit(&args).await {
+        Ok(audit) => {
+            let shown = if args.json {
+                serde_json::to_string_pretty(&audit).map(|json| json + "\n").context("encoding the audit")
+            } else {
+                Ok(audit.text())
+            };
+            match shown.and_then(|text| crate::output::emit(&text).context("writing the audit")) {
+                Ok(()) => exit_status(Some(&audit)),
+                Err(error) => {
+                    eprintln!("Error: {error:#}");
+                    exit_status(None)
+                }
+            }
+        }
+        Err(error) => {
+            eprintln!("Error: {error:#}");
+            exit_status(None)
+        }
+    };
+    if status != 0 {
+        std::process::exit(status);
+    }
+    Ok(())
+}
+
+async fn audit(args: &AuditArgs) -> anyhow::Result<Audit> {
+    let config: ToolConfig = config::load(args.config.as_deref()).context("loading the config")?;
+    let read = read_sales(&config.kafka, &args.selection.selection(usize::MAX))
+        .await
+        .context("reading the sales and orders topics")?;
+    anyhow::ensure!(!read.sales.is_empty(), "no voucher has records in the log within the given bounds");
+    if !args.live {
+        return Ok(Audit::new(read.sales.iter().map(|sale| audit_voucher(&sale.log, None)).collect(), false));
+    }
+    let view = RemoteView::new(&args.view_url).context("the view's URL")?;
+    let sources = LiveSources::connect(Arc::new(view), &args.processor_url, &config.redis)
+        .await
+        .context("connecting to the live stores")?;
+    let mut outbox = sources.outbox().await.context("reading the outbox")?;
+    let mut vouchers = Vec::with_capacity(read.sales.len());
+    for sale in &read.sales {
+        let voucher = sale.log.voucher_id;
+        let pending = outbox.remove(&voucher).unwrap_or_default();
+        let live = sources.figures(voucher, pending).await.with_context(|| format!("reading voucher {voucher}"))?;
+        vouchers.push(audit_voucher(&sale.log, Some(&live)));
+    }
+    Ok(Audit::new(vouchers, true))
+}
+
+/// 0 when every rule passed, [`FAILED`] when one failed, [`BROKEN`]
+/// without an audit.
+fn exit_status(audit: Option<&Audit>) -> i32 {
+    match audit {
+        Some(audit) if audit.pass => 0,
+        Some(_) => FAILED,
+        None => BROKEN,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failures_and_errors_have_their_own_exit_status() {
+        assert_eq!(exit_status(Some(&Audit::new(Vec::new(), false))), 0);
+        let failed = Audit { pass: false, live: false, vouchers: Vec::new() };
+        assert_eq!(exit_status(Some(&failed)), 1);
+        assert_eq!(exit_status(None), 2);
+    }
+}
