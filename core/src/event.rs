@@ -285,6 +285,22 @@ impl Event {
         }
     }
 
+    /// The order this event carries the fields of: an acceptance or an
+    /// outcome (requests name their order by id only).
+    pub fn order(&self) -> Option<&OrderAccepted> {
+        match self {
+            Self::OrderAccepted(order) => Some(order),
+            Self::OrderCreated(e) => Some(&e.order),
+            Self::OrderFailed(e) => Some(&e.order),
+            Self::OrderConfirmed(e) => Some(&e.order),
+            Self::OrderCancelled(e) => Some(&e.order),
+            Self::VoucherCreated(_)
+            | Self::VoucherUpdated(_)
+            | Self::CancelRequested(_)
+            | Self::ConfirmRequested(_) => None,
+        }
+    }
+
     /// Every `type` tag, in declaration order: what [`Event::kind`] returns.
     pub const KINDS: [&'static str; 9] = [
         "VoucherCreated",

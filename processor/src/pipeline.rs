@@ -171,7 +171,7 @@ fn waves(decided: &[Decided]) -> Vec<Vec<&Decided>> {
     let mut waves: Vec<Vec<&Decided>> = Vec::new();
     let mut seen: HashMap<OrderId, usize> = HashMap::new();
     for decision in decided {
-        let wave = match order_id(&decision.outcome.event) {
+        let wave = match decision.outcome.event.order().map(|order| order.order_id) {
             Some(order) => {
                 let count = seen.entry(order).or_default();
                 *count += 1;
@@ -185,16 +185,6 @@ fn waves(decided: &[Decided]) -> Vec<Vec<&Decided>> {
         waves[wave].push(decision);
     }
     waves
-}
-
-fn order_id(outcome: &Event) -> Option<OrderId> {
-    match outcome {
-        Event::OrderCreated(e) => Some(e.order.order_id),
-        Event::OrderFailed(e) => Some(e.order.order_id),
-        Event::OrderConfirmed(e) => Some(e.order.order_id),
-        Event::OrderCancelled(e) => Some(e.order.order_id),
-        _ => None,
-    }
 }
 
 /// What a sales-topic record asks of the processor, or why it cannot be used.

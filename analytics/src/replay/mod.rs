@@ -168,7 +168,7 @@ pub fn parse_event_type(name: &str) -> Result<String, String> {
 
 /// The user whose order the event is about, if it names one.
 pub(crate) fn user_of(event: &Event) -> Option<&str> {
-    output::order_of(event).map(|order| order.user_id.as_str())
+    event.order().map(|order| order.user_id.as_str())
 }
 
 /// What to replay and how to write it.

@@ -6,7 +6,6 @@ use std::io::{BufWriter, Write};
 
 use chrono::{DateTime, SecondsFormat};
 use rdkafka::message::{Headers, Message};
-use seckill_core::event::OrderAccepted;
 use seckill_core::{Envelope, Event};
 
 use super::{Filter, ReplayError, Summary};
@@ -142,7 +141,7 @@ impl<'f, W: Write> Output<'f, W> {
             None => write!(out, ",")?,
         }
         write!(out, ",")?;
-        match event.and_then(order_of) {
+        match event.and_then(Event::order) {
             Some(order) => {
                 csv_field(out, order.user_id.as_str())?;
                 write!(out, ",{}", order.quantity)?;
@@ -174,25 +173,10 @@ fn csv_field(out: &mut impl Write, value: &str) -> std::io::Result<()> {
     }
 }
 
-/// The order an event is about, when it carries the order's fields.
-pub(super) fn order_of(event: &Event) -> Option<&OrderAccepted> {
-    match event {
-        Event::OrderAccepted(order) => Some(order),
-        Event::OrderCreated(e) => Some(&e.order),
-        Event::OrderFailed(e) => Some(&e.order),
-        Event::OrderConfirmed(e) => Some(&e.order),
-        Event::OrderCancelled(e) => Some(&e.order),
-        Event::VoucherCreated(_)
-        | Event::VoucherUpdated(_)
-        | Event::CancelRequested(_)
-        | Event::ConfirmRequested(_) => None,
-    }
-}
-
 fn order_id_of(event: &Event) -> Option<String> {
     match event {
         Event::CancelRequested(request) | Event::ConfirmRequested(request) => Some(request.order_id.to_string()),
-        other => order_of(other).map(|order| order.order_id.to_string()),
+        other => other.order().map(|order| order.order_id.to_string()),
     }
 }
 

@@ -177,7 +177,7 @@ impl CqlStockStore {
         for ((kind, _), blob) in &rows {
             let (ORDER, Some(blob)) = (*kind, blob) else { continue };
             let record = OrderRecord::decode(blob).map_err(StoreError::Corrupt)?;
-            if let Some(order) = record.latest().and_then(|outcome| order_of(&outcome.event)) {
+            if let Some(order) = record.latest().and_then(|outcome| outcome.event.order()) {
                 users.insert(user_row_id(&order.user_id), order.user_id.clone());
             }
         }
@@ -454,17 +454,6 @@ impl StockState for Staged {
         self.check(voucher)?;
         self.holds.push((deadline, order, keep));
         Ok(())
-    }
-}
-
-/// The order an outcome is about.
-fn order_of(event: &Event) -> Option<&seckill_core::event::OrderAccepted> {
-    match event {
-        Event::OrderCreated(e) => Some(&e.order),
-        Event::OrderFailed(e) => Some(&e.order),
-        Event::OrderConfirmed(e) => Some(&e.order),
-        Event::OrderCancelled(e) => Some(&e.order),
-        _ => None,
     }
 }
 

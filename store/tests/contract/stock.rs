@@ -16,17 +16,6 @@ fn request(order: &OrderAccepted, reason: Option<CancelReason>) -> OrderRequest 
     OrderRequest { order_id: order.order_id, voucher_id: order.voucher_id, reason, requested_at: Utc::now() }
 }
 
-/// The order an outcome is about.
-fn order_of(event: &Event) -> Option<OrderId> {
-    match event {
-        Event::OrderCreated(c) => Some(c.order.order_id),
-        Event::OrderFailed(f) => Some(f.order.order_id),
-        Event::OrderConfirmed(c) => Some(c.order.order_id),
-        Event::OrderCancelled(c) => Some(c.order.order_id),
-        _ => None,
-    }
-}
-
 fn kinds(decided: &[Decided]) -> Vec<(&'static str, bool)> {
     decided.iter().map(|d| (d.outcome.kind(), d.replayed)).collect()
 }
@@ -200,7 +189,7 @@ pub async fn a_redelivered_batch_emits_every_outcome_again_in_order(backend: &im
     let ids = |decided: &[Decided], order: &OrderAccepted| -> Vec<Uuid> {
         decided
             .iter()
-            .filter(|d| order_of(&d.outcome.event) == Some(order.order_id))
+            .filter(|d| d.outcome.event.order().map(|o| o.order_id) == Some(order.order_id))
             .map(|d| d.outcome.event_id)
             .collect()
     };
@@ -287,7 +276,7 @@ pub async fn thousands_of_one_vouchers_orders_in_one_batch_are_decided_once(back
     assert_eq!(decided.len(), 2_002);
     assert!(decided.iter().all(|d| !d.replayed));
     for (order, decision) in orders.iter().zip(&decided) {
-        assert_eq!(order_of(&decision.outcome.event), Some(order.order_id), "outcomes in batch order");
+        assert_eq!(decision.outcome.event.order().map(|o| o.order_id), Some(order.order_id), "outcomes in batch order");
     }
     let count = |kind: &str| decided.iter().filter(|d| d.outcome.kind() == kind).count();
     assert_eq!((count("OrderCreated"), count("OrderFailed"), count("OrderCancelled")), (1_500, 500, 2));
@@ -296,9 +285,13 @@ pub async fn thousands_of_one_vouchers_orders_in_one_batch_are_decided_once(back
 
     let again = store.apply(batch).await.expect("applies");
     assert!(again.iter().all(|d| d.replayed), "a redelivered batch decides nothing again");
-    let first: HashMap<OrderId, &Envelope> =
-        decided[2..2_000].iter().filter_map(|d| Some((order_of(&d.outcome.event)?, &d.outcome))).collect();
-    let repeated = again.iter().filter(|d| order_of(&d.outcome.event).and_then(|o| first.get(&o)) == Some(&&d.outcome));
+    let first: HashMap<OrderId, &Envelope> = decided[2..2_000]
+        .iter()
+        .filter_map(|d| Some((d.outcome.event.order().map(|o| o.order_id)?, &d.outcome)))
+        .collect();
+    let repeated = again
+        .iter()
+        .filter(|d| d.outcome.event.order().map(|o| o.order_id).and_then(|o| first.get(&o)) == Some(&&d.outcome));
     assert_eq!(repeated.count(), 1_998, "the orders not cancelled repeat their first outcome, byte for byte");
     let level = store.stock(v.voucher_id).await.expect("reads").expect("defined");
     assert_eq!((level.stock, level.remaining), (1_500, 2));
