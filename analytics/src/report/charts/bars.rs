@@ -5,7 +5,7 @@ use plotters::prelude::*;
 
 use super::{
     axis_style, bucket_start, bucket_title, chart_error, headroom, label_style, palette, per_bucket, span, time_label,
-    Chart, KeyEntry, Mark, GRID, SIZE,
+    time_ticks, Chart, KeyEntry, Mark, GRID, SIZE,
 };
 use crate::report::overlay::Overlay;
 use crate::sale::{Buckets, FinalStatus, LatencyBin, Timeline};
@@ -82,7 +82,7 @@ fn stacked(
             .y_desc(format!("{unit} {}", per_bucket(buckets)))
             .x_label_formatter(&x_label)
             .y_label_formatter(&y_label)
-            .x_labels(10)
+            .x_labels(time_ticks(buckets))
             .y_labels(6)
             .disable_x_mesh()
             .light_line_style(WHITE)

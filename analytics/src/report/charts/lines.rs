@@ -8,7 +8,7 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::{
     axis_style, bucket_start, bucket_title, chart_error, label_style, palette, per_bucket, span, step_points,
-    time_label, value_before, x_of, Chart, KeyEntry, Mark, GRID, MARKER, SIZE,
+    time_label, time_ticks, value_before, x_of, Chart, KeyEntry, Mark, GRID, MARKER, SIZE,
 };
 use crate::report::overlay::Overlay;
 use crate::sale::{Buckets, LatencyPoint, Step, Timeline};
@@ -109,7 +109,7 @@ fn steps_chart(
             .y_desc("units")
             .x_label_formatter(&x_label)
             .y_label_formatter(&y_label)
-            .x_labels(10)
+            .x_labels(time_ticks(buckets))
             .y_labels(6)
             .disable_x_mesh()
             .light_line_style(WHITE)
@@ -190,7 +190,7 @@ pub(in crate::report) fn latency_over_time(timeline: &Timeline) -> Result<Chart,
             .y_desc("milliseconds (log scale)")
             .x_label_formatter(&x_label)
             .y_label_formatter(&y_label)
-            .x_labels(10)
+            .x_labels(time_ticks(buckets))
             .y_labels(8)
             .disable_x_mesh()
             .light_line_style(WHITE)

@@ -115,6 +115,12 @@ fn time_label(buckets: &Buckets, x: f64) -> String {
     at.format(format).to_string()
 }
 
+/// How many time ticks an axis gets: at most ten, and never closer than one
+/// bucket apart (closer ticks would repeat a label at the buckets' precision).
+fn time_ticks(buckets: &Buckets) -> usize {
+    (buckets.count + 1).clamp(2, 10)
+}
+
 /// "per second", "per 10 s", "per 5 min": what one bucket is.
 pub(super) fn per_bucket(buckets: &Buckets) -> String {
     match buckets.width_s {
