@@ -184,6 +184,24 @@ impl Platform {
     }
 
     async fn processor_on(&self, listen: SocketAddr) -> Running {
+        self.processor_wrapping(listen, |store| store).await
+    }
+
+    /// Starts the processor on its store as `wrap` hands it over (a fault
+    /// injector around the real store).
+    pub async fn start_processor_wrapping(
+        &mut self,
+        wrap: impl FnOnce(Arc<dyn seckill_store::StockStore>) -> Arc<dyn seckill_store::StockStore>,
+    ) {
+        let running = self.processor_wrapping(self.processor_addr, wrap).await;
+        self.processor = Some(running);
+    }
+
+    async fn processor_wrapping(
+        &self,
+        listen: SocketAddr,
+        wrap: impl FnOnce(Arc<dyn seckill_store::StockStore>) -> Arc<dyn seckill_store::StockStore>,
+    ) -> Running {
         let config = ProcessorConfig {
             http: HttpConfig { listen },
             kafka: self.kafka.clone(),
@@ -197,7 +215,7 @@ impl Platform {
         // After a simulated crash a blocking store call may still hold the
         // file for a moment.
         let store = eventually(|| async { seckill_store::open_stock_store(&store_config).await.ok() }).await;
-        let app = seckill_processor::App::build(config, store, Registry::new()).await.expect("processor builds");
+        let app = seckill_processor::App::build(config, wrap(store), Registry::new()).await.expect("processor builds");
         let shutdown = CancellationToken::new();
         let token = shutdown.clone();
         let task = tokio::spawn(async move { app.run(token).await.expect("processor runs") });

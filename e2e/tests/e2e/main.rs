@@ -9,6 +9,7 @@ mod audit;
 mod browser;
 mod contention;
 mod dead_letters;
+mod decisions;
 mod helpers;
 mod lifecycle;
 mod live;

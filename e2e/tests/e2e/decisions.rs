@@ -1,0 +1,120 @@
+//! Every decision reaches the log, in order, even when the processor dies
+//! after committing a batch and before its outcomes were acknowledged.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use reqwest::StatusCode;
+use seckill_core::decision::StockLevel;
+use seckill_core::event::OrderRequest;
+use seckill_core::{Envelope, VoucherId};
+use seckill_kafka::Message;
+use seckill_store::{Decided, StockInput, StockStore, StoreError};
+use tokio::sync::Notify;
+
+use crate::helpers::Platform;
+
+/// The real store, with a crash injected: the first batch holding an
+/// order's acceptance and its cancellation is committed, then the call
+/// never returns (the processor hangs before emitting, until killed).
+#[derive(Debug)]
+struct DiesAfterCommit {
+    store: Arc<dyn StockStore>,
+    armed: AtomicBool,
+    committed: Arc<Notify>,
+}
+
+fn accepted_and_cancelled(batch: &[StockInput]) -> bool {
+    batch.iter().any(|input| match input {
+        StockInput::Cancel(request) => {
+            batch.iter().any(|other| matches!(other, StockInput::Order(order) if order.order_id == request.order_id))
+        }
+        _ => false,
+    })
+}
+
+#[async_trait]
+impl StockStore for DiesAfterCommit {
+    async fn apply(&self, batch: Vec<StockInput>) -> Result<Vec<Decided>, StoreError> {
+        let dies = accepted_and_cancelled(&batch) && self.armed.swap(false, Ordering::SeqCst);
+        let decided = self.store.apply(batch).await?;
+        if dies {
+            self.committed.notify_one();
+            std::future::pending::<()>().await;
+        }
+        Ok(decided)
+    }
+
+    async fn stock(&self, voucher: VoucherId) -> Result<Option<StockLevel>, StoreError> {
+        self.store.stock(voucher).await
+    }
+
+    async fn expired(&self, now: DateTime<Utc>, limit: usize) -> Result<Vec<OrderRequest>, StoreError> {
+        self.store.expired(now, limit).await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_processor_killed_between_commit_and_emit_still_logs_every_outcome_in_order() {
+    let mut platform = Platform::start().await;
+    platform.processor.take().expect("running").stop().await;
+
+    // An order and its cancellation, both in the log before the processor
+    // reads either: they arrive in one batch.
+    let voucher = platform.create_voucher(5, 1).await;
+    let (status, placed) = platform.order(&voucher, "buyer").await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    let order = placed["order_id"].as_str().expect("order_id").to_owned();
+    let (status, body) = platform.post(&format!("/api/v1/orders/{order}/cancel"), Some("buyer"), None).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    let sales = platform.kafka.topics().sales;
+    platform
+        .read_topic(&sales, |read| {
+            let kinds: Vec<&str> =
+                read.iter().filter_map(|m| Envelope::decode(m.payload()?).ok()).map(|e| e.kind()).collect();
+            kinds.contains(&"OrderAccepted") && kinds.contains(&"CancelRequested")
+        })
+        .await;
+
+    let committed = Arc::new(Notify::new());
+    let injected = Arc::clone(&committed);
+    platform
+        .start_processor_wrapping(move |store| {
+            Arc::new(DiesAfterCommit { store, armed: AtomicBool::new(true), committed: injected })
+        })
+        .await;
+    committed.notified().await;
+    // Killed: nothing flushed, no offset stored.
+    platform.processor.take().expect("running").abort().await;
+
+    platform.start_processor().await;
+    platform.wait_order(&order, |o| o["status"] == "CANCELLED").await;
+    let orders_topic = platform.kafka.topics().orders;
+    let outcomes = platform
+        .read_topic(&orders_topic, |read| {
+            read.iter().filter_map(|m| Envelope::decode(m.payload()?).ok()).any(|e| e.kind() == "OrderCancelled")
+        })
+        .await;
+    let of_order: Vec<(i64, &'static str, uuid::Uuid)> = outcomes
+        .iter()
+        .filter_map(|m| Some((m.offset(), Envelope::decode(m.payload()?).ok()?)))
+        .filter(|(_, e)| e.event.order().is_some_and(|o| o.order_id.to_string() == order))
+        .map(|(offset, e)| (offset, e.kind(), e.event_id))
+        .collect();
+    let mut in_log_order = of_order.clone();
+    in_log_order.sort_by_key(|(offset, _, _)| *offset);
+    let kinds: Vec<&str> = in_log_order.iter().map(|(_, kind, _)| *kind).collect();
+    assert_eq!(kinds.first(), Some(&"OrderCreated"), "the creation reached the log first: {kinds:?}");
+    assert!(kinds.contains(&"OrderCancelled"), "{kinds:?}");
+    let created_at = kinds.iter().position(|k| *k == "OrderCreated").expect("created");
+    let cancelled_at = kinds.iter().position(|k| *k == "OrderCancelled").expect("cancelled");
+    assert!(created_at < cancelled_at, "in the order decided: {kinds:?}");
+    // However often they were sent, each outcome is the one first decided.
+    let ids: std::collections::HashSet<uuid::Uuid> = in_log_order.iter().map(|(_, _, id)| *id).collect();
+    assert_eq!(ids.len(), 2, "one creation and one cancellation: {in_log_order:?}");
+    assert_eq!(platform.persistent_remaining(&voucher).await, 5, "the unit came back once");
+    let (_, shown) = platform.get(&format!("{}/api/v1/vouchers/{voucher}", platform.base)).await;
+    assert_eq!(shown["available"], 5);
+}
