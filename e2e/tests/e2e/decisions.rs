@@ -118,3 +118,36 @@ async fn a_processor_killed_between_commit_and_emit_still_logs_every_outcome_in_
     let (_, shown) = platform.get(&format!("{}/api/v1/vouchers/{voucher}", platform.base)).await;
     assert_eq!(shown["available"], 5);
 }
+
+/// Redis forgets what a user holds (its last writes lost, say): Redis admits
+/// the user again, the processor refuses past the limit, and the units go
+/// back to Redis once.
+#[tokio::test]
+async fn the_processor_refuses_orders_past_the_limit_that_redis_forgot() {
+    let platform = Platform::start().await;
+    let voucher = platform.create_voucher(10, 2).await;
+    let (_, first) = platform.order_units(&voucher, "greedy", 2).await;
+    let first = first["order_id"].as_str().expect("order_id").to_owned();
+    assert_eq!(platform.wait_final(&first).await["status"], "CREATED");
+
+    let keys = seckill_gate::VoucherKeys::new(&platform.redis.key_prefix, voucher.parse().expect("id"));
+    let _: () = redis::pipe()
+        .cmd("HDEL")
+        .arg(&keys.bought)
+        .arg("greedy")
+        .cmd("HDEL")
+        .arg(&keys.orders)
+        .arg("greedy")
+        .query_async(&mut platform.redis_connection().await)
+        .await
+        .expect("HDEL");
+    let (status, second) = platform.order(&voucher, "greedy").await;
+    assert_eq!(status, StatusCode::ACCEPTED, "Redis, having forgotten, admits: {second}");
+    let second = second["order_id"].as_str().expect("order_id").to_owned();
+    let failed = platform.wait_final(&second).await;
+    assert_eq!((failed["status"].as_str(), failed["reason"].as_str()), (Some("FAILED"), Some("limit_exceeded")));
+    assert_eq!(platform.persistent_remaining(&voucher).await, 8);
+    let settled =
+        crate::helpers::eventually(|| async { (platform.redis_remaining(&voucher).await == 8).then_some(()) });
+    settled.await;
+}
