@@ -113,7 +113,9 @@ async fn an_order_delivered_twice_is_decided_once() {
     let order = platform.wait_final(&accepted.order_id.to_string()).await;
     assert_eq!(order["status"], "CREATED");
 
-    // Both deliveries were answered, with the very same outcome event.
+    // Every outcome on the topic is the one decision, byte for byte: once
+    // when both deliveries were in one batch, twice when the second came in
+    // a later batch (its outcome re-emitted, never decided again).
     let ours = |messages: &[OwnedMessage]| -> Vec<Envelope> {
         messages
             .iter()
@@ -121,10 +123,10 @@ async fn an_order_delivered_twice_is_decided_once() {
             .filter(|e| e.event.voucher_id() == accepted.voucher_id)
             .collect()
     };
-    let read = platform.read_topic(&topics.orders, |read| ours(read).len() >= 2).await;
+    let read = platform.read_topic(&topics.orders, |read| !ours(read).is_empty()).await;
     let outcomes_seen = ours(&read);
-    assert_eq!(outcomes_seen.len(), 2, "one outcome per delivery");
-    assert_eq!(outcomes_seen[0], outcomes_seen[1], "the redelivery re-emits the original outcome");
+    assert!(outcomes_seen.iter().all(|outcome| *outcome == outcomes_seen[0]), "{outcomes_seen:?}");
+    assert!(matches!(outcomes_seen[0].event, Event::OrderCreated(_)));
 
     let shown = platform.wait_voucher(&voucher, |v| v["created"] == 1).await;
     assert_eq!(shown["remaining"], 4, "{shown}");
