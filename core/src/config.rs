@@ -198,11 +198,25 @@ pub struct RedisConfig {
     pub url: String,
     /// Prepended to every key, so several platforms (or tests) share a server.
     pub key_prefix: String,
+    /// How long a call may wait for Redis's answer (and a connection for
+    /// Redis to accept it): a slow Redis is answered `503`, never a hang.
+    pub response_timeout_ms: u64,
 }
 
 impl Default for RedisConfig {
     fn default() -> Self {
-        Self { url: "redis://127.0.0.1:16379/".to_owned(), key_prefix: "seckill".to_owned() }
+        Self {
+            url: "redis://127.0.0.1:16379/".to_owned(),
+            key_prefix: "seckill".to_owned(),
+            response_timeout_ms: 2_000,
+        }
+    }
+}
+
+impl RedisConfig {
+    /// `url` under `key_prefix`, with the default timeouts.
+    pub fn new(url: impl Into<String>, key_prefix: impl Into<String>) -> Self {
+        Self { url: url.into(), key_prefix: key_prefix.into(), ..Self::default() }
     }
 }
 
@@ -217,6 +231,11 @@ impl Validate for RedisConfig {
             !self.key_prefix.is_empty() && !self.key_prefix.contains(['{', '}', ' ']),
             "redis.key_prefix",
             "must be non-empty without braces or spaces (braces are hash tags)",
+        )?;
+        ensure(
+            (10..=60_000).contains(&self.response_timeout_ms),
+            "redis.response_timeout_ms",
+            "must be 10 to 60000",
         )
     }
 }

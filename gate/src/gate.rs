@@ -24,9 +24,6 @@ use crate::{Holders, RetryKey, VoucherAdmission, VoucherKeys};
 /// rather than admitted into a backlog that grows while the log is down.
 pub const DEFAULT_OUTBOX_LIMIT: u64 = 100_000;
 
-/// Bounds connecting and every call: a slow Redis answers 503, not a hang.
-const REDIS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
-
 const ADMIT: &str = include_str!("../../lua/admit.lua");
 const LOAD_VOUCHER: &str = include_str!("../../lua/load_voucher.lua");
 const RELEASE: &str = include_str!("../../lua/release.lua");
@@ -139,11 +136,13 @@ impl Gate {
     /// Connects to the Redis `config` names (reconnecting by itself after
     /// failures) and loads the scripts.
     pub async fn connect(config: &RedisConfig) -> redis::RedisResult<Self> {
+        // Bounds connecting and every call: a slow Redis answers 503, not a hang.
+        let timeout = std::time::Duration::from_millis(config.response_timeout_ms);
         let redis = redis::Client::open(config.url.as_str())?
             .get_connection_manager_with_config(
                 ConnectionManagerConfig::new()
-                    .set_connection_timeout(Some(REDIS_TIMEOUT))
-                    .set_response_timeout(Some(REDIS_TIMEOUT)),
+                    .set_connection_timeout(Some(timeout))
+                    .set_response_timeout(Some(timeout)),
             )
             .await?;
         Self::new(redis, &config.key_prefix).await
