@@ -5,7 +5,9 @@
 -- KEYS[2]  bought hash   <prefix>:{v:<id>}:bought   user id -> units admitted to that user
 -- KEYS[3]  orders hash   <prefix>:{v:<id>}:orders   user id -> the user's latest admitted order id
 -- KEYS[4]  retries hash  <prefix>:{v:<id>}:retries  "<user id>|<Idempotency-Key>" -> order id
--- KEYS[5]  outbox stream <prefix>:outbox            admitted orders not yet in the log
+-- KEYS[5]  admitted hash <prefix>:{v:<id>}:admitted order id -> "<user id>|<quantity>" of every admitted
+--                                                    order, or "fenced" (settle.lua: never to be admitted)
+-- KEYS[6]  outbox stream <prefix>:outbox            admitted orders not yet in the log
 -- ARGV[1]  user id
 -- ARGV[2]  quantity, an integer >= 1
 -- ARGV[3]  the order id to record when admitted
@@ -25,6 +27,13 @@
 --   {"limit_exceeded", limit}              this quantity would pass the user's limit
 --   {"sold_out", remaining}                fewer units left than asked for
 --   {"backlog_full", entries}              the outbox is full (the log is down); nothing changed
+--   {"fenced", ""}                         settle.lua settled this order id as not admitted (this call
+--                                          arrived after its caller gave up); nothing changed
+--
+-- Every admitted order id is recorded in the admitted hash, so a caller
+-- whose call timed out can find out what happened (settle.lua), and a call
+-- that arrives after settle.lua said "not admitted" is refused by the same
+-- record: the answer the client got stays true.
 --
 -- Admission and the outbox entry are one atomic step: an order Redis took
 -- stock for is always in the outbox, and the relay publishes it to Kafka and
@@ -34,8 +43,8 @@
 -- ingress instance. The voucher's keys share one hash tag; the outbox is one
 -- stream per Redis (on Redis Cluster it would have to be one per shard). The
 -- script builds no key names itself.
-if #KEYS ~= 5 or #ARGV ~= 7 then
-  return redis.error_reply("admit.lua: expects 5 KEYS and 7 ARGV")
+if #KEYS ~= 6 or #ARGV ~= 7 then
+  return redis.error_reply("admit.lua: expects 6 KEYS and 7 ARGV")
 end
 local quantity = tonumber(ARGV[2])
 if not quantity or quantity < 1 or quantity ~= math.floor(quantity) then
@@ -82,12 +91,16 @@ if remaining < quantity then
   return {"sold_out", voucher[1]}
 end
 
-local backlog = redis.call("XLEN", KEYS[5])
+local backlog = redis.call("XLEN", KEYS[6])
 if backlog >= tonumber(ARGV[7]) then
   return {"backlog_full", tostring(backlog)}
 end
 
-redis.call("XADD", KEYS[5], "*", "key", ARGV[6], "record", ARGV[5])
+-- The first write: an id fenced by settle.lua stops here, before anything changed.
+if redis.call("HSETNX", KEYS[5], ARGV[3], ARGV[1] .. "|" .. ARGV[2]) == 0 then
+  return {"fenced", ""}
+end
+redis.call("XADD", KEYS[6], "*", "key", ARGV[6], "record", ARGV[5])
 redis.call("HINCRBY", KEYS[1], "remaining", -quantity)
 redis.call("HINCRBY", KEYS[2], ARGV[1], quantity)
 redis.call("HSET", KEYS[3], ARGV[1], ARGV[3])

@@ -232,11 +232,7 @@ impl Validate for RedisConfig {
             "redis.key_prefix",
             "must be non-empty without braces or spaces (braces are hash tags)",
         )?;
-        ensure(
-            (10..=60_000).contains(&self.response_timeout_ms),
-            "redis.response_timeout_ms",
-            "must be 10 to 60000",
-        )
+        ensure((10..=60_000).contains(&self.response_timeout_ms), "redis.response_timeout_ms", "must be 10 to 60000")
     }
 }
 

@@ -27,6 +27,7 @@ pub const DEFAULT_OUTBOX_LIMIT: u64 = 100_000;
 const ADMIT: &str = include_str!("../../lua/admit.lua");
 const LOAD_VOUCHER: &str = include_str!("../../lua/load_voucher.lua");
 const RELEASE: &str = include_str!("../../lua/release.lua");
+const SETTLE: &str = include_str!("../../lua/settle.lua");
 const UPDATE_VOUCHER: &str = include_str!("../../lua/update_voucher.lua");
 
 /// The gate's verdict on one order request.
@@ -41,6 +42,18 @@ pub enum Admission {
     Backlogged { entries: u64 },
     /// Refused; nothing changed.
     Rejected(Rejection),
+    /// The order id was settled as not admitted before this call ran (its
+    /// caller had given up on it); nothing changed.
+    Fenced,
+}
+
+/// What became of an admission call that failed without an answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Settlement {
+    /// `admit.lua` admitted the order: it is in the outbox.
+    Admitted,
+    /// It was not admitted, and now never will be: the id is fenced.
+    NotAdmitted,
 }
 
 /// Why the gate refused.
@@ -120,6 +133,7 @@ pub struct Gate {
     admit: Script,
     load_voucher: Script,
     release: Script,
+    settle: Script,
     update_voucher: Script,
     outbox: String,
     outbox_limit: u64,
@@ -154,6 +168,7 @@ impl Gate {
             admit: Script::new(ADMIT),
             load_voucher: Script::new(LOAD_VOUCHER),
             release: Script::new(RELEASE),
+            settle: Script::new(SETTLE),
             update_voucher: Script::new(UPDATE_VOUCHER),
             outbox: outbox_key(prefix),
             outbox_limit: DEFAULT_OUTBOX_LIMIT,
@@ -161,7 +176,7 @@ impl Gate {
             metrics: None,
             redis: redis.clone(),
         };
-        for script in [&gate.admit, &gate.load_voucher, &gate.release, &gate.update_voucher] {
+        for script in [&gate.admit, &gate.load_voucher, &gate.release, &gate.settle, &gate.update_voucher] {
             script.load_async(&mut redis).await?;
         }
         Ok(gate)
@@ -225,7 +240,9 @@ impl Gate {
     }
 
     /// Runs the admission check for `order`; when admitted, exactly this
-    /// record is in the outbox, written in the same script.
+    /// record is in the outbox, written in the same script. An error means
+    /// the script may or may not have run (or may still run): ask
+    /// [`Gate::settle`] before telling anyone it did not.
     pub async fn admit_order(&self, order: &OrderAccepted, retry: Option<&RetryKey>) -> redis::RedisResult<Admission> {
         let (voucher, user, quantity) = (order.voucher_id, &order.user_id, order.quantity);
         let keys = self.keys(voucher);
@@ -237,6 +254,7 @@ impl Gate {
             .key(&keys.bought)
             .key(&keys.orders)
             .key(&keys.retries)
+            .key(&keys.admitted)
             .key(&self.outbox)
             .arg(user.as_str())
             .arg(quantity)
@@ -263,7 +281,25 @@ impl Gate {
             "limit_exceeded" => rejected(Rejection::LimitExceeded { limit: detail.parse().unwrap_or_default() }),
             "sold_out" => rejected(Rejection::SoldOut { remaining: detail.parse().unwrap_or_default() }),
             "backlog_full" => Ok(Admission::Backlogged { entries: detail.parse().unwrap_or_default() }),
+            "fenced" => Ok(Admission::Fenced),
             other => Err(unexpected("admit.lua returned an unknown code", other.to_owned())),
+        }
+    }
+
+    /// Whether `order` of `voucher` was admitted, after an admission call
+    /// for it failed without an answer; "not admitted" is made final (a
+    /// late call with that id is refused), so the answer is exact even if
+    /// the failed call is still on its way to Redis.
+    pub async fn settle(&self, voucher: VoucherId, order: OrderId) -> redis::RedisResult<Settlement> {
+        let keys = self.keys(voucher);
+        let started = Instant::now();
+        let settled: String =
+            self.settle.key(&keys.admitted).arg(order.to_string()).invoke_async(&mut self.redis.clone()).await?;
+        self.observe("settle", started);
+        match settled.as_str() {
+            "admitted" => Ok(Settlement::Admitted),
+            "not_admitted" => Ok(Settlement::NotAdmitted),
+            other => Err(unexpected("settle.lua returned an unknown answer", other.to_owned())),
         }
     }
 

@@ -22,9 +22,21 @@ pub struct VoucherKeys {
     pub retries: String,
     /// Set: ids of the admin updates applied.
     pub updates: String,
+    /// Hash: order id → "<user id>|<quantity>" of every order admitted, or
+    /// [`FENCED`] for an id settled as never admitted (a late call with it
+    /// is refused).
+    pub admitted: String,
 }
 
+/// The `admitted` value of an order id that was settled as not admitted.
+pub const FENCED: &str = "fenced";
+
 impl VoucherKeys {
+    /// Every key of the voucher.
+    pub fn all(&self) -> [&str; 7] {
+        [&self.voucher, &self.bought, &self.orders, &self.released, &self.retries, &self.updates, &self.admitted]
+    }
+
     /// The keys of `voucher` under `prefix`.
     pub fn new(prefix: &str, voucher: VoucherId) -> Self {
         let base = format!("{prefix}:{{v:{voucher}}}");
@@ -35,6 +47,7 @@ impl VoucherKeys {
             released: format!("{base}:released"),
             retries: format!("{base}:retries"),
             updates: format!("{base}:updates"),
+            admitted: format!("{base}:admitted"),
         }
     }
 }
@@ -85,7 +98,7 @@ mod tests {
         let voucher = VoucherId::generate();
         let keys = VoucherKeys::new("t1", voucher);
         let tag = format!("{{v:{voucher}}}");
-        for key in [&keys.voucher, &keys.bought, &keys.orders, &keys.released, &keys.retries, &keys.updates] {
+        for key in keys.all() {
             assert!(key.starts_with("t1:"), "{key}");
             assert_eq!(key.matches('{').count(), 1, "{key}");
             assert!(key.contains(&tag), "{key}");

@@ -12,9 +12,11 @@ mod ledger;
 mod outbox;
 mod read_side;
 
-pub use gate::{Admission, AdmissionSnapshot, Gate, GateVoucher, Rejection, UpdateResult, DEFAULT_OUTBOX_LIMIT};
+pub use gate::{
+    Admission, AdmissionSnapshot, Gate, GateVoucher, Rejection, Settlement, UpdateResult, DEFAULT_OUTBOX_LIMIT,
+};
 pub use holders::Holders;
-pub use keys::{outbox_key, pending_order_key, RetryKey, VoucherKeys, MAX_IDEMPOTENCY_KEY_LEN};
+pub use keys::{outbox_key, pending_order_key, RetryKey, VoucherKeys, FENCED, MAX_IDEMPOTENCY_KEY_LEN};
 pub use ledger::{Ledger, VoucherAdmission};
 pub use outbox::{Outbox, OutboxEntry};
 pub use read_side::SaleState;

@@ -5,6 +5,7 @@
 #![allow(unreachable_pub)]
 
 mod admission;
+mod settle;
 
 use chrono::{DateTime, Utc};
 use redis::aio::ConnectionManager;

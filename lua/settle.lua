@@ -1,0 +1,26 @@
+-- settle.lua: tells whether an order id was admitted, and makes the answer
+-- final. The ingress calls it when its admit.lua call failed without an
+-- answer (a timeout, a dropped connection): the script may have run, or may
+-- still run later (the call is in flight, or queued behind a slow Redis).
+--
+-- KEYS[1]  admitted hash  <prefix>:{v:<id>}:admitted  order id -> "<user id>|<quantity>", or "fenced"
+-- ARGV[1]  the order id the ingress generated for the request
+--
+-- Returns "admitted" when admit.lua admitted the order, or "not_admitted",
+-- having fenced the id first: admit.lua refuses a fenced id before changing
+-- anything, so a call that runs after this one can no longer admit it, and
+-- "not admitted" stays true.
+if #KEYS ~= 1 or #ARGV ~= 1 then
+  return redis.error_reply("settle.lua: expects 1 KEYS and 1 ARGV")
+end
+if ARGV[1] == "" then
+  return redis.error_reply("settle.lua: the order id must not be empty")
+end
+local recorded = redis.call("HGET", KEYS[1], ARGV[1])
+if recorded and recorded ~= "fenced" then
+  return "admitted"
+end
+if not recorded then
+  redis.call("HSET", KEYS[1], ARGV[1], "fenced")
+end
+return "not_admitted"
