@@ -201,7 +201,17 @@ pub struct RedisConfig {
     /// How long a call may wait for Redis's answer (and a connection for
     /// Redis to accept it): a slow Redis is answered `503`, never a hang.
     pub response_timeout_ms: u64,
+    /// How long a voucher's keys stay in Redis after its sale ends (its end
+    /// moves with `PATCH ends_at`); then they expire. The log keeps
+    /// everything, and `reconcile` restores a voucher still within it.
+    /// Set it the same in every service: each sets the expiry it computes.
+    pub ended_sale_ttl_seconds: u64,
 }
+
+/// Default of [`RedisConfig::ended_sale_ttl_seconds`]: a week, past the
+/// longest hold (`hold_seconds` is at most a week) of an order created as
+/// the sale ended.
+pub const DEFAULT_ENDED_SALE_TTL_SECONDS: u64 = 7 * 24 * 3600;
 
 impl Default for RedisConfig {
     fn default() -> Self {
@@ -209,6 +219,7 @@ impl Default for RedisConfig {
             url: "redis://127.0.0.1:16379/".to_owned(),
             key_prefix: "seckill".to_owned(),
             response_timeout_ms: 2_000,
+            ended_sale_ttl_seconds: DEFAULT_ENDED_SALE_TTL_SECONDS,
         }
     }
 }

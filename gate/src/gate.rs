@@ -11,7 +11,7 @@ use std::time::Instant;
 use chrono::{DateTime, Utc};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::Script;
-use seckill_core::config::RedisConfig;
+use seckill_core::config::{RedisConfig, DEFAULT_ENDED_SALE_TTL_SECONDS};
 use seckill_core::event::{Event, OrderAccepted, VoucherCreated, VoucherUpdated};
 use seckill_core::metrics::AdmissionMetrics;
 use seckill_core::{Envelope, OrderId, UserId, VoucherId};
@@ -137,6 +137,9 @@ pub struct Gate {
     update_voucher: Script,
     outbox: String,
     outbox_limit: u64,
+    /// How long a voucher's keys outlive its sale: every script that writes
+    /// one sets its expiry to `ends_ms` plus this.
+    ended_sale_ttl_ms: u64,
     metrics: Option<AdmissionMetrics>,
 }
 
@@ -159,7 +162,9 @@ impl Gate {
                     .set_response_timeout(Some(timeout)),
             )
             .await?;
-        Self::new(redis, &config.key_prefix).await
+        Ok(Self::new(redis, &config.key_prefix)
+            .await?
+            .with_ended_sale_ttl(std::time::Duration::from_secs(config.ended_sale_ttl_seconds)))
     }
 
     /// Loads the scripts into `redis` (SCRIPT LOAD) once.
@@ -172,6 +177,7 @@ impl Gate {
             update_voucher: Script::new(UPDATE_VOUCHER),
             outbox: outbox_key(prefix),
             outbox_limit: DEFAULT_OUTBOX_LIMIT,
+            ended_sale_ttl_ms: DEFAULT_ENDED_SALE_TTL_SECONDS * 1_000,
             prefix: prefix.to_owned(),
             metrics: None,
             redis: redis.clone(),
@@ -188,6 +194,12 @@ impl Gate {
         self
     }
 
+    /// Lets a voucher's keys expire `ttl` after its sale ends.
+    pub fn with_ended_sale_ttl(mut self, ttl: std::time::Duration) -> Self {
+        self.ended_sale_ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
+        self
+    }
+
     /// Records script latencies in `metrics`.
     pub fn with_metrics(mut self, metrics: AdmissionMetrics) -> Self {
         self.metrics = Some(metrics);
@@ -200,18 +212,21 @@ impl Gate {
     }
 
     /// Makes a voucher admissible as `definition` defines it; false if it
-    /// was loaded before (loading again never resets a sale).
+    /// was loaded before (loading again never resets a sale) or its sale
+    /// ended longer ago than the keys outlive it (a definition delivered
+    /// again never brings an old sale back).
     pub async fn load_voucher(&self, definition: &VoucherCreated) -> redis::RedisResult<bool> {
         let keys = self.keys(definition.voucher_id);
         let started = Instant::now();
         let loaded: i64 = self
             .load_voucher
-            .key(&keys.voucher)
+            .key(keys.all().as_slice())
             .arg(definition.stock)
             .arg(definition.begins_at.timestamp_millis())
             .arg(definition.ends_at.timestamp_millis())
             .arg(definition.per_user_limit)
             .arg(definition.hold_seconds)
+            .arg(self.ended_sale_ttl_ms)
             .invoke_async(&mut self.redis.clone())
             .await?;
         self.observe("load_voucher", started);
@@ -263,6 +278,7 @@ impl Gate {
             .arg(record.encode())
             .arg(voucher.to_string())
             .arg(self.outbox_limit)
+            .arg(self.ended_sale_ttl_ms)
             .invoke_async(&mut self.redis.clone())
             .await?;
         self.observe("admit", started);
@@ -293,8 +309,14 @@ impl Gate {
     pub async fn settle(&self, voucher: VoucherId, order: OrderId) -> redis::RedisResult<Settlement> {
         let keys = self.keys(voucher);
         let started = Instant::now();
-        let settled: String =
-            self.settle.key(&keys.admitted).arg(order.to_string()).invoke_async(&mut self.redis.clone()).await?;
+        let settled: String = self
+            .settle
+            .key(&keys.voucher)
+            .key(&keys.admitted)
+            .arg(order.to_string())
+            .arg(self.ended_sale_ttl_ms)
+            .invoke_async(&mut self.redis.clone())
+            .await?;
         self.observe("settle", started);
         match settled.as_str() {
             "admitted" => Ok(Settlement::Admitted),
@@ -327,6 +349,7 @@ impl Gate {
             .arg(quantity)
             .arg(order.to_string())
             .arg(retry.map(RetryKey::field).unwrap_or_default())
+            .arg(self.ended_sale_ttl_ms)
             .invoke_async(&mut self.redis.clone())
             .await?;
         self.observe("release", started);
@@ -344,10 +367,16 @@ impl Gate {
             .update_voucher
             .key(&keys.voucher)
             .key(&keys.updates)
+            .key(&keys.bought)
+            .key(&keys.orders)
+            .key(&keys.released)
+            .key(&keys.retries)
+            .key(&keys.admitted)
             .arg(update_id.to_string())
             .arg(paused)
             .arg(ends_ms)
             .arg(update.add_stock)
+            .arg(self.ended_sale_ttl_ms)
             .invoke_async(&mut self.redis.clone())
             .await?;
         self.observe("update_voucher", started);
@@ -436,6 +465,8 @@ impl Gate {
             pipe.cmd("HSET").arg(&keys.voucher).arg("settings_version").arg(version.to_string()).ignore();
         }
         pipe.cmd("DEL").arg(&keys.bought).arg(&keys.orders).ignore();
+        // The holders' hashes may stay empty (gone): admit.lua must set their expiry.
+        pipe.cmd("HDEL").arg(&keys.voucher).arg("keys_expire_ms").ignore();
         for chunk in state.bought.iter().collect::<Vec<_>>().chunks(1_000) {
             let fields: Vec<(&str, u64)> = chunk.iter().map(|(user, units)| (user.as_str(), **units)).collect();
             pipe.cmd("HSET").arg(&keys.bought).arg(&fields).ignore();
@@ -452,6 +483,10 @@ impl Gate {
         if !state.updates.is_empty() {
             let ids: Vec<String> = state.updates.iter().map(ToString::to_string).collect();
             pipe.cmd("SADD").arg(&keys.updates).arg(&ids).ignore();
+        }
+        let expires_ms = state.ends_ms.saturating_add(i64::try_from(self.ended_sale_ttl_ms).unwrap_or(i64::MAX));
+        for key in keys.all() {
+            pipe.cmd("PEXPIREAT").arg(key).arg(expires_ms).ignore();
         }
         pipe.query_async(&mut self.redis.clone()).await
     }

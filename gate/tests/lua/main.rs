@@ -5,6 +5,7 @@
 #![allow(unreachable_pub)]
 
 mod admission;
+mod expiry;
 mod settle;
 
 use chrono::{DateTime, Utc};
