@@ -5,6 +5,7 @@
 
 mod error;
 pub mod rebuild;
+pub mod reconcile;
 pub mod replay;
 pub mod stats;
 pub mod topics;
