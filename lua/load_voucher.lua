@@ -7,6 +7,7 @@
 -- KEYS[5]  retries hash   <prefix>:{v:<id>}:retries
 -- KEYS[6]  updates set    <prefix>:{v:<id>}:updates
 -- KEYS[7]  admitted hash  <prefix>:{v:<id>}:admitted
+-- KEYS[8]  added hash     <prefix>:{v:<id>}:added
 -- ARGV[1]  stock (integer >= 0)
 -- ARGV[2]  begins_ms (Unix milliseconds)
 -- ARGV[3]  ends_ms (Unix milliseconds, > begins_ms)
@@ -18,10 +19,10 @@
 -- changes: loading again never resets a sale's remaining stock) or when its
 -- sale ended more than ARGV[6] ms ago by the Redis clock (its keys expired;
 -- a definition delivered again never brings an old sale back). Every key
--- of the voucher expires at ends_ms + ARGV[6]; KEYS[2..7] are passed so a
+-- of the voucher expires at ends_ms + ARGV[6]; KEYS[2..8] are passed so a
 -- key written before the voucher (a fence of settle.lua) gets that time too.
-if #KEYS ~= 7 or #ARGV ~= 6 then
-  return redis.error_reply("load_voucher.lua: expects 7 KEYS and 6 ARGV")
+if #KEYS ~= 8 or #ARGV ~= 6 then
+  return redis.error_reply("load_voucher.lua: expects 8 KEYS and 6 ARGV")
 end
 local ends = tonumber(ARGV[3])
 local ttl = tonumber(ARGV[6])

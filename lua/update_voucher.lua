@@ -9,6 +9,7 @@
 -- KEYS[5]  released set   <prefix>:{v:<id>}:released
 -- KEYS[6]  retries hash   <prefix>:{v:<id>}:retries
 -- KEYS[7]  admitted hash  <prefix>:{v:<id>}:admitted
+-- KEYS[8]  added hash     <prefix>:{v:<id>}:added     update id -> units it added (updates adding any)
 -- ARGV[1]  update id: the record's event id, a UUIDv7, so ids of later
 --          updates compare greater as strings
 -- ARGV[2]  paused: "1", "0", or "" to leave it
@@ -22,12 +23,14 @@
 --   code "unknown_voucher"  no such voucher (the other fields are "")
 -- Pause and end time only move to a newer update's values (settings_version),
 -- so an older update applied late never undoes a newer one; added units are
--- added once per update id whatever the order. Every key of the voucher
--- (KEYS[3..7] are passed for this alone) then expires ARGV[5] ms after the
--- sale's end as it now stands, so moving the end moves the cleaning; an end
--- moved so far back that this time has passed removes the sale's keys.
-if #KEYS ~= 7 or #ARGV ~= 5 then
-  return redis.error_reply("update_voucher.lua: expects 7 KEYS and 5 ARGV")
+-- added once per update id whatever the order, and recorded by id (KEYS[8]),
+-- so restore.lua can count an update applied after the log it restores from
+-- was read. Every key of the voucher (KEYS[3..7] are passed for this alone)
+-- then expires ARGV[5] ms after the sale's end as it now stands, so moving
+-- the end moves the cleaning; an end moved so far back that this time has
+-- passed removes the sale's keys.
+if #KEYS ~= 8 or #ARGV ~= 5 then
+  return redis.error_reply("update_voucher.lua: expects 8 KEYS and 5 ARGV")
 end
 local ttl = tonumber(ARGV[5])
 if not ttl or ttl < 1 then
@@ -58,6 +61,7 @@ end
 if add > 0 then
   redis.call("HINCRBY", KEYS[1], "stock", add)
   redis.call("HINCRBY", KEYS[1], "remaining", add)
+  redis.call("HSET", KEYS[8], ARGV[1], add)
 end
 local newest = redis.call("HGET", KEYS[1], "settings_version")
 if (ARGV[2] ~= "" or ARGV[3] ~= "") and (not newest or ARGV[1] > newest) then

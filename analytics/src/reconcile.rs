@@ -1,16 +1,28 @@
-//! Rebuilding the Redis admission state from the log (`seckill reconcile`).
+//! Rebuilding the Redis admission state from the log (`seckill reconcile`),
+//! while the platform runs.
 //!
-//! After Redis lost data (or drifted), the gate's stock and per-user counts
-//! are recomputed from the sales and orders topics (the history the
-//! persistent stock is derived from) plus the orders still in the outbox,
-//! then written back voucher by voucher, each in one MULTI transaction.
+//! After Redis lost data (or drifted), each voucher's gate state (stock,
+//! remaining, window, pause, per-user counts, latest orders, the released,
+//! admitted and applied sets) is recomputed from the sales and orders topics
+//! (the history the persistent stock is derived from) plus the orders still
+//! in the outbox, and written back by `restore.lua`, one atomic step per
+//! voucher.
+//!
+//! Correct while processors, relays and ingresses run:
+//! - the outbox is read before the log: an entry a relay moves between the
+//!   two reads is in both (harmless: orders are folded by id), never in
+//!   neither;
+//! - what lands in Redis after the reads is counted by `restore.lua`, which
+//!   runs after it: an order `release.lua` gave back keeps its units
+//!   returned, an order `admit.lua` admitted holds its units, an update
+//!   applied keeps its added units and newer settings.
 //!
 //! The steps are named ([`Step`]) and the caller is called back between
 //! them, so a test can make something happen at an exact point.
 
 use seckill_core::config::KafkaConfig;
 use seckill_core::{Envelope, VoucherId};
-use seckill_gate::{Gate, Ledger, VoucherAdmission};
+use seckill_gate::{Gate, Ledger, RestoreAction, RestoreMode, RestoreOutcome};
 use seckill_kafka::Message;
 
 use crate::AnalyticsError;
@@ -21,7 +33,7 @@ const MAX_OUTBOX: usize = 10_000_000;
 /// The points between the steps of a reconcile.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Step {
-    /// Between reading the log and reading the outbox.
+    /// Between reading the outbox and reading the log.
     BetweenReads,
     /// Everything is read; nothing is written yet.
     BeforeWrites,
@@ -36,19 +48,30 @@ pub enum Mode {
     Write,
 }
 
-/// One voucher: what the log implies and how Redis differed.
+/// One voucher: what the log implies and how Redis compared.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct VoucherReconciled {
     pub voucher_id: VoucherId,
     /// Units for sale in all, as the log has them.
     pub stock: u64,
-    /// Remaining in Redis before (None: not there), and as restored.
-    pub remaining_before: Option<u64>,
-    pub remaining_after: u64,
-    /// Users whose units in Redis differed.
-    pub users_fixed: usize,
-    /// `unchanged`, `corrected` or `restored (was missing)`.
-    pub action: &'static str,
+    pub outcome: RestoreOutcome,
+}
+
+impl VoucherReconciled {
+    /// Whether Redis differed (and, unless a dry run, was rewritten).
+    pub fn changed(&self) -> bool {
+        matches!(self.outcome.action, RestoreAction::Corrected | RestoreAction::Restored)
+    }
+
+    /// The action, as the report prints it.
+    pub fn action(&self) -> &'static str {
+        match self.outcome.action {
+            RestoreAction::Unchanged => "unchanged",
+            RestoreAction::Corrected => "corrected",
+            RestoreAction::Restored => "restored (was missing)",
+            RestoreAction::Expired => "expired (the sale is over; not restored)",
+        }
+    }
 }
 
 /// What a reconcile read and did.
@@ -66,7 +89,7 @@ pub struct ReconcileReport {
 impl ReconcileReport {
     /// Vouchers that differed from the log (and were written, unless a dry run).
     pub fn changed(&self) -> usize {
-        self.vouchers.iter().filter(|v| v.action != "unchanged").count()
+        self.vouchers.iter().filter(|v| v.changed()).count()
     }
 }
 
@@ -79,22 +102,24 @@ pub async fn reconcile(
     mut at: impl AsyncFnMut(Step),
 ) -> Result<ReconcileReport, AnalyticsError> {
     let mut report = ReconcileReport::default();
-    let mut ledger = read_log(kafka, &mut report).await?;
-    at(Step::BetweenReads).await;
+    // The outbox first: an entry leaves it only once the log has it.
     let outbox = gate.outbox_records(MAX_OUTBOX).await?;
     report.outbox_records = outbox.len();
+    at(Step::BetweenReads).await;
+    let mut ledger = read_log(kafka, &mut report).await?;
     for record in &outbox {
         if let Ok(envelope) = Envelope::decode(record) {
             ledger.apply(&envelope);
         }
     }
     at(Step::BeforeWrites).await;
+    let mode = match mode {
+        Mode::DryRun => RestoreMode::Check,
+        Mode::Write => RestoreMode::Write,
+    };
     for state in ledger.admissions() {
-        let reconciled = describe(gate, &state).await?;
-        if reconciled.action != "unchanged" && mode == Mode::Write {
-            gate.restore(&state).await?;
-        }
-        report.vouchers.push(reconciled);
+        let outcome = gate.restore(&state, mode).await?;
+        report.vouchers.push(VoucherReconciled { voucher_id: state.voucher_id, stock: state.stock, outcome });
     }
     Ok(report)
 }
@@ -119,29 +144,4 @@ async fn read_log(kafka: &KafkaConfig, report: &mut ReconcileReport) -> Result<L
     report.log_records = read?;
     report.undecodable = undecodable;
     Ok(ledger)
-}
-
-/// How Redis differs from `state`.
-async fn describe(gate: &Gate, state: &VoucherAdmission) -> Result<VoucherReconciled, AnalyticsError> {
-    let base = VoucherReconciled {
-        voucher_id: state.voucher_id,
-        stock: state.stock,
-        remaining_before: None,
-        remaining_after: state.remaining,
-        users_fixed: state.bought.len(),
-        action: "restored (was missing)",
-    };
-    let Some(current) = gate.admission_snapshot(state.voucher_id).await? else {
-        return Ok(base);
-    };
-    let mut users_fixed =
-        state.bought.iter().filter(|(user, units)| current.bought.get(user.as_str()) != Some(units)).count();
-    users_fixed += current.bought.keys().filter(|user| !state.bought.keys().any(|u| u.as_str() == *user)).count();
-    let same = current.stock == state.stock && current.remaining == state.remaining && users_fixed == 0;
-    Ok(VoucherReconciled {
-        remaining_before: Some(current.remaining),
-        users_fixed,
-        action: if same { "unchanged" } else { "corrected" },
-        ..base
-    })
 }

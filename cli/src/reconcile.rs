@@ -1,8 +1,6 @@
 //! `seckill reconcile`: rebuilds the Redis admission state from the log
-//! (the work is `seckill_analytics::reconcile`); prints one row per voucher.
-//! Run it with the ingresses stopped: an order admitted while it runs would
-//! be overwritten (the processor would still refuse to oversell).
-//! `--dry-run` only reports, and is safe at any time.
+//! (the work is `seckill_analytics::reconcile`, safe while the platform
+//! runs); prints one row per voucher. `--dry-run` only reports.
 
 use std::path::PathBuf;
 
@@ -36,16 +34,18 @@ pub(crate) async fn run(args: ReconcileArgs) -> anyhow::Result<()> {
     );
     println!("{:<38} {:>10} {:>21} {:>13}  action", "voucher", "stock", "remaining", "users fixed");
     for voucher in &report.vouchers {
-        let differs = voucher.action != "unchanged";
-        let action =
-            if differs && args.dry_run { format!("would be {}", voucher.action) } else { voucher.action.to_owned() };
-        let before = voucher.remaining_before.map_or_else(|| "-".to_owned(), |r| r.to_string());
+        let action = if voucher.changed() && args.dry_run {
+            format!("would be {}", voucher.action())
+        } else {
+            voucher.action().to_owned()
+        };
+        let shown = |remaining: Option<u64>| remaining.map_or_else(|| "-".to_owned(), |r| r.to_string());
         println!(
             "{:<38} {:>10} {:>21} {:>13}  {action}",
             voucher.voucher_id.to_string(),
             voucher.stock,
-            format!("{before} → {}", voucher.remaining_after),
-            voucher.users_fixed
+            format!("{} → {}", shown(voucher.outcome.remaining_before), shown(voucher.outcome.remaining_after)),
+            voucher.outcome.users_fixed
         );
     }
     let verb = if args.dry_run { "would change" } else { "changed" };

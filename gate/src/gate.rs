@@ -27,6 +27,7 @@ pub const DEFAULT_OUTBOX_LIMIT: u64 = 100_000;
 const ADMIT: &str = include_str!("../../lua/admit.lua");
 const LOAD_VOUCHER: &str = include_str!("../../lua/load_voucher.lua");
 const RELEASE: &str = include_str!("../../lua/release.lua");
+const RESTORE: &str = include_str!("../../lua/restore.lua");
 const SETTLE: &str = include_str!("../../lua/settle.lua");
 const UPDATE_VOUCHER: &str = include_str!("../../lua/update_voucher.lua");
 
@@ -105,13 +106,38 @@ pub struct GateVoucher {
     pub ends_at: DateTime<Utc>,
 }
 
-/// A voucher's admission state as Redis holds it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct AdmissionSnapshot {
-    pub stock: u64,
-    pub remaining: u64,
-    /// Units per user id.
-    pub bought: HashMap<String, u64>,
+/// Whether [`Gate::restore`] writes or only compares.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RestoreMode {
+    Check,
+    Write,
+}
+
+/// How a voucher in Redis compared with the log (and, writing, what became
+/// of it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RestoreAction {
+    /// Every field a restore writes was already so.
+    Unchanged,
+    /// Something differed.
+    Corrected,
+    /// The voucher was not in Redis.
+    Restored,
+    /// The sale ended longer ago than its keys outlive it: not restored
+    /// (writing removes what is left of it).
+    Expired,
+}
+
+/// What [`Gate::restore`] found and did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RestoreOutcome {
+    pub action: RestoreAction,
+    /// Units Redis admitted before (None: the voucher was missing).
+    pub remaining_before: Option<u64>,
+    /// Units it admits after (None: expired).
+    pub remaining_after: Option<u64>,
+    /// Users whose units differed.
+    pub users_fixed: u64,
 }
 
 /// Whether an admin update took effect.
@@ -133,6 +159,7 @@ pub struct Gate {
     admit: Script,
     load_voucher: Script,
     release: Script,
+    restore: Script,
     settle: Script,
     update_voucher: Script,
     outbox: String,
@@ -173,6 +200,7 @@ impl Gate {
             admit: Script::new(ADMIT),
             load_voucher: Script::new(LOAD_VOUCHER),
             release: Script::new(RELEASE),
+            restore: Script::new(RESTORE),
             settle: Script::new(SETTLE),
             update_voucher: Script::new(UPDATE_VOUCHER),
             outbox: outbox_key(prefix),
@@ -182,7 +210,9 @@ impl Gate {
             metrics: None,
             redis: redis.clone(),
         };
-        for script in [&gate.admit, &gate.load_voucher, &gate.release, &gate.settle, &gate.update_voucher] {
+        let scripts =
+            [&gate.admit, &gate.load_voucher, &gate.release, &gate.restore, &gate.settle, &gate.update_voucher];
+        for script in scripts {
             script.load_async(&mut redis).await?;
         }
         Ok(gate)
@@ -372,6 +402,7 @@ impl Gate {
             .key(&keys.released)
             .key(&keys.retries)
             .key(&keys.admitted)
+            .key(&keys.added)
             .arg(update_id.to_string())
             .arg(paused)
             .arg(ends_ms)
@@ -418,77 +449,54 @@ impl Gate {
         }))
     }
 
-    /// What Redis holds for `voucher` now: stock, remaining and units per
-    /// user (None: not loaded). For reporting what a restore changes.
-    pub async fn admission_snapshot(&self, voucher: VoucherId) -> redis::RedisResult<Option<AdmissionSnapshot>> {
-        let keys = self.keys(voucher);
-        let ((stock, remaining), bought): ((Option<u64>, Option<u64>), HashMap<String, u64>) = redis::pipe()
-            .cmd("HMGET")
-            .arg(&keys.voucher)
-            .arg(&["stock", "remaining"])
-            .cmd("HGETALL")
-            .arg(&keys.bought)
-            .query_async(&mut self.redis.clone())
-            .await?;
-        Ok(match (stock, remaining) {
-            (Some(stock), Some(remaining)) => Some(AdmissionSnapshot { stock, remaining, bought }),
-            _ => None,
-        })
-    }
-
-    /// Overwrites `state.voucher_id`'s admission state, atomically (MULTI):
-    /// the voucher hash, who holds how many units, each holder's latest
-    /// order, the released orders and the applied updates. Idempotency keys
-    /// are not in the log and are left as they are.
-    pub async fn restore(&self, state: &VoucherAdmission) -> redis::RedisResult<()> {
+    /// Rebuilds `state.voucher_id`'s admission state from what the log
+    /// says (`restore.lua`, one atomic step), counting what landed in Redis
+    /// since the log was read: orders given back, orders admitted, updates
+    /// applied. [`RestoreMode::Check`] only compares. Idempotency keys are
+    /// not in the log and are left as they are.
+    pub async fn restore(&self, state: &VoucherAdmission, mode: RestoreMode) -> redis::RedisResult<RestoreOutcome> {
         let keys = self.keys(state.voucher_id);
-        let mut pipe = redis::pipe();
-        pipe.atomic()
-            .cmd("HSET")
-            .arg(&keys.voucher)
-            .arg("stock")
-            .arg(state.stock)
-            .arg("remaining")
-            .arg(state.remaining)
-            .arg("begins_ms")
-            .arg(state.begins_ms)
-            .arg("ends_ms")
-            .arg(state.ends_ms)
-            .arg("limit")
-            .arg(state.limit)
-            .arg("hold_seconds")
-            .arg(state.hold_seconds)
-            .arg("paused")
-            .arg(if state.paused { "1" } else { "0" })
-            .ignore();
-        if let Some(version) = state.settings_version {
-            pipe.cmd("HSET").arg(&keys.voucher).arg("settings_version").arg(version.to_string()).ignore();
+        let mut call = self.restore.key(keys.all().as_slice());
+        call.arg(match mode {
+            RestoreMode::Check => "check",
+            RestoreMode::Write => "write",
+        })
+        .arg(state.stock)
+        .arg(state.begins_ms)
+        .arg(state.ends_ms)
+        .arg(state.limit)
+        .arg(state.hold_seconds)
+        .arg(if state.paused { "1" } else { "0" })
+        .arg(state.settings_version.map(|v| v.to_string()).unwrap_or_default())
+        .arg(self.ended_sale_ttl_ms)
+        .arg(state.released.len())
+        .arg(state.updates.len());
+        for order in &state.released {
+            call.arg(order.to_string());
         }
-        pipe.cmd("DEL").arg(&keys.bought).arg(&keys.orders).ignore();
-        // The holders' hashes may stay empty (gone): admit.lua must set their expiry.
-        pipe.cmd("HDEL").arg(&keys.voucher).arg("keys_expire_ms").ignore();
-        for chunk in state.bought.iter().collect::<Vec<_>>().chunks(1_000) {
-            let fields: Vec<(&str, u64)> = chunk.iter().map(|(user, units)| (user.as_str(), **units)).collect();
-            pipe.cmd("HSET").arg(&keys.bought).arg(&fields).ignore();
+        for update in &state.updates {
+            call.arg(update.to_string());
         }
-        for chunk in state.latest_order.iter().collect::<Vec<_>>().chunks(1_000) {
-            let fields: Vec<(&str, String)> =
-                chunk.iter().map(|(user, order)| (user.as_str(), order.to_string())).collect();
-            pipe.cmd("HSET").arg(&keys.orders).arg(&fields).ignore();
+        for order in &state.orders {
+            call.arg(order.order_id.to_string()).arg(order.user_id.as_str()).arg(order.quantity);
         }
-        for chunk in state.released.chunks(1_000) {
-            let ids: Vec<String> = chunk.iter().map(ToString::to_string).collect();
-            pipe.cmd("SADD").arg(&keys.released).arg(&ids).ignore();
-        }
-        if !state.updates.is_empty() {
-            let ids: Vec<String> = state.updates.iter().map(ToString::to_string).collect();
-            pipe.cmd("SADD").arg(&keys.updates).arg(&ids).ignore();
-        }
-        let expires_ms = state.ends_ms.saturating_add(i64::try_from(self.ended_sale_ttl_ms).unwrap_or(i64::MAX));
-        for key in keys.all() {
-            pipe.cmd("PEXPIREAT").arg(key).arg(expires_ms).ignore();
-        }
-        pipe.query_async(&mut self.redis.clone()).await
+        let started = Instant::now();
+        let (action, before, after, users_fixed): (String, String, String, String) =
+            call.invoke_async(&mut self.redis.clone()).await?;
+        self.observe("restore", started);
+        let action = match action.as_str() {
+            "unchanged" => RestoreAction::Unchanged,
+            "corrected" => RestoreAction::Corrected,
+            "restored" => RestoreAction::Restored,
+            "expired" => RestoreAction::Expired,
+            other => return Err(unexpected("restore.lua returned an unknown action", other.to_owned())),
+        };
+        Ok(RestoreOutcome {
+            action,
+            remaining_before: before.parse().ok(),
+            remaining_after: after.parse().ok(),
+            users_fixed: users_fixed.parse().unwrap_or_default(),
+        })
     }
 
     /// The records in the outbox (admitted, not yet published), oldest

@@ -26,6 +26,9 @@ pub struct VoucherKeys {
     /// [`FENCED`] for an id settled as never admitted (a late call with it
     /// is refused).
     pub admitted: String,
+    /// Hash: update id → units it added, for updates that added stock (so
+    /// `restore.lua` can count an update applied after the log was read).
+    pub added: String,
 }
 
 /// The `admitted` value of an order id that was settled as not admitted.
@@ -33,8 +36,17 @@ pub const FENCED: &str = "fenced";
 
 impl VoucherKeys {
     /// Every key of the voucher.
-    pub fn all(&self) -> [&str; 7] {
-        [&self.voucher, &self.bought, &self.orders, &self.released, &self.retries, &self.updates, &self.admitted]
+    pub fn all(&self) -> [&str; 8] {
+        [
+            &self.voucher,
+            &self.bought,
+            &self.orders,
+            &self.released,
+            &self.retries,
+            &self.updates,
+            &self.admitted,
+            &self.added,
+        ]
     }
 
     /// The keys of `voucher` under `prefix`.
@@ -48,6 +60,7 @@ impl VoucherKeys {
             retries: format!("{base}:retries"),
             updates: format!("{base}:updates"),
             admitted: format!("{base}:admitted"),
+            added: format!("{base}:added"),
         }
     }
 }

@@ -13,7 +13,8 @@ mod outbox;
 mod read_side;
 
 pub use gate::{
-    Admission, AdmissionSnapshot, Gate, GateVoucher, Rejection, Settlement, UpdateResult, DEFAULT_OUTBOX_LIMIT,
+    Admission, Gate, GateVoucher, Rejection, RestoreAction, RestoreMode, RestoreOutcome, Settlement, UpdateResult,
+    DEFAULT_OUTBOX_LIMIT,
 };
 pub use holders::Holders;
 pub use keys::{outbox_key, pending_order_key, RetryKey, VoucherKeys, FENCED, MAX_IDEMPOTENCY_KEY_LEN};

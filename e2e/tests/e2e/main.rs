@@ -15,6 +15,7 @@ mod observability;
 mod openapi;
 mod orders;
 mod rebuild;
+mod reconcile;
 mod replay;
 mod restart;
 mod retries;

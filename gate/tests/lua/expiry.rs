@@ -34,7 +34,7 @@ async fn redis_now_ms(h: &Harness) -> i64 {
 
 /// A sale open now and ending at `ends_at`, with every key it can have
 /// written: holders, orders, a retry key, admitted and released orders, a
-/// fenced id and an applied update.
+/// fenced id and an applied update that added stock.
 async fn busy_sale(gate: &Gate, ends_at: DateTime<Utc>) -> VoucherId {
     let sale = definition(10, 2, (Utc::now() - chrono::Duration::minutes(1), ends_at));
     assert!(gate.load_voucher(&sale).await.expect("loads"));
@@ -57,7 +57,7 @@ async fn every_key_of_a_sale_expires_its_ttl_after_the_end() {
     let ends_at = Utc::now() + chrono::Duration::milliseconds(1_500);
     let keys = gate.keys(busy_sale(&gate, ends_at).await);
     let written = expiries(&h, &keys).await;
-    assert_eq!(written.len(), 7, "the sale wrote every key: {written:?}");
+    assert_eq!(written.len(), 8, "the sale wrote every key: {written:?}");
     let expected = ends_at.timestamp_millis() + 1_000;
     assert!(written.iter().all(|(_, at)| *at == expected), "each expires at the end plus the TTL: {written:?}");
 
@@ -81,7 +81,7 @@ async fn moving_the_end_moves_the_expiry_of_every_key() {
     gate.update_voucher(uuid::Uuid::now_v7(), &extend).await.expect("updates");
     let keys = gate.keys(v);
     let moved = expiries(&h, &keys).await;
-    assert_eq!(moved.len(), 7, "{moved:?}");
+    assert_eq!(moved.len(), 8, "{moved:?}");
     assert!(moved.iter().all(|(_, at)| *at == later.timestamp_millis() + 1_000), "{moved:?}");
 
     // Past the first end's expiry, the sale is still there and still sells.
@@ -91,7 +91,7 @@ async fn moving_the_end_moves_the_expiry_of_every_key() {
         assert!(tokio::time::Instant::now() < deadline, "Redis's clock stands still");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert_eq!(expiries(&h, &keys).await.len(), 7);
+    assert_eq!(expiries(&h, &keys).await.len(), 8);
     assert!(matches!(
         gate.admit(v, &user("late-comer"), 1, OrderId::generate(), None).await.expect("admits"),
         seckill_gate::Admission::Admitted { .. }

@@ -6,6 +6,7 @@
 
 mod admission;
 mod expiry;
+mod restore;
 mod settle;
 
 use chrono::{DateTime, Utc};
