@@ -236,6 +236,11 @@ impl Gate {
         self
     }
 
+    /// The prefix of every key.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
     /// The keys of `voucher`.
     pub fn keys(&self, voucher: VoucherId) -> VoucherKeys {
         VoucherKeys::new(&self.prefix, voucher)

@@ -80,6 +80,16 @@ pub fn outbox_key(prefix: &str) -> String {
 /// Longest `Idempotency-Key` accepted.
 pub const MAX_IDEMPOTENCY_KEY_LEN: usize = 128;
 
+/// Refuses an `Idempotency-Key` that is not 1 to 128 visible ASCII
+/// characters, saying so.
+pub(crate) fn check_idempotency_key(key: &str) -> Result<(), String> {
+    let visible = |c: char| c.is_ascii_graphic();
+    if key.is_empty() || key.len() > MAX_IDEMPOTENCY_KEY_LEN || !key.chars().all(visible) {
+        return Err(format!("Idempotency-Key must be 1 to {MAX_IDEMPOTENCY_KEY_LEN} visible ASCII characters"));
+    }
+    Ok(())
+}
+
 /// A user's `Idempotency-Key`, scoped to that user: two users choosing the
 /// same key never see each other's orders.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -88,10 +98,7 @@ pub struct RetryKey(String);
 impl RetryKey {
     /// Validates `key` (1 to 128 visible ASCII characters) for `user`.
     pub fn new(user: &UserId, key: &str) -> Result<Self, String> {
-        let visible = |c: char| c.is_ascii_graphic();
-        if key.is_empty() || key.len() > MAX_IDEMPOTENCY_KEY_LEN || !key.chars().all(visible) {
-            return Err(format!("Idempotency-Key must be 1 to {MAX_IDEMPOTENCY_KEY_LEN} visible ASCII characters"));
-        }
+        check_idempotency_key(key)?;
         // `|` cannot occur in a user id, so the field is unambiguous.
         Ok(Self(format!("{user}|{key}")))
     }

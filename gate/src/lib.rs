@@ -5,6 +5,7 @@
 //! apply admin updates through it. Tested directly against a
 //! real Redis (`tests/lua.rs`).
 
+mod admin_requests;
 mod gate;
 mod holders;
 mod keys;
@@ -12,6 +13,7 @@ mod ledger;
 mod outbox;
 mod read_side;
 
+pub use admin_requests::{AdminRequest, AdminRetryKey};
 pub use gate::{
     Admission, Gate, GateVoucher, Rejection, RestoreAction, RestoreMode, RestoreOutcome, Settlement, UpdateResult,
     DEFAULT_OUTBOX_LIMIT,

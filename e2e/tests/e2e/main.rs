@@ -4,6 +4,7 @@
 // Test helpers are `pub` for the test modules; nothing is exported.
 #![allow(unreachable_pub)]
 
+mod admin_retries;
 mod admission_timeout;
 mod api_fuzz;
 mod contention;

@@ -1,9 +1,11 @@
-//! The Lua scripts against a real Redis, one module per concern; the
-//! harness and the fixtures every module uses are here.
+//! The gate against a real Redis: the Lua scripts and what admin requests
+//! remember, one module per concern; the harness and the fixtures every
+//! module uses are here.
 
 // Test helpers are `pub(crate)` for the modules; nothing is exported.
 #![allow(unreachable_pub)]
 
+mod admin_requests;
 mod admission;
 mod expiry;
 mod restore;
