@@ -27,7 +27,7 @@ use crate::error::rejection_error;
 use seckill_gate::{Admission, Rejection as GateRejection, RetryKey, Settlement};
 
 /// The answer when the gate settled a request as not admitted.
-const NOT_ADMITTED: &str = "the admission gate did not answer in time; nothing was admitted, retry the request";
+const NOT_ADMITTED: &str = "the admission call failed; nothing was admitted, retry the request";
 /// How often the gate is asked what became of a call that failed, and the
 /// pause between the attempts (each is bounded by the Redis response
 /// timeout).
