@@ -10,7 +10,10 @@ use seckill_core::{OrderId, UserId, VoucherId};
 /// The keys of one voucher under a prefix.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct VoucherKeys {
-    /// Hash: stock, remaining, begins_ms, ends_ms, limit.
+    /// Hash: stock, remaining, begins_ms, ends_ms, limit, hold_seconds,
+    /// paused, settings_version (the newest update whose pause and end
+    /// apply), keys_expire_ms (the expiry `admit.lua` last gave the keys it
+    /// writes).
     pub voucher: String,
     /// Hash: user id → units admitted.
     pub bought: String,
