@@ -1,11 +1,14 @@
 -- admit.lua: the flash-sale admission gate, one atomic call per order request.
 --
 -- KEYS[1]  voucher hash  <prefix>:{v:<id>}:voucher  fields: stock, remaining, begins_ms, ends_ms, limit,
---                                                    paused ("1" while paused; absent or "0" otherwise)
+--                                                    paused ("1" while paused; absent or "0" otherwise),
+--                                                    keys_expire_ms (the expiry KEYS[2], [3], [5] last got)
 -- KEYS[2]  bought hash   <prefix>:{v:<id>}:bought   user id -> units admitted to that user
 -- KEYS[3]  orders hash   <prefix>:{v:<id>}:orders   user id -> the user's latest admitted order id
 -- KEYS[4]  retries hash  <prefix>:{v:<id>}:retries  "<user id>|<Idempotency-Key>" -> order id
--- KEYS[5]  outbox stream <prefix>:outbox            admitted orders not yet in the log
+-- KEYS[5]  admitted hash <prefix>:{v:<id>}:admitted order id -> "<user id>|<quantity>" of every admitted
+--                                                    order, or "fenced" (settle.lua: never to be admitted)
+-- KEYS[6]  outbox stream <prefix>:outbox            admitted orders not yet in the log
 -- ARGV[1]  user id
 -- ARGV[2]  quantity, an integer >= 1
 -- ARGV[3]  the order id to record when admitted
@@ -13,6 +16,7 @@
 -- ARGV[5]  the encoded OrderAccepted record, appended to the outbox when admitted
 -- ARGV[6]  voucher id: the record's Kafka key
 -- ARGV[7]  outbox bound: at this many entries nothing more is admitted
+-- ARGV[8]  milliseconds the voucher's keys outlive its sale: each key written expires at ends_ms + this
 --
 -- Returns a two-element array {code, detail}, both strings:
 --   {"admitted", remaining_after}          stock and the user's count were taken
@@ -25,24 +29,35 @@
 --   {"limit_exceeded", limit}              this quantity would pass the user's limit
 --   {"sold_out", remaining}                fewer units left than asked for
 --   {"backlog_full", entries}              the outbox is full (the log is down); nothing changed
+--   {"fenced", ""}                         settle.lua settled this order id as not admitted (this call
+--                                          arrived after its caller gave up); nothing changed
+--
+-- Every admitted order id is recorded in the admitted hash, so a caller
+-- whose call timed out can find out what happened (settle.lua), and a call
+-- that arrives after settle.lua said "not admitted" is refused by the same
+-- record: the answer the client got stays true.
 --
 -- Admission and the outbox entry are one atomic step: an order Redis took
 -- stock for is always in the outbox, and the relay publishes it to Kafka and
 -- then deletes it, so no crash between the two can strand admitted stock.
 --
+-- Nothing outlives its sale: every key written here expires ARGV[8] ms
+-- after the sale's end (load_voucher.lua, update_voucher.lua and
+-- restore.lua set the same time on the voucher's other keys).
+--
 -- The window is judged by the Redis server clock (TIME), one clock for every
 -- ingress instance. The voucher's keys share one hash tag; the outbox is one
 -- stream per Redis (on Redis Cluster it would have to be one per shard). The
 -- script builds no key names itself.
-if #KEYS ~= 5 or #ARGV ~= 7 then
-  return redis.error_reply("admit.lua: expects 5 KEYS and 7 ARGV")
+if #KEYS ~= 6 or #ARGV ~= 8 then
+  return redis.error_reply("admit.lua: expects 6 KEYS and 8 ARGV")
 end
 local quantity = tonumber(ARGV[2])
 if not quantity or quantity < 1 or quantity ~= math.floor(quantity) then
   return redis.error_reply("admit.lua: quantity must be a positive integer")
 end
 
-local voucher = redis.call("HMGET", KEYS[1], "remaining", "begins_ms", "ends_ms", "limit", "paused")
+local voucher = redis.call("HMGET", KEYS[1], "remaining", "begins_ms", "ends_ms", "limit", "paused", "keys_expire_ms")
 if not voucher[1] then
   return {"unknown_voucher", ""}
 end
@@ -82,16 +97,35 @@ if remaining < quantity then
   return {"sold_out", voucher[1]}
 end
 
-local backlog = redis.call("XLEN", KEYS[5])
+local backlog = redis.call("XLEN", KEYS[6])
 if backlog >= tonumber(ARGV[7]) then
   return {"backlog_full", tostring(backlog)}
 end
 
-redis.call("XADD", KEYS[5], "*", "key", ARGV[6], "record", ARGV[5])
+-- The first write: an id fenced by settle.lua stops here, before anything changed.
+if redis.call("HSETNX", KEYS[5], ARGV[3], ARGV[1] .. "|" .. ARGV[2]) == 0 then
+  return {"fenced", ""}
+end
+redis.call("XADD", KEYS[6], "*", "key", ARGV[6], "record", ARGV[5])
 redis.call("HINCRBY", KEYS[1], "remaining", -quantity)
 redis.call("HINCRBY", KEYS[2], ARGV[1], quantity)
 redis.call("HSET", KEYS[3], ARGV[1], ARGV[3])
 if ARGV[4] ~= "" then
   redis.call("HSET", KEYS[4], ARGV[4], ARGV[3])
+end
+-- Each key expires with the sale, wherever PATCH moved its end. The
+-- voucher hash remembers (keys_expire_ms) the time the bought, orders and
+-- admitted hashes were last given, so the hot path sets it only when it
+-- changed; whatever may delete one of them (release.lua emptying it,
+-- restore.lua, update_voucher.lua moving the end) drops that field.
+local expires = tonumber(voucher[3]) + tonumber(ARGV[8])
+if voucher[6] ~= tostring(expires) then
+  redis.call("PEXPIREAT", KEYS[2], expires)
+  redis.call("PEXPIREAT", KEYS[3], expires)
+  redis.call("PEXPIREAT", KEYS[5], expires)
+  redis.call("HSET", KEYS[1], "keys_expire_ms", tostring(expires))
+end
+if ARGV[4] ~= "" then
+  redis.call("PEXPIREAT", KEYS[4], expires)
 end
 return {"admitted", tostring(remaining - quantity)}

@@ -14,11 +14,13 @@
 -- ARGV[4]  "<user id>|<Idempotency-Key>" of the request that admitted it, or
 --          "": forgets the key, so a retry of an order that never reached the
 --          log is admitted afresh
+-- ARGV[5]  milliseconds the voucher's keys outlive its sale (the released
+--          set expires at ends_ms + this, like the voucher's other keys)
 --
 -- Returns 1 when the units were returned, 0 when this order was released
 -- before (a retry changes nothing) or the voucher is not in Redis.
-if #KEYS ~= 5 or #ARGV ~= 4 then
-  return redis.error_reply("release.lua: expects 5 KEYS and 4 ARGV")
+if #KEYS ~= 5 or #ARGV ~= 5 then
+  return redis.error_reply("release.lua: expects 5 KEYS and 5 ARGV")
 end
 local quantity = tonumber(ARGV[2])
 if not quantity or quantity < 1 then
@@ -32,12 +34,18 @@ end
 if redis.call("SADD", KEYS[4], ARGV[3]) == 0 then
   return 0
 end
+redis.call("PEXPIREAT", KEYS[4], tonumber(redis.call("HGET", KEYS[1], "ends_ms")) + tonumber(ARGV[5]))
 redis.call("HINCRBY", KEYS[1], "remaining", quantity)
 if redis.call("HINCRBY", KEYS[2], ARGV[1], -quantity) <= 0 then
   redis.call("HDEL", KEYS[2], ARGV[1])
 end
 if redis.call("HGET", KEYS[3], ARGV[1]) == ARGV[3] then
   redis.call("HDEL", KEYS[3], ARGV[1])
+end
+-- A hash emptied here is gone, and admit.lua creates it again without an
+-- expiry unless told that the keys need theirs set again.
+if redis.call("EXISTS", KEYS[2]) == 0 or redis.call("EXISTS", KEYS[3]) == 0 then
+  redis.call("HDEL", KEYS[1], "keys_expire_ms")
 end
 if ARGV[4] ~= "" and redis.call("HGET", KEYS[5], ARGV[4]) == ARGV[3] then
   redis.call("HDEL", KEYS[5], ARGV[4])

@@ -2,13 +2,20 @@
 -- exactly once. Both the ingress (at once) and the processor (following the
 -- log, so an update survives an ingress crash) call it with the same update.
 --
--- KEYS[1]  voucher hash  <prefix>:{v:<id>}:voucher
--- KEYS[2]  updates set   <prefix>:{v:<id>}:updates   ids of the updates applied
+-- KEYS[1]  voucher hash   <prefix>:{v:<id>}:voucher
+-- KEYS[2]  updates set    <prefix>:{v:<id>}:updates   ids of the updates applied
+-- KEYS[3]  bought hash    <prefix>:{v:<id>}:bought
+-- KEYS[4]  orders hash    <prefix>:{v:<id>}:orders
+-- KEYS[5]  released set   <prefix>:{v:<id>}:released
+-- KEYS[6]  retries hash   <prefix>:{v:<id>}:retries
+-- KEYS[7]  admitted hash  <prefix>:{v:<id>}:admitted
+-- KEYS[8]  added hash     <prefix>:{v:<id>}:added     update id -> units it added (updates adding any)
 -- ARGV[1]  update id: the record's event id, a UUIDv7, so ids of later
 --          updates compare greater as strings
 -- ARGV[2]  paused: "1", "0", or "" to leave it
 -- ARGV[3]  ends_ms: Unix milliseconds, or "" to leave it
 -- ARGV[4]  units to add to stock and remaining (integer >= 0)
+-- ARGV[5]  milliseconds the voucher's keys outlive its sale (integer >= 1)
 --
 -- Returns {code, stock, remaining, paused, begins_ms, ends_ms}, all strings:
 --   code "applied"          the update took effect now
@@ -16,9 +23,18 @@
 --   code "unknown_voucher"  no such voucher (the other fields are "")
 -- Pause and end time only move to a newer update's values (settings_version),
 -- so an older update applied late never undoes a newer one; added units are
--- added once per update id whatever the order.
-if #KEYS ~= 2 or #ARGV ~= 4 then
-  return redis.error_reply("update_voucher.lua: expects 2 KEYS and 4 ARGV")
+-- added once per update id whatever the order, and recorded by id (KEYS[8]),
+-- so restore.lua can count an update applied after the log it restores from
+-- was read. Every key of the voucher (KEYS[3..7] are passed for this alone)
+-- then expires ARGV[5] ms after the sale's end as it now stands, so moving
+-- the end moves the cleaning; an end moved so far back that this time has
+-- passed removes the sale's keys.
+if #KEYS ~= 8 or #ARGV ~= 5 then
+  return redis.error_reply("update_voucher.lua: expects 8 KEYS and 5 ARGV")
+end
+local ttl = tonumber(ARGV[5])
+if not ttl or ttl < 1 then
+  return redis.error_reply("update_voucher.lua: the TTL must be a number, at least 1")
 end
 local add = tonumber(ARGV[4])
 if not add or add < 0 or add ~= math.floor(add) then
@@ -45,6 +61,7 @@ end
 if add > 0 then
   redis.call("HINCRBY", KEYS[1], "stock", add)
   redis.call("HINCRBY", KEYS[1], "remaining", add)
+  redis.call("HSET", KEYS[8], ARGV[1], add)
 end
 local newest = redis.call("HGET", KEYS[1], "settings_version")
 if (ARGV[2] ~= "" or ARGV[3] ~= "") and (not newest or ARGV[1] > newest) then
@@ -56,4 +73,11 @@ if (ARGV[2] ~= "" or ARGV[3] ~= "") and (not newest or ARGV[1] > newest) then
   end
   redis.call("HSET", KEYS[1], "settings_version", ARGV[1])
 end
-return state("applied")
+local applied = state("applied")
+local expires = tonumber(applied[6]) + ttl
+-- A key admit.lua writes next may not exist yet: it sets the time itself.
+redis.call("HDEL", KEYS[1], "keys_expire_ms")
+for _, key in ipairs(KEYS) do
+  redis.call("PEXPIREAT", key, expires)
+end
+return applied

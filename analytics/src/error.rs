@@ -4,7 +4,7 @@ use seckill_core::ids::VoucherId;
 
 use crate::replay::ReplayError;
 
-/// Why reading the log or a store failed.
+/// Why reading the log, a store or Redis failed.
 #[derive(Debug, thiserror::Error)]
 pub enum AnalyticsError {
     #[error(transparent)]
@@ -13,6 +13,8 @@ pub enum AnalyticsError {
     Store(#[from] seckill_store::StoreError),
     #[error(transparent)]
     Read(#[from] ReplayError),
+    #[error("Redis: {0}")]
+    Redis(#[from] redis::RedisError),
     #[error("a background task failed: {0}")]
     Task(String),
     #[error("voucher {0} does not appear in the log")]

@@ -6,6 +6,7 @@
 pub mod audit;
 mod error;
 pub mod rebuild;
+pub mod reconcile;
 pub mod replay;
 pub mod report;
 pub mod sale;

@@ -51,7 +51,7 @@ enum Command {
     Serve(serve::ServeArgs),
     /// Rebuilds the Redis admission state (stock, per-user counts) from the
     /// log plus the outbox after a Redis data loss, and reports what changed.
-    /// Stop the ingresses first; --dry-run only reports.
+    /// Safe while the platform runs; --dry-run only reports.
     Reconcile(reconcile::ReconcileArgs),
     /// Lists the records consumers parked on the dead-letter topic, or
     /// produces them back to their source topics.

@@ -198,11 +198,36 @@ pub struct RedisConfig {
     pub url: String,
     /// Prepended to every key, so several platforms (or tests) share a server.
     pub key_prefix: String,
+    /// How long a call may wait for Redis's answer (and a connection for
+    /// Redis to accept it): a slow Redis is answered `503`, never a hang.
+    pub response_timeout_ms: u64,
+    /// How long a voucher's keys stay in Redis after its sale ends (its end
+    /// moves with `PATCH ends_at`); then they expire. The log keeps
+    /// everything, and `reconcile` restores a voucher still within it.
+    /// Set it the same in every service: each sets the expiry it computes.
+    pub ended_sale_ttl_seconds: u64,
 }
+
+/// Default of [`RedisConfig::ended_sale_ttl_seconds`]: a week, past the
+/// longest hold (`hold_seconds` is at most a week) of an order created as
+/// the sale ended.
+pub const DEFAULT_ENDED_SALE_TTL_SECONDS: u64 = 7 * 24 * 3600;
 
 impl Default for RedisConfig {
     fn default() -> Self {
-        Self { url: "redis://127.0.0.1:16379/".to_owned(), key_prefix: "seckill".to_owned() }
+        Self {
+            url: "redis://127.0.0.1:16379/".to_owned(),
+            key_prefix: "seckill".to_owned(),
+            response_timeout_ms: 2_000,
+            ended_sale_ttl_seconds: DEFAULT_ENDED_SALE_TTL_SECONDS,
+        }
+    }
+}
+
+impl RedisConfig {
+    /// `url` under `key_prefix`, with the default timeouts.
+    pub fn new(url: impl Into<String>, key_prefix: impl Into<String>) -> Self {
+        Self { url: url.into(), key_prefix: key_prefix.into(), ..Self::default() }
     }
 }
 
@@ -217,7 +242,8 @@ impl Validate for RedisConfig {
             !self.key_prefix.is_empty() && !self.key_prefix.contains(['{', '}', ' ']),
             "redis.key_prefix",
             "must be non-empty without braces or spaces (braces are hash tags)",
-        )
+        )?;
+        ensure((10..=60_000).contains(&self.response_timeout_ms), "redis.response_timeout_ms", "must be 10 to 60000")
     }
 }
 

@@ -11,7 +11,7 @@ use std::time::Instant;
 use chrono::{DateTime, Utc};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::Script;
-use seckill_core::config::RedisConfig;
+use seckill_core::config::{RedisConfig, DEFAULT_ENDED_SALE_TTL_SECONDS};
 use seckill_core::event::{Event, OrderAccepted, VoucherCreated, VoucherUpdated};
 use seckill_core::metrics::AdmissionMetrics;
 use seckill_core::{Envelope, OrderId, UserId, VoucherId};
@@ -24,12 +24,11 @@ use crate::{Holders, RetryKey, VoucherAdmission, VoucherKeys};
 /// rather than admitted into a backlog that grows while the log is down.
 pub const DEFAULT_OUTBOX_LIMIT: u64 = 100_000;
 
-/// Bounds connecting and every call: a slow Redis answers 503, not a hang.
-const REDIS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
-
 const ADMIT: &str = include_str!("../../lua/admit.lua");
 const LOAD_VOUCHER: &str = include_str!("../../lua/load_voucher.lua");
 const RELEASE: &str = include_str!("../../lua/release.lua");
+const RESTORE: &str = include_str!("../../lua/restore.lua");
+const SETTLE: &str = include_str!("../../lua/settle.lua");
 const UPDATE_VOUCHER: &str = include_str!("../../lua/update_voucher.lua");
 
 /// The gate's verdict on one order request.
@@ -44,6 +43,18 @@ pub enum Admission {
     Backlogged { entries: u64 },
     /// Refused; nothing changed.
     Rejected(Rejection),
+    /// The order id was settled as not admitted before this call ran (its
+    /// caller had given up on it); nothing changed.
+    Fenced,
+}
+
+/// What became of an admission call that failed without an answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Settlement {
+    /// `admit.lua` admitted the order: it is in the outbox.
+    Admitted,
+    /// It was not admitted, and now never will be: the id is fenced.
+    NotAdmitted,
 }
 
 /// Why the gate refused.
@@ -95,13 +106,38 @@ pub struct GateVoucher {
     pub ends_at: DateTime<Utc>,
 }
 
-/// A voucher's admission state as Redis holds it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct AdmissionSnapshot {
-    pub stock: u64,
-    pub remaining: u64,
-    /// Units per user id.
-    pub bought: HashMap<String, u64>,
+/// Whether [`Gate::restore`] writes or only compares.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RestoreMode {
+    Check,
+    Write,
+}
+
+/// How a voucher in Redis compared with the log (and, writing, what became
+/// of it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RestoreAction {
+    /// Every field a restore writes was already so.
+    Unchanged,
+    /// Something differed.
+    Corrected,
+    /// The voucher was not in Redis.
+    Restored,
+    /// The sale ended longer ago than its keys outlive it: not restored
+    /// (writing removes what is left of it).
+    Expired,
+}
+
+/// What [`Gate::restore`] found and did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RestoreOutcome {
+    pub action: RestoreAction,
+    /// Units Redis admitted before (None: the voucher was missing).
+    pub remaining_before: Option<u64>,
+    /// Units it admits after (None: expired).
+    pub remaining_after: Option<u64>,
+    /// Users whose units differed.
+    pub users_fixed: u64,
 }
 
 /// Whether an admin update took effect.
@@ -123,9 +159,14 @@ pub struct Gate {
     admit: Script,
     load_voucher: Script,
     release: Script,
+    restore: Script,
+    settle: Script,
     update_voucher: Script,
     outbox: String,
     outbox_limit: u64,
+    /// How long a voucher's keys outlive its sale: every script that writes
+    /// one sets its expiry to `ends_ms` plus this.
+    ended_sale_ttl_ms: u64,
     metrics: Option<AdmissionMetrics>,
 }
 
@@ -139,14 +180,18 @@ impl Gate {
     /// Connects to the Redis `config` names (reconnecting by itself after
     /// failures) and loads the scripts.
     pub async fn connect(config: &RedisConfig) -> redis::RedisResult<Self> {
+        // Bounds connecting and every call: a slow Redis answers 503, not a hang.
+        let timeout = std::time::Duration::from_millis(config.response_timeout_ms);
         let redis = redis::Client::open(config.url.as_str())?
             .get_connection_manager_with_config(
                 ConnectionManagerConfig::new()
-                    .set_connection_timeout(Some(REDIS_TIMEOUT))
-                    .set_response_timeout(Some(REDIS_TIMEOUT)),
+                    .set_connection_timeout(Some(timeout))
+                    .set_response_timeout(Some(timeout)),
             )
             .await?;
-        Self::new(redis, &config.key_prefix).await
+        Ok(Self::new(redis, &config.key_prefix)
+            .await?
+            .with_ended_sale_ttl(std::time::Duration::from_secs(config.ended_sale_ttl_seconds)))
     }
 
     /// Loads the scripts into `redis` (SCRIPT LOAD) once.
@@ -155,14 +200,19 @@ impl Gate {
             admit: Script::new(ADMIT),
             load_voucher: Script::new(LOAD_VOUCHER),
             release: Script::new(RELEASE),
+            restore: Script::new(RESTORE),
+            settle: Script::new(SETTLE),
             update_voucher: Script::new(UPDATE_VOUCHER),
             outbox: outbox_key(prefix),
             outbox_limit: DEFAULT_OUTBOX_LIMIT,
+            ended_sale_ttl_ms: DEFAULT_ENDED_SALE_TTL_SECONDS * 1_000,
             prefix: prefix.to_owned(),
             metrics: None,
             redis: redis.clone(),
         };
-        for script in [&gate.admit, &gate.load_voucher, &gate.release, &gate.update_voucher] {
+        let scripts =
+            [&gate.admit, &gate.load_voucher, &gate.release, &gate.restore, &gate.settle, &gate.update_voucher];
+        for script in scripts {
             script.load_async(&mut redis).await?;
         }
         Ok(gate)
@@ -174,10 +224,21 @@ impl Gate {
         self
     }
 
+    /// Lets a voucher's keys expire `ttl` after its sale ends.
+    pub fn with_ended_sale_ttl(mut self, ttl: std::time::Duration) -> Self {
+        self.ended_sale_ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
+        self
+    }
+
     /// Records script latencies in `metrics`.
     pub fn with_metrics(mut self, metrics: AdmissionMetrics) -> Self {
         self.metrics = Some(metrics);
         self
+    }
+
+    /// The prefix of every key.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
     }
 
     /// The keys of `voucher`.
@@ -186,18 +247,21 @@ impl Gate {
     }
 
     /// Makes a voucher admissible as `definition` defines it; false if it
-    /// was loaded before (loading again never resets a sale).
+    /// was loaded before (loading again never resets a sale) or its sale
+    /// ended longer ago than the keys outlive it (a definition delivered
+    /// again never brings an old sale back).
     pub async fn load_voucher(&self, definition: &VoucherCreated) -> redis::RedisResult<bool> {
         let keys = self.keys(definition.voucher_id);
         let started = Instant::now();
         let loaded: i64 = self
             .load_voucher
-            .key(&keys.voucher)
+            .key(keys.all().as_slice())
             .arg(definition.stock)
             .arg(definition.begins_at.timestamp_millis())
             .arg(definition.ends_at.timestamp_millis())
             .arg(definition.per_user_limit)
             .arg(definition.hold_seconds)
+            .arg(self.ended_sale_ttl_ms)
             .invoke_async(&mut self.redis.clone())
             .await?;
         self.observe("load_voucher", started);
@@ -226,7 +290,9 @@ impl Gate {
     }
 
     /// Runs the admission check for `order`; when admitted, exactly this
-    /// record is in the outbox, written in the same script.
+    /// record is in the outbox, written in the same script. An error means
+    /// the script may or may not have run (or may still run): ask
+    /// [`Gate::settle`] before telling anyone it did not.
     pub async fn admit_order(&self, order: &OrderAccepted, retry: Option<&RetryKey>) -> redis::RedisResult<Admission> {
         let (voucher, user, quantity) = (order.voucher_id, &order.user_id, order.quantity);
         let keys = self.keys(voucher);
@@ -238,6 +304,7 @@ impl Gate {
             .key(&keys.bought)
             .key(&keys.orders)
             .key(&keys.retries)
+            .key(&keys.admitted)
             .key(&self.outbox)
             .arg(user.as_str())
             .arg(quantity)
@@ -246,6 +313,7 @@ impl Gate {
             .arg(record.encode())
             .arg(voucher.to_string())
             .arg(self.outbox_limit)
+            .arg(self.ended_sale_ttl_ms)
             .invoke_async(&mut self.redis.clone())
             .await?;
         self.observe("admit", started);
@@ -264,7 +332,31 @@ impl Gate {
             "limit_exceeded" => rejected(Rejection::LimitExceeded { limit: detail.parse().unwrap_or_default() }),
             "sold_out" => rejected(Rejection::SoldOut { remaining: detail.parse().unwrap_or_default() }),
             "backlog_full" => Ok(Admission::Backlogged { entries: detail.parse().unwrap_or_default() }),
+            "fenced" => Ok(Admission::Fenced),
             other => Err(unexpected("admit.lua returned an unknown code", other.to_owned())),
+        }
+    }
+
+    /// Whether `order` of `voucher` was admitted, after an admission call
+    /// for it failed without an answer; "not admitted" is made final (a
+    /// late call with that id is refused), so the answer is exact even if
+    /// the failed call is still on its way to Redis.
+    pub async fn settle(&self, voucher: VoucherId, order: OrderId) -> redis::RedisResult<Settlement> {
+        let keys = self.keys(voucher);
+        let started = Instant::now();
+        let settled: String = self
+            .settle
+            .key(&keys.voucher)
+            .key(&keys.admitted)
+            .arg(order.to_string())
+            .arg(self.ended_sale_ttl_ms)
+            .invoke_async(&mut self.redis.clone())
+            .await?;
+        self.observe("settle", started);
+        match settled.as_str() {
+            "admitted" => Ok(Settlement::Admitted),
+            "not_admitted" => Ok(Settlement::NotAdmitted),
+            other => Err(unexpected("settle.lua returned an unknown answer", other.to_owned())),
         }
     }
 
@@ -292,6 +384,7 @@ impl Gate {
             .arg(quantity)
             .arg(order.to_string())
             .arg(retry.map(RetryKey::field).unwrap_or_default())
+            .arg(self.ended_sale_ttl_ms)
             .invoke_async(&mut self.redis.clone())
             .await?;
         self.observe("release", started);
@@ -309,10 +402,17 @@ impl Gate {
             .update_voucher
             .key(&keys.voucher)
             .key(&keys.updates)
+            .key(&keys.bought)
+            .key(&keys.orders)
+            .key(&keys.released)
+            .key(&keys.retries)
+            .key(&keys.admitted)
+            .key(&keys.added)
             .arg(update_id.to_string())
             .arg(paused)
             .arg(ends_ms)
             .arg(update.add_stock)
+            .arg(self.ended_sale_ttl_ms)
             .invoke_async(&mut self.redis.clone())
             .await?;
         self.observe("update_voucher", started);
@@ -354,71 +454,54 @@ impl Gate {
         }))
     }
 
-    /// What Redis holds for `voucher` now: stock, remaining and units per
-    /// user (None: not loaded). For reporting what a restore changes.
-    pub async fn admission_snapshot(&self, voucher: VoucherId) -> redis::RedisResult<Option<AdmissionSnapshot>> {
-        let keys = self.keys(voucher);
-        let ((stock, remaining), bought): ((Option<u64>, Option<u64>), HashMap<String, u64>) = redis::pipe()
-            .cmd("HMGET")
-            .arg(&keys.voucher)
-            .arg(&["stock", "remaining"])
-            .cmd("HGETALL")
-            .arg(&keys.bought)
-            .query_async(&mut self.redis.clone())
-            .await?;
-        Ok(match (stock, remaining) {
-            (Some(stock), Some(remaining)) => Some(AdmissionSnapshot { stock, remaining, bought }),
-            _ => None,
-        })
-    }
-
-    /// Overwrites `state.voucher_id`'s admission state, atomically (MULTI):
-    /// the voucher hash, who holds how many units, each holder's latest
-    /// order, the released orders and the applied updates. Idempotency keys
-    /// are not in the log and are left as they are.
-    pub async fn restore(&self, state: &VoucherAdmission) -> redis::RedisResult<()> {
+    /// Rebuilds `state.voucher_id`'s admission state from what the log
+    /// says (`restore.lua`, one atomic step), counting what landed in Redis
+    /// since the log was read: orders given back, orders admitted, updates
+    /// applied. [`RestoreMode::Check`] only compares. Idempotency keys are
+    /// not in the log and are left as they are.
+    pub async fn restore(&self, state: &VoucherAdmission, mode: RestoreMode) -> redis::RedisResult<RestoreOutcome> {
         let keys = self.keys(state.voucher_id);
-        let mut pipe = redis::pipe();
-        pipe.atomic()
-            .cmd("HSET")
-            .arg(&keys.voucher)
-            .arg("stock")
-            .arg(state.stock)
-            .arg("remaining")
-            .arg(state.remaining)
-            .arg("begins_ms")
-            .arg(state.begins_ms)
-            .arg("ends_ms")
-            .arg(state.ends_ms)
-            .arg("limit")
-            .arg(state.limit)
-            .arg("hold_seconds")
-            .arg(state.hold_seconds)
-            .arg("paused")
-            .arg(if state.paused { "1" } else { "0" })
-            .ignore();
-        if let Some(version) = state.settings_version {
-            pipe.cmd("HSET").arg(&keys.voucher).arg("settings_version").arg(version.to_string()).ignore();
+        let mut call = self.restore.key(keys.all().as_slice());
+        call.arg(match mode {
+            RestoreMode::Check => "check",
+            RestoreMode::Write => "write",
+        })
+        .arg(state.stock)
+        .arg(state.begins_ms)
+        .arg(state.ends_ms)
+        .arg(state.limit)
+        .arg(state.hold_seconds)
+        .arg(if state.paused { "1" } else { "0" })
+        .arg(state.settings_version.map(|v| v.to_string()).unwrap_or_default())
+        .arg(self.ended_sale_ttl_ms)
+        .arg(state.released.len())
+        .arg(state.updates.len());
+        for order in &state.released {
+            call.arg(order.to_string());
         }
-        pipe.cmd("DEL").arg(&keys.bought).arg(&keys.orders).ignore();
-        for chunk in state.bought.iter().collect::<Vec<_>>().chunks(1_000) {
-            let fields: Vec<(&str, u64)> = chunk.iter().map(|(user, units)| (user.as_str(), **units)).collect();
-            pipe.cmd("HSET").arg(&keys.bought).arg(&fields).ignore();
+        for update in &state.updates {
+            call.arg(update.to_string());
         }
-        for chunk in state.latest_order.iter().collect::<Vec<_>>().chunks(1_000) {
-            let fields: Vec<(&str, String)> =
-                chunk.iter().map(|(user, order)| (user.as_str(), order.to_string())).collect();
-            pipe.cmd("HSET").arg(&keys.orders).arg(&fields).ignore();
+        for order in &state.orders {
+            call.arg(order.order_id.to_string()).arg(order.user_id.as_str()).arg(order.quantity);
         }
-        for chunk in state.released.chunks(1_000) {
-            let ids: Vec<String> = chunk.iter().map(ToString::to_string).collect();
-            pipe.cmd("SADD").arg(&keys.released).arg(&ids).ignore();
-        }
-        if !state.updates.is_empty() {
-            let ids: Vec<String> = state.updates.iter().map(ToString::to_string).collect();
-            pipe.cmd("SADD").arg(&keys.updates).arg(&ids).ignore();
-        }
-        pipe.query_async(&mut self.redis.clone()).await
+        let started = Instant::now();
+        let (action, before, after, users_fixed): (String, String, String, String) =
+            call.invoke_async(&mut self.redis.clone()).await?;
+        self.observe("restore", started);
+        let action = match action.as_str() {
+            "unchanged" => RestoreAction::Unchanged,
+            "corrected" => RestoreAction::Corrected,
+            "restored" => RestoreAction::Restored,
+            "expired" => RestoreAction::Expired,
+            other => return Err(unexpected("restore.lua returned an unknown action", other.to_owned())),
+        };
+        Ok(RestoreOutcome {
+            action,
+            remaining_before: before.parse().ok(),
+            remaining_after: after.parse().ok(),
+            users_fixed: users_fixed.parse().unwrap_or_default(),
+        })
     }
 
     /// The records in the outbox (admitted, not yet published), oldest

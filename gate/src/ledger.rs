@@ -1,5 +1,5 @@
 //! The admission state the log implies, for rebuilding Redis after a data
-//! loss (`seckill reconcile`).
+//! loss (`seckill reconcile`, through `restore.lua`).
 //!
 //! Folding is order-independent: events may come from both topics in any
 //! interleaving and more than once. An order holds its units from its
@@ -12,14 +12,14 @@ use seckill_core::event::{Event, OrderAccepted, VoucherCreated};
 use seckill_core::{Envelope, OrderId, UserId, VoucherId};
 use uuid::Uuid;
 
-/// What Redis should hold for one voucher.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// What the log (and the outbox) say about one voucher's admission state:
+/// what `restore.lua` rebuilds Redis from, together with what landed in
+/// Redis since.
+#[derive(Clone, Debug, PartialEq)]
 pub struct VoucherAdmission {
     pub voucher_id: VoucherId,
     /// Units for sale in all (initial plus additions).
     pub stock: u64,
-    /// Units not held by any order.
-    pub remaining: u64,
     pub begins_ms: i64,
     pub ends_ms: i64,
     pub limit: u32,
@@ -29,12 +29,33 @@ pub struct VoucherAdmission {
     pub settings_version: Option<Uuid>,
     /// Every update id applied (so following the log never applies one twice).
     pub updates: Vec<Uuid>,
-    /// Units held per user.
-    pub bought: BTreeMap<UserId, u64>,
-    /// Each holder's latest holding order.
-    pub latest_order: BTreeMap<UserId, OrderId>,
+    /// Every order known, holding units or not, by id (oldest first).
+    pub orders: Vec<OrderAccepted>,
     /// Orders whose units went back (failed or cancelled).
     pub released: Vec<OrderId>,
+}
+
+impl VoucherAdmission {
+    /// The orders holding units: known and not given back.
+    pub fn holding(&self) -> impl Iterator<Item = &OrderAccepted> {
+        let released: HashSet<OrderId> = self.released.iter().copied().collect();
+        self.orders.iter().filter(move |order| !released.contains(&order.order_id))
+    }
+
+    /// Units held per user.
+    pub fn bought(&self) -> BTreeMap<UserId, u64> {
+        let mut bought: BTreeMap<UserId, u64> = BTreeMap::new();
+        for order in self.holding() {
+            let units = bought.entry(order.user_id.clone()).or_default();
+            *units = units.saturating_add(u64::from(order.quantity));
+        }
+        bought
+    }
+
+    /// Units not held by any order.
+    pub fn remaining(&self) -> u64 {
+        self.stock.saturating_sub(self.holding().map(|order| u64::from(order.quantity)).sum())
+    }
 }
 
 #[derive(Debug, Default)]
@@ -107,17 +128,8 @@ impl VoucherFold {
     fn admission(&self) -> Option<VoucherAdmission> {
         let definition = self.definition.as_ref()?;
         let stock = definition.stock.saturating_add(self.added.values().sum());
-        let mut bought: BTreeMap<UserId, u64> = BTreeMap::new();
-        let mut latest_order: BTreeMap<UserId, OrderId> = BTreeMap::new();
-        let mut held = 0u64;
-        for order in self.orders.values().filter(|order| !self.released.contains(&order.order_id)) {
-            held = held.saturating_add(u64::from(order.quantity));
-            let units = bought.entry(order.user_id.clone()).or_default();
-            *units = units.saturating_add(u64::from(order.quantity));
-            // Order ids are UUIDv7: the greatest is the latest.
-            let latest = latest_order.entry(order.user_id.clone()).or_insert(order.order_id);
-            *latest = (*latest).max(order.order_id);
-        }
+        let mut orders: Vec<OrderAccepted> = self.orders.values().cloned().collect();
+        orders.sort_by_key(|order| order.order_id);
         let mut released: Vec<OrderId> = self.released.iter().copied().collect();
         released.sort();
         let mut updates: Vec<Uuid> = self.added.keys().copied().collect();
@@ -125,7 +137,6 @@ impl VoucherFold {
         Some(VoucherAdmission {
             voucher_id: definition.voucher_id,
             stock,
-            remaining: stock.saturating_sub(held),
             begins_ms: definition.begins_at.timestamp_millis(),
             ends_ms: self.ends_ms.unwrap_or_else(|| definition.ends_at.timestamp_millis()),
             limit: definition.per_user_limit,
@@ -133,8 +144,7 @@ impl VoucherFold {
             paused: self.paused,
             settings_version: self.settings,
             updates,
-            bought,
-            latest_order,
+            orders,
             released,
         })
     }
@@ -197,10 +207,12 @@ mod tests {
             ledger.apply(event);
         }
         let [state] = ledger.admissions().try_into().expect("one voucher");
-        assert_eq!((state.stock, state.remaining, state.paused), (8, 5, true));
-        assert_eq!(state.bought.len(), 2);
-        assert_eq!(state.bought[&kept.user_id], 2);
-        assert_eq!(state.latest_order[&pending.user_id], pending.order_id);
+        assert_eq!((state.stock, state.remaining(), state.paused), (8, 5, true));
+        let bought = state.bought();
+        assert_eq!(bought.len(), 2);
+        assert_eq!(bought[&kept.user_id], 2);
+        assert_eq!(bought[&pending.user_id], 1);
+        assert_eq!(state.orders.len(), 4, "every order known, held or not");
         assert_eq!(state.released.len(), 2);
         assert_eq!(state.updates.len(), 1, "a duplicated update counts once");
     }

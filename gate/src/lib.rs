@@ -5,6 +5,7 @@
 //! apply admin updates through it. Tested directly against a
 //! real Redis (`tests/lua.rs`).
 
+mod admin_requests;
 mod gate;
 mod holders;
 mod keys;
@@ -12,9 +13,13 @@ mod ledger;
 mod outbox;
 mod read_side;
 
-pub use gate::{Admission, AdmissionSnapshot, Gate, GateVoucher, Rejection, UpdateResult, DEFAULT_OUTBOX_LIMIT};
+pub use admin_requests::{AdminRequest, AdminRetryKey};
+pub use gate::{
+    Admission, Gate, GateVoucher, Rejection, RestoreAction, RestoreMode, RestoreOutcome, Settlement, UpdateResult,
+    DEFAULT_OUTBOX_LIMIT,
+};
 pub use holders::Holders;
-pub use keys::{outbox_key, pending_order_key, RetryKey, VoucherKeys, MAX_IDEMPOTENCY_KEY_LEN};
+pub use keys::{outbox_key, pending_order_key, RetryKey, VoucherKeys, FENCED, MAX_IDEMPOTENCY_KEY_LEN};
 pub use ledger::{Ledger, VoucherAdmission};
 pub use outbox::{Outbox, OutboxEntry};
-pub use read_side::SaleState;
+pub use read_side::{AdmissionSnapshot, SaleState};

@@ -1,6 +1,7 @@
 //! What the read side asks of Redis: the server clock admission judges the
 //! sale window by, and admitted orders the log does not have yet.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -23,6 +24,16 @@ pub struct SaleState {
     pub paused: bool,
     /// None for vouchers loaded before the gate kept it.
     pub hold_seconds: Option<u32>,
+}
+
+/// A voucher's admission state as Redis holds it: what an audit compares
+/// with the log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AdmissionSnapshot {
+    pub stock: u64,
+    pub remaining: u64,
+    /// Units per user id.
+    pub bought: HashMap<String, u64>,
 }
 
 /// The voucher hash's fields, in the order [`SaleState`] reads them.
@@ -63,6 +74,24 @@ impl Gate {
         let (seconds, micros): (i64, i64) = redis::cmd("TIME").query_async(&mut self.redis.clone()).await?;
         DateTime::from_timestamp(seconds, u32::try_from(micros.clamp(0, 999_999)).unwrap_or(0) * 1_000)
             .ok_or_else(|| redis::RedisError::from((redis::ErrorKind::Parse, "TIME answered an impossible time")))
+    }
+
+    /// What Redis holds for `voucher` now: stock, remaining and units per
+    /// user (None: not loaded), read in one round trip.
+    pub async fn admission_snapshot(&self, voucher: VoucherId) -> redis::RedisResult<Option<AdmissionSnapshot>> {
+        let keys = self.keys(voucher);
+        let ((stock, remaining), bought): ((Option<u64>, Option<u64>), HashMap<String, u64>) = redis::pipe()
+            .cmd("HMGET")
+            .arg(&keys.voucher)
+            .arg(&["stock", "remaining"])
+            .cmd("HGETALL")
+            .arg(&keys.bought)
+            .query_async(&mut self.redis.clone())
+            .await?;
+        Ok(match (stock, remaining) {
+            (Some(stock), Some(remaining)) => Some(AdmissionSnapshot { stock, remaining, bought }),
+            _ => None,
+        })
     }
 
     /// Keeps an admitted order readable by its id for `ttl`, until the log

@@ -32,7 +32,7 @@ async fn harness() -> Harness {
     let connection =
         redis::Client::open(redis.url()).expect("url").get_connection_manager().await.expect("redis connects");
     let prefix = format!("outbox{}", &uuid::Uuid::now_v7().simple().to_string()[20..]);
-    let config = RedisConfig { url: redis.url(), key_prefix: prefix.clone() };
+    let config = RedisConfig::new(redis.url(), prefix.clone());
     Harness { stream: outbox_key(&prefix), config, connection, _redis: redis, _dir: dir }
 }
 

@@ -108,6 +108,7 @@ impl App {
             auth: Authenticator::new(&config.auth),
             limits: Limits::new(&config.rate_limit),
             live,
+            admin_retry_ttl: Duration::from_secs(config.admin_idempotency_ttl_seconds),
         });
         Ok(Self { listener, ingress, deps, relay, follower, http_metrics, config })
     }

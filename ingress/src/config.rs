@@ -42,6 +42,9 @@ pub struct IngressConfig {
     /// How long a relay consumer with no pending entry may stay idle in the
     /// outbox group before a live relay removes it (its process is gone).
     pub outbox_retire_consumer_ms: u64,
+    /// How long an admin's `Idempotency-Key` is remembered: a retry within
+    /// it completes the first request's change and answers its answer.
+    pub admin_idempotency_ttl_seconds: u64,
 }
 
 impl Default for IngressConfig {
@@ -60,6 +63,7 @@ impl Default for IngressConfig {
             max_outbox_entries: 100_000,
             outbox_claim_idle_ms: 5_000,
             outbox_retire_consumer_ms: 600_000,
+            admin_idempotency_ttl_seconds: 86_400,
         }
     }
 }
@@ -85,6 +89,11 @@ impl Validate for IngressConfig {
             (10_000..=86_400_000).contains(&self.outbox_retire_consumer_ms),
             "outbox_retire_consumer_ms",
             "must be 10000 to 86400000",
+        )?;
+        ensure(
+            (60..=30 * 86_400).contains(&self.admin_idempotency_ttl_seconds),
+            "admin_idempotency_ttl_seconds",
+            "must be 60 to 2592000 (30 days)",
         )
     }
 }

@@ -96,7 +96,7 @@ impl Platform {
             partitions: 3,
             ..KafkaConfig::default()
         };
-        let redis = RedisConfig { url: infra.redis.url(), key_prefix: infra.namespace.clone() };
+        let redis = RedisConfig::new(infra.redis.url(), infra.namespace.clone());
         let processor_addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
         let projector_addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
         let mut ingress_config = IngressConfig {

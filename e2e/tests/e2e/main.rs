@@ -4,6 +4,8 @@
 // Test helpers are `pub` for the test modules; nothing is exported.
 #![allow(unreachable_pub)]
 
+mod admin_retries;
+mod admission_timeout;
 mod api_fuzz;
 mod audit;
 mod browser;
@@ -18,6 +20,7 @@ mod observability;
 mod openapi;
 mod orders;
 mod rebuild;
+mod reconcile;
 mod replay;
 mod report;
 mod restart;

@@ -1,6 +1,7 @@
 //! The ingress's HTTP API: the write side (placing orders, cancel and
 //! confirm requests, admin changes) here, the read side in [`crate::live`].
 
+mod admin_retries;
 pub(crate) mod auth;
 mod body;
 mod limits;
@@ -56,6 +57,8 @@ pub(crate) struct Ingress {
     pub(crate) limits: Limits,
     /// The read side: where reads are answered and orders looked up.
     pub(crate) live: Arc<Live>,
+    /// How long an admin's `Idempotency-Key` is remembered.
+    pub(crate) admin_retry_ttl: std::time::Duration,
 }
 
 /// Every route, with errors mapped and requests measured.

@@ -6,7 +6,9 @@
 //! record. A `202` therefore means the order is durable in Redis (AOF) and on
 //! its way to the log, whatever happens to this process next. While the log
 //! is down the outbox grows up to `max_outbox_entries`; past that, orders get
-//! `503` before any stock is touched.
+//! `503` before any stock is touched. A call that fails without an answer
+//! is settled by the order id before the client hears anything: `202` if
+//! the script had admitted the order, `503` only if it had not.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -22,7 +24,15 @@ use warp::{Filter, Rejection, Reply};
 
 use super::{body, limits, Ingress};
 use crate::error::rejection_error;
-use seckill_gate::{Admission, Rejection as GateRejection, RetryKey};
+use seckill_gate::{Admission, Rejection as GateRejection, RetryKey, Settlement};
+
+/// The answer when the gate settled a request as not admitted.
+const NOT_ADMITTED: &str = "the admission call failed; nothing was admitted, retry the request";
+/// How often the gate is asked what became of a call that failed, and the
+/// pause between the attempts (each is bounded by the Redis response
+/// timeout).
+const SETTLE_ATTEMPTS: u32 = 5;
+const SETTLE_PAUSE: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// Vouchers with more holders than this are not remembered as sold out (the
 /// snapshot would cost more than it saves).
@@ -105,11 +115,10 @@ async fn place_order(
         quantity: request.quantity,
         accepted_at: Utc::now(),
     };
-    let admission = ingress.gate.admit_order(&order, retry.as_ref()).await.map_err(|e| {
-        ingress.metrics.outcomes.with_label_values(&["unavailable"]).inc();
-        tracing::warn!(error = %e, "Admission check failed.");
-        ApiError::unavailable("the admission gate is unavailable; retry the request")
-    })?;
+    let admission = match ingress.gate.admit_order(&order, retry.as_ref()).await {
+        Ok(admission) => admission,
+        Err(error) => return settle(&ingress, &order, &error).await,
+    };
     match admission {
         Admission::Admitted { remaining } => {
             if remaining == 0 {
@@ -120,6 +129,11 @@ async fn place_order(
             ingress.metrics.outcomes.with_label_values(&["unavailable"]).inc();
             tracing::warn!(entries, "Outbox full: the log is not keeping up; refusing orders.");
             return Err(ApiError::unavailable("the event log is not keeping up; nothing was admitted, retry later"));
+        }
+        Admission::Fenced => {
+            // Only a call that outlived its caller can meet its own fence.
+            ingress.metrics.outcomes.with_label_values(&["unavailable"]).inc();
+            return Err(ApiError::unavailable(NOT_ADMITTED));
         }
         Admission::Replayed { order: first } => {
             ingress.metrics.outcomes.with_label_values(&["replayed"]).inc();
@@ -141,6 +155,47 @@ async fn place_order(
     ingress.metrics.outcomes.with_label_values(&["admitted"]).inc();
     remember(&ingress, &order, false).await;
     Ok(accepted_reply(order.order_id))
+}
+
+/// The answer to an admission call that failed without an answer (a
+/// timeout, a dropped connection): the script may have run, or may still
+/// run. The gate is asked, by the order id, what happened, and the client is
+/// told exactly that: `202` if the order was admitted, `503` if it was not
+/// (and now never will be). Only if the gate cannot be asked at all is the
+/// answer a `503` that says it may have been, naming the order to look up.
+async fn settle(
+    ingress: &Ingress,
+    order: &OrderAccepted,
+    error: &redis::RedisError,
+) -> Result<warp::reply::Response, ApiError> {
+    tracing::warn!(%error, order_id = %order.order_id, "Admission call failed; asking the gate whether it ran.");
+    let mut last_error = None;
+    for attempt in 0..SETTLE_ATTEMPTS {
+        if attempt > 0 {
+            tokio::time::sleep(SETTLE_PAUSE).await;
+        }
+        match ingress.gate.settle(order.voucher_id, order.order_id).await {
+            Ok(Settlement::Admitted) => {
+                ingress.metrics.outcomes.with_label_values(&["admitted"]).inc();
+                tracing::info!(order_id = %order.order_id, "The admission had run: the order is admitted.");
+                remember(ingress, order, false).await;
+                return Ok(accepted_reply(order.order_id));
+            }
+            Ok(Settlement::NotAdmitted) => {
+                ingress.metrics.outcomes.with_label_values(&["unavailable"]).inc();
+                return Err(ApiError::unavailable(NOT_ADMITTED));
+            }
+            Err(error) => last_error = Some(error),
+        }
+    }
+    ingress.metrics.outcomes.with_label_values(&["unavailable"]).inc();
+    tracing::error!(error = ?last_error, order_id = %order.order_id, "Could not find out whether an order was admitted.");
+    Err(ApiError::unavailable(format!(
+        "the admission gate did not answer; order {} may have been admitted: read GET /api/v1/orders/{} before \
+         ordering again",
+        order.order_id, order.order_id
+    ))
+    .with_detail("order_id", order.order_id.to_string()))
 }
 
 /// Makes the admitted order readable by its owner through any ingress

@@ -7,6 +7,11 @@
 //! stock it was admitted with. The processor applies the same records to
 //! Redis again as it follows the log (both scripts act once), so an ingress
 //! that dies between the two steps leaves nothing behind.
+//!
+//! A failure after the publish may have been preceded by the change: the
+//! `503` says so and names the voucher (and the update), never "nothing
+//! happened". With an `Idempotency-Key` (`super::admin_retries`) a retry
+//! completes that very change and answers what the first answered.
 
 use std::sync::Arc;
 
@@ -19,6 +24,7 @@ use serde::Deserialize;
 use warp::http::StatusCode;
 use warp::{Filter, Rejection, Reply};
 
+use super::admin_retries::{gate_unavailable, AdminRetry, Prepared};
 use super::{auth, body, Ingress};
 
 /// The admin's request.
@@ -67,6 +73,7 @@ pub(super) fn create(
     warp::path!("api" / "v1" / "vouchers")
         .and(warp::post())
         .and(auth::admin(Arc::clone(&ingress)))
+        .and(warp::header::optional::<String>("idempotency-key"))
         .and(body::bounded(max_body_bytes))
         .and(warp::any().map(move || Arc::clone(&ingress)))
         .and_then(handle_create)
@@ -79,12 +86,17 @@ pub(super) fn update(
     warp::path!("api" / "v1" / "vouchers" / String)
         .and(warp::patch())
         .and(auth::admin(Arc::clone(&ingress)))
+        .and(warp::header::optional::<String>("idempotency-key"))
         .and(body::bounded(max_body_bytes))
         .and(warp::any().map(move || Arc::clone(&ingress)))
         .and_then(handle_update)
 }
 
-async fn handle_create(raw: bytes::Bytes, ingress: Arc<Ingress>) -> Result<warp::reply::Response, Rejection> {
+async fn handle_create(
+    key: Option<String>,
+    raw: bytes::Bytes,
+    ingress: Arc<Ingress>,
+) -> Result<warp::reply::Response, Rejection> {
     let request: CreateVoucher = body::parse(&raw)?;
     let definition = VoucherCreated {
         voucher_id: VoucherId::generate(),
@@ -95,24 +107,61 @@ async fn handle_create(raw: bytes::Bytes, ingress: Arc<Ingress>) -> Result<warp:
         hold_seconds: request.hold_seconds,
     };
     definition.validate().map_err(|e| ApiError::invalid(e.to_string().replace("event is out of range: ", "")))?;
+    let asked = serde_json::json!({ "create": { "stock": request.stock, "per_user_limit": request.per_user_limit,
+        "begins_at": request.begins_at, "ends_at": request.ends_at, "hold_seconds": request.hold_seconds } });
+    let retry = AdminRetry::new(&ingress, key, asked)?;
+    let mut change = Envelope::new(Event::VoucherCreated(definition));
+    if let Some(retry) = &retry {
+        let prepared = match retry.remembered().await? {
+            Some(prepared) => prepared,
+            None => retry.claim(change).await?,
+        };
+        change = match prepared {
+            Prepared::Change(change) => *change,
+            Prepared::Answered(answer) => return Ok(answer),
+        };
+    }
+    let Event::VoucherCreated(definition) = &change.event else {
+        return Err(ApiError::internal(&"an admin request record holds another kind of event").into());
+    };
+    let voucher_id = definition.voucher_id;
+    let keyed = retry.is_some();
 
-    let envelope = Envelope::new(Event::VoucherCreated(definition.clone()));
-    ingress.producer.send(&ingress.topics.sales, &envelope).await.map_err(|e| {
+    ingress.producer.send(&ingress.topics.sales, &change).await.map_err(|e| {
         ingress.metrics.produce_errors.inc();
-        tracing::warn!(error = %e, "Voucher definition not published.");
-        ApiError::unavailable("the event log is unavailable; the voucher was not created")
+        tracing::warn!(error = %e, %voucher_id, "Voucher definition not confirmed by the event log.");
+        let next = if keyed {
+            "retry with the same Idempotency-Key to complete it".to_owned()
+        } else {
+            format!("read GET /api/v1/vouchers/{voucher_id} before creating it again")
+        };
+        ApiError::unavailable(format!(
+            "the event log did not confirm voucher {voucher_id}; it may have been created: {next}"
+        ))
+        .with_detail("voucher_id", voucher_id.to_string())
     })?;
-    ingress.gate.load_voucher(&definition).await.map_err(|e| {
-        tracing::warn!(error = %e, voucher_id = %definition.voucher_id, "Voucher not loaded into Redis.");
-        ApiError::unavailable("the admission gate is unavailable; retry the request")
+    // Published: the processor loads it into the gate even if this fails.
+    ingress.gate.load_voucher(definition).await.map_err(|e| {
+        tracing::warn!(error = %e, %voucher_id, "Voucher not loaded into Redis.");
+        let next =
+            if keyed { "retry with the same Idempotency-Key for its definition" } else { "do not create it again" };
+        ApiError::unavailable(format!(
+            "voucher {voucher_id} was created (published) and will be loaded into the admission gate shortly; {next}"
+        ))
+        .with_detail("voucher_id", voucher_id.to_string())
     })?;
-    ingress.live.voucher_changed(definition.voucher_id);
-    tracing::info!(voucher_id = %definition.voucher_id, stock = definition.stock, "Voucher created.");
-    Ok(warp::reply::with_status(warp::reply::json(&definition), StatusCode::CREATED).into_response())
+    ingress.live.voucher_changed(voucher_id);
+    tracing::info!(%voucher_id, stock = definition.stock, "Voucher created.");
+    let body = serde_json::to_value(definition).expect("definitions serialize");
+    Ok(match &retry {
+        Some(retry) => retry.answer(StatusCode::CREATED, body).await,
+        None => warp::reply::with_status(warp::reply::json(&body), StatusCode::CREATED).into_response(),
+    })
 }
 
 async fn handle_update(
     raw_id: String,
+    key: Option<String>,
     raw: bytes::Bytes,
     ingress: Arc<Ingress>,
 ) -> Result<warp::reply::Response, Rejection> {
@@ -121,44 +170,93 @@ async fn handle_update(
     let update =
         VoucherUpdated { voucher_id, paused: request.paused, ends_at: request.ends_at, add_stock: request.add_stock };
     update.validate().map_err(|e| ApiError::invalid(e.to_string().replace("event is out of range: ", "")))?;
+    let asked = serde_json::json!({ "update": { "voucher_id": voucher_id, "paused": update.paused,
+        "ends_at": update.ends_at, "add_stock": update.add_stock } });
+    let retry = AdminRetry::new(&ingress, key, asked)?;
 
-    let gate_unavailable = |e: redis::RedisError| {
-        tracing::warn!(error = %e, %voucher_id, "Voucher update not applied to Redis.");
-        ApiError::unavailable("the admission gate is unavailable; retry the request")
+    // A retry carries out the change the first request checked and prepared.
+    let remembered = match &retry {
+        Some(retry) => retry.remembered().await?,
+        None => None,
     };
-    let current = ingress.gate.voucher(voucher_id).await.map_err(gate_unavailable)?;
-    let current = current.ok_or_else(|| ApiError::unknown_voucher(voucher_id))?;
-    if let Some(ends_at) = update.ends_at {
-        if ends_at <= current.begins_at {
-            return Err(ApiError::invalid("ends_at must be after begins_at").into());
+    let prepared = match remembered {
+        Some(prepared) => prepared,
+        None => {
+            let change = checked_update(&ingress, update).await?;
+            match &retry {
+                Some(retry) => retry.claim(change).await?,
+                None => Prepared::Change(Box::new(change)),
+            }
         }
-    }
-    if current.stock.saturating_add(update.add_stock) > MAX_STOCK {
-        return Err(ApiError::invalid(format!("the stock would exceed {MAX_STOCK}")).into());
-    }
+    };
+    let change = match prepared {
+        Prepared::Change(change) => *change,
+        Prepared::Answered(answer) => return Ok(answer),
+    };
+    let Event::VoucherUpdated(update) = &change.event else {
+        return Err(ApiError::internal(&"an admin request record holds another kind of event").into());
+    };
+    let update_id = change.event_id;
+    let keyed = retry.is_some();
+    let may_have = |what: String| {
+        ApiError::unavailable(what)
+            .with_detail("voucher_id", voucher_id.to_string())
+            .with_detail("update_id", update_id.to_string())
+    };
 
-    let envelope = Envelope::new(Event::VoucherUpdated(update.clone()));
-    ingress.producer.send(&ingress.topics.sales, &envelope).await.map_err(|e| {
+    ingress.producer.send(&ingress.topics.sales, &change).await.map_err(|e| {
         ingress.metrics.produce_errors.inc();
-        tracing::warn!(error = %e, "Voucher update not published.");
-        ApiError::unavailable("the event log is unavailable; the voucher was not changed")
+        tracing::warn!(error = %e, %voucher_id, %update_id, "Voucher update not confirmed by the event log.");
+        let next = if keyed {
+            "retry with the same Idempotency-Key to complete it"
+        } else {
+            "read the voucher before sending a change again"
+        };
+        may_have(format!("the event log did not confirm update {update_id}; it may have been published: {next}"))
     })?;
-    // Published: the processor will apply it to Redis even if this fails.
-    let applied = match ingress.gate.update_voucher(envelope.event_id, &update).await.map_err(gate_unavailable)? {
-        UpdateResult::Applied(voucher) | UpdateResult::Repeated(voucher) => voucher,
-        UpdateResult::UnknownVoucher => return Err(ApiError::unknown_voucher(voucher_id).into()),
+    // Published: the processor applies it to the gate even if this fails.
+    let applied = match ingress.gate.update_voucher(update_id, update).await {
+        Ok(UpdateResult::Applied(voucher) | UpdateResult::Repeated(voucher)) => voucher,
+        Ok(UpdateResult::UnknownVoucher) => return Err(ApiError::unknown_voucher(voucher_id).into()),
+        Err(e) => {
+            tracing::warn!(error = %e, %voucher_id, %update_id, "Voucher update not applied to Redis.");
+            let next =
+                if keyed { "retry with the same Idempotency-Key for its result" } else { "do not send it again" };
+            return Err(may_have(format!("update {update_id} was published and will be applied; {next}")).into());
+        }
     };
     ingress.live.voucher_changed(voucher_id);
     tracing::info!(%voucher_id, ?update, "Voucher updated.");
     let body = serde_json::json!({
         "voucher_id": voucher_id,
-        "update_id": envelope.event_id,
+        "update_id": update_id,
         "stock": applied.stock,
         "paused": applied.paused,
         "begins_at": applied.begins_at,
         "ends_at": applied.ends_at,
     });
-    Ok(warp::reply::json(&body).into_response())
+    Ok(match &retry {
+        Some(retry) => retry.answer(StatusCode::OK, body).await,
+        None => warp::reply::json(&body).into_response(),
+    })
+}
+
+/// `update` as an event to publish, once checked against the voucher as the
+/// gate holds it: it must exist, keep its end after its start and its stock
+/// within bounds.
+async fn checked_update(ingress: &Ingress, update: VoucherUpdated) -> Result<Envelope, ApiError> {
+    let voucher_id = update.voucher_id;
+    let current = ingress.gate.voucher(voucher_id).await.map_err(gate_unavailable)?;
+    let current = current.ok_or_else(|| ApiError::unknown_voucher(voucher_id))?;
+    if let Some(ends_at) = update.ends_at {
+        if ends_at <= current.begins_at {
+            return Err(ApiError::invalid("ends_at must be after begins_at"));
+        }
+    }
+    if current.stock.saturating_add(update.add_stock) > MAX_STOCK {
+        return Err(ApiError::invalid(format!("the stock would exceed {MAX_STOCK}")));
+    }
+    Ok(Envelope::new(Event::VoucherUpdated(update)))
 }
 
 #[cfg(test)]

@@ -1,59 +1,14 @@
-//! The admission scripts against a real Redis.
+//! Admission, release and admin updates.
 
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use futures::future::join_all;
-use redis::aio::ConnectionManager;
-use seckill_core::event::{VoucherCreated, VoucherUpdated};
-use seckill_core::{OrderId, UserId, VoucherId};
-use seckill_devstack::{Redis, RedisPersistence, TempDir};
-use seckill_gate::{Admission, Gate, Outbox, Rejection, RetryKey, UpdateResult};
+use seckill_core::event::VoucherUpdated;
+use seckill_core::{OrderId, VoucherId};
+use seckill_gate::{Admission, Outbox, Rejection, RetryKey, UpdateResult};
 
-struct Harness {
-    gate: Gate,
-    url: String,
-    connection: ConnectionManager,
-    _redis: Redis,
-    _dir: TempDir,
-}
-
-async fn harness() -> Harness {
-    let dir = TempDir::new().expect("temp dir");
-    let redis = Redis::start(dir.path(), 0, RedisPersistence::None).expect("redis starts (run scripts/setup)");
-    let connection =
-        redis::Client::open(redis.url()).expect("url").get_connection_manager().await.expect("redis connects");
-    let prefix = format!("lua{}", &uuid::Uuid::now_v7().simple().to_string()[20..]);
-    let gate = Gate::new(connection.clone(), &prefix).await.expect("scripts load");
-    Harness { gate, connection, url: redis.url(), _redis: redis, _dir: dir }
-}
-
-fn user(name: &str) -> UserId {
-    UserId::parse(name).expect("valid user id")
-}
-
-fn open_window() -> (DateTime<Utc>, DateTime<Utc>) {
-    let now = Utc::now();
-    (now - chrono::Duration::minutes(1), now + chrono::Duration::hours(1))
-}
-
-/// A voucher definition of `stock` units, `limit` per user, over `window`.
-fn definition(stock: u64, limit: u32, (begins_at, ends_at): (DateTime<Utc>, DateTime<Utc>)) -> VoucherCreated {
-    VoucherCreated {
-        voucher_id: VoucherId::generate(),
-        stock,
-        per_user_limit: limit,
-        begins_at,
-        ends_at,
-        hold_seconds: 0,
-    }
-}
-
-async fn voucher(gate: &Gate, stock: u64, limit: u32) -> VoucherId {
-    let definition = definition(stock, limit, open_window());
-    assert!(gate.load_voucher(&definition).await.expect("loads"));
-    definition.voucher_id
-}
+use crate::{definition, harness, open_window, user, voucher};
 
 #[tokio::test]
 async fn admits_until_exactly_zero_then_sold_out() {
@@ -367,7 +322,7 @@ async fn an_admitted_order_is_in_the_outbox_and_a_full_outbox_admits_nothing() {
 
     // The relay's side: read, then remove; the next order fits again.
     let prefix = gate.keys(v).voucher.split(':').next().expect("prefix").to_owned();
-    let config = seckill_core::config::RedisConfig { url: h.url.clone(), key_prefix: prefix };
+    let config = seckill_core::config::RedisConfig::new(h.url.clone(), prefix);
     let outbox = Outbox::connect(&config, "relay-a", Duration::from_millis(50)).await.expect("outbox");
     let read = outbox.read_new(10, Duration::from_millis(50)).await.expect("reads");
     assert_eq!(read.len(), 2);
