@@ -102,7 +102,7 @@ impl LocalServers {
             storage = storage.name(),
             postgres = postgres.as_ref().map(|pg| pg.database_url(DATABASE)),
             data = %data.display(),
-            "Local Redis and broker are up."
+            "The local servers are up."
         );
         Ok(Self { redis, postgres, broker })
     }
