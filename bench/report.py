@@ -152,12 +152,22 @@ def main():
     w("")
     w("## Machine and method")
     w("")
+    storage = machine.get("broker_storage", "sqlite")
     w(f"- {machine['cores']} cores ({machine['cpu']}), {machine['memory']}, Linux {machine['kernel']}; "
-      f"{machine['rustc']}; Redis {machine['redis']}; broker {machine['broker']}; {machine['wrk']}.")
-    w("- Everything on this one machine over 127.0.0.1: Redis (AOF, fsync every second) and the broker (SQLite log),")
-    w("  the ingress, processor and projector as separate release-mode processes (`seckill serve`, embedded stores),")
-    w("  and the load generator. Client and servers share the two cores, so every figure includes the client's cost;")
-    w("  the ceilings were measured the same way, in the same run.")
+      f"{machine['rustc']}; Redis {machine['redis']}; broker {machine['broker']}"
+      + (f"; PostgreSQL {machine['postgres']}" if "postgres" in machine else "") + f"; {machine['wrk']}.")
+    if storage == "postgres":
+        w("- Everything on this one machine over 127.0.0.1: Redis (AOF, fsync every second), the broker with its log on")
+        w(f"  PostgreSQL (a private cluster as the local run has it: {machine.get('postgres_settings', '')}), the ingress,")
+        w("  processor and projector as separate release-mode processes (`seckill serve`, embedded stores), and the load")
+        w("  generator. Client and servers share the two cores, so every figure includes the client's cost; the ceilings")
+        w("  were measured the same way, in the same run.")
+    else:
+        w("- Everything on this one machine over 127.0.0.1: Redis (AOF, fsync every second) and the broker (SQLite log),")
+        w("  the ingress, processor and projector as separate release-mode processes (`seckill serve`, embedded stores),")
+        w("  and the load generator. Client and servers share the two cores, so every figure includes the client's cost;")
+        w("  the ceilings were measured the same way, in the same run.")
+    w(f"- Broker storage engine of the scenarios: **{storage}**; topics have {machine.get('partitions', '2')} partitions.")
     w("- Ceilings: `redis-benchmark` running the project's own `lua/admit.lua` by EVALSHA (50 clients, no pipelining,")
     w("  a random user per call: the admit path on a voucher with stock left, the refusal path on a sold-out one), and")
     w("  `wrk` (2 threads, 64 connections) against `warp-floor`, a warp server that answers the order route with the")
@@ -212,23 +222,32 @@ def main():
     w(f"| 5 | peak RSS under scenario 2 | {rss_text} | < 150 MB each | - | {verdict(rss_ok)} |")
     w("")
     read_side(w, results, floor)
-    memory_burst, memory_e2e = load.get("admission_burst_memory"), load.get("end_to_end_memory")
-    if memory_burst and memory_e2e:
-        w("## Diagnostic: the same pipeline on the broker's in-memory store")
+    engine_names = {"postgres": "PostgreSQL", "sqlite": "SQLite", "memory": "in-memory"}
+    diagnostics = [name for name in ("sqlite", "memory")
+                   if name != storage and load.get(f"admission_burst_{name}") and load.get(f"end_to_end_{name}")]
+    if diagnostics:
+        w("## Diagnostic: the same pipeline on the broker's other storage engines")
         w("")
-        w("Scenarios 2 and 4 again, everything the same except the broker's storage (`memory://`, not durable): what")
-        w("the services sustain when the stand-in broker's SQLite store is not the limit. Not a target.")
+        w("Scenarios 2 and 4 again, everything the same except the broker's storage: SQLite (`sqlite://`, one insert")
+        w("per record, fetches that scan to the high watermark) and memory (`memory://`, not durable, no storage cost):")
+        w("what the storage engine costs, and what the services sustain when it is not the limit. Not targets.")
         w("")
-        w("| scenario | SQLite broker (above) | in-memory broker |")
-        w("|---|---|---|")
-        mb_202 = memory_burst["status_counts"].get("202", 0) / memory_burst["elapsed_s"]
+        w(f"| scenario | {engine_names[storage]} broker (above) | "
+          + " | ".join(f"{engine_names[name]} broker" for name in diagnostics) + " |")
+        w("|---|---|" + "---|" * len(diagnostics))
+        cells = []
+        for name in diagnostics:
+            run = load[f"admission_burst_{name}"]
+            cells.append(f"{run['status_counts'].get('202', 0) / run['elapsed_s']:,.0f} × 202/s, drained "
+                         f"{run['drained_after_s'] or float('nan'):.2f} s after")
         w(f"| 2: admission burst, {burst['requests']:,} users | {burst_202:,.0f} × 202/s, drained "
-          f"{burst['drained_after_s'] or float('nan'):.2f} s after | {mb_202:,.0f} × 202/s, drained "
-          f"{memory_burst['drained_after_s'] or float('nan'):.2f} s after |")
-        mv = memory_e2e["visible"]
+          f"{burst['drained_after_s'] or float('nan'):.2f} s after | " + " | ".join(cells) + " |")
+        cells = []
+        for name in diagnostics:
+            seen = load[f"end_to_end_{name}"]["visible"]
+            cells.append(f"p50 {ms(seen['p50_ms'])}, p99 {ms(seen['p99_ms'])} ({seen['count']} sampled)")
         w(f"| 4: end to end at {e2e['requests'] / e2e['elapsed_s']:,.0f} requests/s | 202 → visible p50 "
-          f"{ms(visible['p50_ms'])}, p99 {ms(visible['p99_ms'])} | p50 {ms(mv['p50_ms'])}, p99 {ms(mv['p99_ms'])} "
-          f"({mv['count']} sampled) |")
+          f"{ms(visible['p50_ms'])}, p99 {ms(visible['p99_ms'])} | " + " | ".join(cells) + " |")
         w("")
     w("## Details")
     w("")
@@ -248,7 +267,8 @@ def main():
     w("## Where the CPU went")
     w("")
     w("Cores used by each server process during each scenario (CPU seconds over the scenario's wall time, from")
-    w("`/proc/PID/stat`); the load generator reports its own. Two cores in all.")
+    w("`/proc/PID/stat`; PostgreSQL's with its connection processes); the load generator reports its own. Two cores")
+    w("in all.")
     w("")
     cpu = [json.loads(line) for line in (results / "cpu.jsonl").read_text().splitlines()]
     processes = list(dict.fromkeys(row["process"] for row in cpu))
@@ -258,6 +278,8 @@ def main():
         "burst": [load["admission_burst"]],
         "classic": [load["classic_10"], load["classic_10000"]],
         "e2e": [load["end_to_end"]],
+        "burst_sqlite": [load.get("admission_burst_sqlite")],
+        "e2e_sqlite": [load.get("end_to_end_sqlite")],
         "burst_memory": [load.get("admission_burst_memory")],
         "e2e_memory": [load.get("end_to_end_memory")],
     }
@@ -269,6 +291,27 @@ def main():
         generator = ", ".join(f"{run['loadgen_cores']:.2f}" for run in own if run) if own else "wrk (not measured)"
         w(f"| {scenario} | {wall:.1f} s | {cells} | {generator} |")
     w("")
+    pg_path = results / "postgres.jsonl"
+    pg_rows = [json.loads(line) for line in pg_path.read_text().splitlines()] if pg_path.exists() else []
+    # The diagnostics run the broker on another engine: PostgreSQL idles then.
+    pg_rows = [row for row in pg_rows if not row["scenario"].endswith(("_sqlite", "_memory"))]
+    if pg_rows:
+        w("## PostgreSQL's own statistics")
+        w("")
+        w("What the broker asked of PostgreSQL during each scenario on it (`pg_stat_database` of the broker's")
+        w("database, before and after): transactions committed (produced batches, one per partition; each round of a")
+        w("waiting fetch; offset commits and group bookkeeping), rows inserted (records, their headers, offsets) and")
+        w("rows read, and per admitted order. The storm admits nothing: its transactions are the idle consumers' fetches.")
+        w("")
+        w("| scenario | commits | rows inserted | rows read | commits per order | rows inserted per order |")
+        w("|---|---|---|---|---|---|")
+        for row in pg_rows:
+            runs = [run for run in loadgen_cores.get(row["scenario"], []) if run]
+            orders = sum(run["status_counts"].get("202", 0) for run in runs)
+            per_order = (f"{row['commits'] / orders:.2f} | {row['rows_inserted'] / orders:.1f}" if orders
+                         else "- | -")
+            w(f"| {row['scenario']} | {row['commits']:,} | {row['rows_inserted']:,} | {row['rows_read']:,} | {per_order} |")
+        w("")
     w(notes.read_text().rstrip())
     print("\n".join(out))
 

@@ -1,10 +1,13 @@
 //! `seckill dev`: the all-in-one local run.
 //!
-//! Starts Redis (append-only file) and the broker (SQLite log) as child
-//! processes with their data under one directory, then the three services in
-//! this process with embedded stores in the same directory. The ingress
-//! answers status queries from the projector's view directly, so one base URL
-//! serves everything. Running it again reuses the data.
+//! Starts Redis (append-only file), a private PostgreSQL cluster and the
+//! broker (its log in that cluster, or on SQLite or in memory with
+//! `--broker-storage`) as child processes with their data under one
+//! directory (see `dev_servers`), then the three services in this process
+//! with embedded stores in the same directory. The ingress answers status
+//! queries from the projector's view directly, so one base URL serves
+//! everything. Running it again reuses the data, and first stops any server
+//! a killed earlier run left running.
 //!
 //! Authentication is real but convenient: an admin token and a JWT secret
 //! are created in the data directory on the first run (`seckill token USER`
@@ -19,18 +22,18 @@ use clap::Args;
 use prometheus::Registry;
 use seckill_core::config::{HttpConfig, KafkaConfig, RedisConfig, StoreConfig};
 use seckill_core::shutdown;
-use seckill_devstack::{Broker, BrokerStorage, Redis, RedisPersistence};
 use seckill_ingress::{AuthConfig, Dependencies, IngressConfig, RateLimitConfig};
 use seckill_processor::ProcessorConfig;
 use seckill_projector::ProjectorConfig;
 use tokio::task::JoinSet;
 
+use crate::dev_servers::{LocalServers, ServerPorts, StorageChoice};
 use crate::secrets::{local_secret, ADMIN_TOKEN_FILE, JWT_SECRET_FILE};
 
 /// Flags of `seckill dev`.
 #[derive(Debug, Args)]
 pub(crate) struct DevArgs {
-    /// Where Redis, the broker and the stores keep their data.
+    /// Where Redis, PostgreSQL, the broker and the stores keep their data.
     #[arg(long, default_value = ".seckill")]
     data_dir: PathBuf,
     /// Port of the public API (ingress).
@@ -48,23 +51,26 @@ pub(crate) struct DevArgs {
     /// Port of the local broker.
     #[arg(long, default_value_t = 19092)]
     broker_port: u16,
+    /// Port of the local PostgreSQL server (the broker's log).
+    #[arg(long, default_value_t = 15432)]
+    postgres_port: u16,
+    /// Where the broker keeps the log. A data directory keeps the engine it
+    /// was first run with.
+    #[arg(long, value_enum, default_value_t = StorageChoice::Postgres)]
+    broker_storage: StorageChoice,
 }
 
 pub(crate) async fn run(args: DevArgs) -> anyhow::Result<()> {
     let data = std::path::absolute(&args.data_dir).context("resolving --data-dir")?;
     std::fs::create_dir_all(&data).with_context(|| format!("creating {}", data.display()))?;
-    let mut redis =
-        Redis::start(&data.join("redis"), args.redis_port, RedisPersistence::AppendOnly).context("starting Redis")?;
-    let mut broker =
-        Broker::start(&data.join("broker"), args.broker_port, BrokerStorage::Sqlite).context("starting the broker")?;
-    tracing::info!(redis = %redis.url(), broker = %broker.brokers(), data = %data.display(), "Local Redis and broker are up.");
+    let ports = ServerPorts { redis: args.redis_port, broker: args.broker_port, postgres: args.postgres_port };
+    let servers = tokio::task::block_in_place(|| LocalServers::start(&data, ports, args.broker_storage))?;
 
-    let kafka = KafkaConfig { brokers: broker.brokers(), ..KafkaConfig::default() };
-    let redis_config = RedisConfig { url: redis.url(), ..RedisConfig::default() };
+    let kafka = KafkaConfig { brokers: servers.brokers(), ..KafkaConfig::default() };
+    let redis_config = RedisConfig { url: servers.redis_url(), ..RedisConfig::default() };
 
     let result = serve(&args, &data, kafka, redis_config).await;
-    broker.stop();
-    redis.stop();
+    tokio::task::block_in_place(|| servers.stop());
     result
 }
 

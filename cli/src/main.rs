@@ -1,7 +1,7 @@
 //! `seckill`: the platform's command line.
 //!
 //! ```text
-//! seckill dev                    # Redis, broker and all three services, data in .seckill/
+//! seckill dev                    # Redis, PostgreSQL, broker and all three services, data in .seckill/
 //! seckill dev --data-dir /tmp/x  # elsewhere
 //! seckill serve ingress --config config/ingress.toml   # one service, as its own process
 //! seckill reconcile --dry-run    # what a Redis rebuilt from the log would differ in
@@ -16,6 +16,7 @@
 mod audit;
 mod dead_letters;
 mod dev;
+mod dev_servers;
 mod loadgen;
 mod output;
 mod rebuild_view;
@@ -43,8 +44,9 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Runs the whole platform on this machine: a local Redis and broker, the
-    /// ingress, processor and projector with embedded stores. Ctrl-C stops it.
+    /// Runs the whole platform on this machine: a local Redis, PostgreSQL and
+    /// broker, the ingress, processor and projector with embedded stores.
+    /// Ctrl-C stops it.
     Dev(dev::DevArgs),
     /// Runs one service (ingress, processor or projector) in this process
     /// until SIGINT or SIGTERM, configured by file and `SECKILL_*` variables.

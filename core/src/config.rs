@@ -18,8 +18,10 @@ use crate::topics::Topics;
 pub const ENV_PREFIX: &str = "SECKILL_";
 
 /// `SECKILL_` variables that are not config keys: the config file path
-/// (`SECKILL_CONFIG`) and the test and setup tooling's own settings.
-const NOT_CONFIG_KEYS: &[&str] = &["config", "test_dir", "broker_bin"];
+/// (`SECKILL_CONFIG`) and the test and setup tooling's own settings (the test
+/// run's directory and PostgreSQL server, where the broker and PostgreSQL's
+/// programs are).
+const NOT_CONFIG_KEYS: &[&str] = &["config", "test_dir", "broker_bin", "test_postgres", "postgres_bin"];
 
 /// Why a configuration was refused.
 #[derive(Debug, thiserror::Error)]

@@ -22,6 +22,43 @@ pub enum DevstackError {
     NotReady { what: String, addr: SocketAddr, timeout: Duration, log: PathBuf },
     #[error("{what} exited during startup ({status}); see {log}")]
     Exited { what: String, status: std::process::ExitStatus, log: PathBuf },
+    #[error("{what} failed; see {log}")]
+    Failed { what: String, log: PathBuf },
+    #[error("{0}")]
+    Setup(String),
+    #[error("psql `{sql}` against {server} failed: {message}")]
+    Psql { sql: String, server: String, message: String },
+    #[error("{what} (pid {pid}), left running by an earlier run, did not stop within {timeout:?}")]
+    LeftoverRunning { what: String, pid: u32, timeout: Duration },
+}
+
+/// The signal that asks a server to stop gracefully.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StopSignal {
+    /// SIGTERM: Redis, the broker, the services.
+    Term,
+    /// SIGINT: PostgreSQL's fast shutdown (its SIGTERM waits for every
+    /// client to disconnect, which a broker never does by itself).
+    Int,
+    /// SIGQUIT: PostgreSQL's immediate shutdown, a crash that keeps what
+    /// was committed (the next start replays the WAL).
+    Quit,
+}
+
+impl StopSignal {
+    /// The name `kill -NAME` takes.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Self::Term => "TERM",
+            Self::Int => "INT",
+            Self::Quit => "QUIT",
+        }
+    }
+}
+
+/// Sends `signal` to `pid` (through `kill`: no unsafe code here).
+pub(crate) fn send_signal(pid: u32, signal: &str) {
+    let _ = Command::new("kill").arg(format!("-{signal}")).arg(pid.to_string()).stderr(Stdio::null()).status();
 }
 
 /// A port nobody listens on right now.
@@ -53,6 +90,7 @@ pub struct Server {
     what: String,
     child: Option<Child>,
     pid_file: PathBuf,
+    stop_signal: StopSignal,
 }
 
 impl Server {
@@ -80,9 +118,20 @@ impl Server {
             .map_err(spawn_error)?;
         let pid_file = dir.join(format!("{name}.pid"));
         std::fs::write(&pid_file, child.id().to_string()).map_err(spawn_error)?;
-        let mut server = Self { what: what.to_owned(), child: Some(child), pid_file };
+        let mut server = Self { what: what.to_owned(), child: Some(child), pid_file, stop_signal: StopSignal::Term };
         server.wait_ready(addr, &log)?;
         Ok(server)
+    }
+
+    /// Makes [`stop`](Self::stop) send `signal` instead of SIGTERM.
+    pub fn stopped_by(mut self, signal: StopSignal) -> Self {
+        self.stop_signal = signal;
+        self
+    }
+
+    /// The process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
     }
 
     fn wait_ready(&mut self, addr: SocketAddr, log: &Path) -> Result<(), DevstackError> {
@@ -103,11 +152,18 @@ impl Server {
         Err(DevstackError::NotReady { what: self.what.clone(), addr, timeout, log: log.to_owned() })
     }
 
-    /// Asks the process to stop (SIGTERM) and waits up to `grace`, then
+    /// Asks the process to stop (SIGTERM, or the signal set by
+    /// [`stopped_by`](Self::stopped_by)) and waits up to `grace`, then
     /// kills it. Returns whether it exited by itself with success.
     pub fn stop(&mut self, grace: Duration) -> bool {
+        self.stop_with(self.stop_signal, grace)
+    }
+
+    /// Sends `signal` and waits up to `grace` for the process to exit,
+    /// then kills it. Returns whether it exited by itself with success.
+    pub fn stop_with(&mut self, signal: StopSignal, grace: Duration) -> bool {
         let Some(mut child) = self.child.take() else { return false };
-        let _ = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status();
+        send_signal(child.id(), signal.name());
         let deadline = Instant::now() + grace;
         while Instant::now() < deadline {
             if let Ok(Some(status)) = child.try_wait() {

@@ -1,11 +1,12 @@
 //! A local `redis-server`.
 
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use crate::process::{find_binary, free_port, Server};
+use crate::leftover::{stop_leftover, Expected, Leftover};
+use crate::process::{find_binary, free_port, Server, StopSignal};
 use crate::DevstackError;
 
 /// How the server keeps its data.
@@ -27,9 +28,11 @@ pub struct Redis {
 }
 
 impl Redis {
-    /// Starts Redis on `port` (0: a free one) with its data in `dir`.
+    /// Starts Redis on `port` (0: a free one) with its data in `dir`. A
+    /// Redis an earlier run left running in `dir` is stopped first.
     pub fn start(dir: &Path, port: u16, persistence: RedisPersistence) -> Result<Self, DevstackError> {
         std::fs::create_dir_all(dir).map_err(|source| DevstackError::Spawn { what: "redis".into(), source })?;
+        Self::stop_leftover(dir)?;
         let port = if port == 0 { free_port() } else { port };
         let server = Self::spawn(dir, port, persistence)?;
         Ok(Self { server, port, dir: dir.to_owned(), persistence })
@@ -49,6 +52,20 @@ impl Redis {
             RedisPersistence::AppendOnly => command.args(["--appendonly", "yes", "--appendfsync", "everysec"]),
         };
         Server::start("redis", command, dir, "redis", SocketAddr::from(([127, 0, 0, 1], port)))
+    }
+
+    /// Stops a Redis that an earlier run started in `dir` and left running
+    /// (its parent was killed); says in the log what it found.
+    pub fn stop_leftover(dir: &Path) -> Result<Leftover, DevstackError> {
+        let programs: Vec<PathBuf> =
+            std::iter::once("redis-server".into()).chain(find_binary("redis-server")).collect();
+        let expected = Expected { what: "redis", programs: &programs, cwd: dir, stop: StopSignal::Term };
+        stop_leftover(&dir.join("redis.pid"), &expected)
+    }
+
+    /// The process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.server.pid()
     }
 
     /// `redis://127.0.0.1:PORT/`.

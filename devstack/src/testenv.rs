@@ -3,14 +3,17 @@
 
 use std::path::Path;
 
-use crate::{Broker, BrokerStorage, DevstackError, Redis, RedisPersistence};
+use crate::{Broker, BrokerStorage, DevstackError, Redis, RedisPersistence, TestDatabase};
 
 /// A Redis and a broker owned by one test; stopped when dropped.
 #[derive(Debug)]
 pub struct TestInfra {
     pub redis: Redis,
     pub broker: Broker,
-    /// Unique per test: topic prefix, key prefix and group suffix.
+    /// The broker's log, on the test run's PostgreSQL server; dropped after
+    /// the broker stopped.
+    pub database: TestDatabase,
+    /// Unique per test: topic prefix, key prefix, group suffix, database.
     pub namespace: String,
     /// Holds the servers' data; removed when dropped.
     pub dir: TempDir,
@@ -42,13 +45,21 @@ impl Drop for TempDir {
     }
 }
 
+/// A namespace no other test uses: `prefix` and 12 hex digits, usable as a
+/// topic prefix, key prefix and database name.
+pub fn unique_namespace(prefix: &str) -> String {
+    format!("{prefix}{}", &uuid::Uuid::now_v7().simple().to_string()[20..])
+}
+
 impl TestInfra {
-    /// Starts a memory-only Redis and a SQLite-backed broker on free ports.
+    /// Starts a memory-only Redis and a broker on free ports, the broker's
+    /// log in a database of its own on the test run's PostgreSQL server.
     pub fn start() -> Result<Self, DevstackError> {
         let dir = TempDir::new().map_err(|source| DevstackError::Spawn { what: "test dir".into(), source })?;
+        let namespace = unique_namespace("t");
         let redis = Redis::start(&dir.path().join("redis"), 0, RedisPersistence::None)?;
-        let broker = Broker::start(&dir.path().join("broker"), 0, BrokerStorage::Sqlite)?;
-        let namespace = format!("t{}", &uuid::Uuid::now_v7().simple().to_string()[20..]);
-        Ok(Self { redis, broker, namespace, dir })
+        let database = TestDatabase::create(&namespace)?;
+        let broker = Broker::start(&dir.path().join("broker"), 0, BrokerStorage::Postgres(database.url()))?;
+        Ok(Self { redis, broker, database, namespace, dir })
     }
 }

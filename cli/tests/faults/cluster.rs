@@ -1,12 +1,15 @@
 //! The platform as separate processes: Redis with an append-only file, the
-//! broker on SQLite, and `seckill serve <service>` for each service, all on
-//! 127.0.0.1 with names of their own.
+//! broker with its log on PostgreSQL (a database of its own on the test
+//! run's server, or a server of its own for tests that restart it), and
+//! `seckill serve <service>` for each service, all on 127.0.0.1 with names of
+//! their own.
 
 use std::process::Command;
 use std::time::Duration;
 
 use seckill_devstack::{
-    free_port, Broker, BrokerStorage, Redis, RedisPersistence, Server, TempDir, TEST_ADMIN_TOKEN, TEST_JWT_SECRET,
+    free_port, unique_namespace, Broker, BrokerStorage, PgSettings, Postgres, Redis, RedisPersistence, Server, TempDir,
+    TestDatabase, TEST_ADMIN_TOKEN, TEST_JWT_SECRET,
 };
 
 /// One of the platform's services.
@@ -34,7 +37,12 @@ pub struct Cluster {
     projector: Option<Server>,
     pub redis: Redis,
     pub broker: Broker,
-    /// Topic prefix, key prefix and group prefix.
+    /// The broker's database on the test run's server (dropped after the
+    /// broker), unless the cluster has a server of its own.
+    _database: Option<TestDatabase>,
+    /// The cluster's own PostgreSQL server, for tests that restart it.
+    pub postgres: Option<Postgres>,
+    /// Topic prefix, key prefix, group prefix and database name.
     pub namespace: String,
     ports: [u16; 3],
     pub http: reqwest::Client,
@@ -43,20 +51,44 @@ pub struct Cluster {
 }
 
 impl Cluster {
-    /// Starts Redis, the broker and the three services.
+    /// Starts Redis, the broker (its log in a database of the test run's
+    /// PostgreSQL server) and the three services.
     pub fn start() -> Self {
+        Self::start_with(false)
+    }
+
+    /// As [`start`](Self::start), with a PostgreSQL server of the cluster's
+    /// own (durable settings, as the local run has), which a test may stop.
+    pub fn start_on_own_postgres() -> Self {
+        Self::start_with(true)
+    }
+
+    fn start_with(own_postgres: bool) -> Self {
         let dir = TempDir::new().expect("test dir");
+        let namespace = unique_namespace("f");
         let redis = Redis::start(&dir.path().join("redis"), 0, RedisPersistence::AppendOnly)
             .expect("redis starts (run scripts/setup)");
-        let broker =
-            Broker::start(&dir.path().join("broker"), 0, BrokerStorage::Sqlite).expect("broker starts (scripts/setup)");
-        let namespace = format!("f{}", &uuid::Uuid::now_v7().simple().to_string()[20..]);
+        let (postgres, database, url) = if own_postgres {
+            let postgres =
+                Postgres::start(&dir.path().join("postgres"), 0, PgSettings::DURABLE).expect("postgres starts");
+            postgres.admin().create_database(&namespace).expect("database");
+            let url = postgres.database_url(&namespace);
+            (Some(postgres), None, url)
+        } else {
+            let database = TestDatabase::create(&namespace).expect("a database on the run's PostgreSQL server");
+            let url = database.url();
+            (None, Some(database), url)
+        };
+        let broker = Broker::start(&dir.path().join("broker"), 0, BrokerStorage::Postgres(url))
+            .expect("broker starts (scripts/setup)");
         let mut cluster = Self {
             ingress: None,
             processor: None,
             projector: None,
             redis,
             broker,
+            _database: database,
+            postgres,
             namespace,
             ports: [free_port(), free_port(), free_port()],
             http: reqwest::Client::builder()

@@ -1,7 +1,9 @@
 //! Fault injection against the platform as real processes: SIGKILLed
-//! services, a broker outage, a Redis restart and poison records, each under
-//! continuous order traffic, each followed by the same invariant check and a
-//! graceful SIGTERM shutdown of every service.
+//! services, a broker outage and crash, a PostgreSQL restart and crash under
+//! the broker, a Redis restart and poison records, each under continuous
+//! order traffic, each followed by the same invariant check and a graceful
+//! SIGTERM shutdown of every service; and the local run (`seckill dev`)
+//! killed, then started again.
 //!
 //! The tests take turns (one platform of five processes at a time is what
 //! two cores carry).
@@ -10,7 +12,9 @@
 
 mod check;
 mod cluster;
+mod dev_run;
 mod load;
+mod storage;
 
 use std::time::Duration;
 
@@ -33,7 +37,11 @@ const PAUSE: Duration = Duration::from_millis(20);
 /// A platform with two open vouchers, one too big to sell out and one that
 /// sells out early, and clients ordering from both.
 async fn under_load() -> (Cluster, Vec<Voucher>, Load) {
-    let cluster = tokio::task::block_in_place(Cluster::start);
+    under_load_on(tokio::task::block_in_place(Cluster::start)).await
+}
+
+/// [`under_load`] on a platform already started.
+async fn under_load_on(cluster: Cluster) -> (Cluster, Vec<Voucher>, Load) {
     let mut vouchers = Vec::new();
     for stock in [1_000_000, 40] {
         let now = chrono::Utc::now();

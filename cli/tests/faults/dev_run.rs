@@ -1,0 +1,150 @@
+//! The local run killed as a closed terminal or `kill -9` kills it: its
+//! Redis, PostgreSQL and broker run on (each in its own process group). The
+//! next `seckill dev` on the same data must stop them, say so, and serve the
+//! earlier run's data with servers of its own.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use seckill_devstack::{free_port, Server, StopSignal, TempDir};
+use serde_json::{json, Value};
+
+use crate::TURN;
+
+/// `seckill dev` on `data`, its ports fixed so a second run uses the same.
+struct DevRun {
+    ports: [u16; 6],
+    data: std::path::PathBuf,
+    /// Its output, and the pid file `Server` writes.
+    run_dir: std::path::PathBuf,
+}
+
+impl DevRun {
+    fn start(&self) -> Server {
+        let [port, processor, projector, redis, broker, postgres] = self.ports.map(|port| port.to_string());
+        let mut command = Command::new(env!("CARGO_BIN_EXE_seckill"));
+        command
+            .args(["dev", "--data-dir"])
+            .arg(&self.data)
+            .args(["--port", &port, "--processor-port", &processor, "--projector-port", &projector])
+            .args(["--redis-port", &redis, "--broker-port", &broker, "--postgres-port", &postgres])
+            .env("RUST_LOG", "info");
+        let addr = SocketAddr::from(([127, 0, 0, 1], self.ports[0]));
+        Server::start("seckill dev", command, &self.run_dir, "dev", addr)
+            .unwrap_or_else(|error| panic!("seckill dev did not start: {error}\n{}", self.log()))
+            .stopped_by(StopSignal::Int)
+    }
+
+    fn base(&self) -> String {
+        format!("http://127.0.0.1:{}", self.ports[0])
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.run_dir.join("dev.log")).unwrap_or_default()
+    }
+
+    /// The pids in the servers' pid files.
+    fn server_pids(&self) -> [Option<u32>; 3] {
+        let pid = |file: &str| {
+            std::fs::read_to_string(self.data.join(file)).ok().and_then(|text| text.trim().parse::<u32>().ok())
+        };
+        [pid("redis/redis.pid"), pid("postgres/postgres.pid"), pid("broker/broker.pid")]
+    }
+}
+
+fn running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| stat.rfind(')').map(|end| stat[end + 1..].split_whitespace().next() != Some("Z")))
+        .unwrap_or(false)
+}
+
+/// Places an order as `user` and waits until the view has it final.
+async fn order(http: &reqwest::Client, base: &str, voucher: &str, user: &str) -> Value {
+    let answer = http
+        .post(format!("{base}/api/v1/vouchers/{voucher}/orders"))
+        .header("x-user-id", user)
+        .send()
+        .await
+        .expect("ingress answers");
+    assert_eq!(answer.status(), StatusCode::ACCEPTED);
+    let order: Value = answer.json().await.expect("json");
+    read_final(http, base, order["order_id"].as_str().expect("order id"), user).await
+}
+
+async fn read_final(http: &reqwest::Client, base: &str, order: &str, user: &str) -> Value {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let answer = http.get(format!("{base}/api/v1/orders/{order}")).header("x-user-id", user).send().await;
+        if let Ok(answer) = answer {
+            if answer.status() == StatusCode::OK {
+                let body: Value = answer.json().await.expect("json");
+                if body["status"] != "PENDING" {
+                    return body;
+                }
+            }
+        }
+        assert!(tokio::time::Instant::now() < deadline, "order {order} not final within 60 s");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn admin_token(data: &Path) -> String {
+    std::fs::read_to_string(data.join("admin-token")).expect("the run's admin token").trim().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_local_run_leaves_servers_the_next_run_stops() {
+    let _turn = TURN.lock().await;
+    let dir = TempDir::new().expect("dir");
+    let run =
+        DevRun { ports: [(); 6].map(|()| free_port()), data: dir.path().join("data"), run_dir: dir.path().join("run") };
+    std::fs::create_dir_all(&run.run_dir).expect("run dir");
+    let http = reqwest::Client::builder().timeout(Duration::from_secs(10)).build().expect("client");
+
+    let mut first = tokio::task::block_in_place(|| run.start());
+    let now = chrono::Utc::now();
+    let created: Value = http
+        .post(format!("{}/api/v1/vouchers", run.base()))
+        .header("authorization", format!("Bearer {}", admin_token(&run.data)))
+        .json(&json!({
+            "stock": 10, "per_user_limit": 1,
+            "begins_at": now - chrono::Duration::seconds(1), "ends_at": now + chrono::Duration::hours(1),
+        }))
+        .send()
+        .await
+        .expect("ingress answers")
+        .json()
+        .await
+        .expect("json");
+    let voucher = created["voucher_id"].as_str().expect("voucher id").to_owned();
+    let before = order(&http, &run.base(), &voucher, "alice").await;
+    assert_eq!(before["status"], "CREATED", "{before}");
+
+    // The terminal closes: seckill dev dies at once, its servers run on.
+    let orphans = run.server_pids().map(|pid| pid.expect("every server wrote its pid file"));
+    first.kill();
+    assert!(orphans.iter().all(|&pid| running(pid)), "the servers outlive the killed run");
+
+    let mut second = tokio::task::block_in_place(|| run.start());
+    assert!(orphans.iter().all(|&pid| !running(pid)), "the next run stopped every leftover server");
+    let log = run.log();
+    assert!(log.contains("stopping it"), "the next run says what it found:\n{log}");
+    assert!(log.contains("stopped them, and starting afresh on the same data"), "{log}");
+    let fresh = run.server_pids().map(|pid| pid.expect("pid files of the new servers"));
+    assert!(fresh.iter().all(|pid| !orphans.contains(pid) && running(*pid)), "{fresh:?} vs {orphans:?}");
+
+    // The earlier run's data is served, and the sale goes on.
+    let order_id = before["order_id"].as_str().expect("order id");
+    assert_eq!(read_final(&http, &run.base(), order_id, "alice").await["status"], "CREATED");
+    let after = order(&http, &run.base(), &voucher, "bob").await;
+    assert_eq!(after["status"], "CREATED", "{after}");
+
+    // Ctrl-C stops everything it started.
+    assert!(tokio::task::block_in_place(|| second.stop(Duration::from_secs(60))), "exit 0 on SIGINT:\n{}", run.log());
+    assert!(fresh.iter().all(|&pid| !running(pid)), "Ctrl-C stopped every server");
+    assert_eq!(run.server_pids(), [None, None, None], "and removed their pid files");
+}
