@@ -206,11 +206,20 @@ fn idempotency_keys_are_validated() {
 }
 
 #[tokio::test]
-async fn releasing_an_order_of_an_unknown_voucher_creates_nothing() {
+async fn releasing_an_order_of_an_unknown_voucher_creates_nothing_but_the_mark() {
     let h = harness().await;
     let v = VoucherId::generate();
-    assert!(!h.gate.release(v, &user("ghost"), 1, OrderId::generate(), None).await.expect("release"));
+    let order = OrderId::generate();
+    assert!(!h.gate.release(v, &user("ghost"), 1, order, None).await.expect("release"));
     assert_eq!(h.gate.remaining(v).await.expect("read"), None, "no partial voucher hash");
+    // Remembered as released, with an expiry: a restore racing the release
+    // keeps the units returned.
+    let released = h.gate.keys(v).released;
+    let mut redis = h.connection.clone();
+    let marked: bool =
+        redis::cmd("SISMEMBER").arg(&released).arg(order.to_string()).query_async(&mut redis).await.expect("SISMEMBER");
+    let ttl: i64 = redis::cmd("PTTL").arg(&released).query_async(&mut redis).await.expect("PTTL");
+    assert!(marked && ttl > 0, "{marked} {ttl}");
 }
 
 fn update(voucher: VoucherId) -> VoucherUpdated {
