@@ -37,6 +37,8 @@ const QUIESCENCE: Duration = Duration::from_secs(120);
 pub struct Voucher {
     pub id: String,
     pub limit: u32,
+    /// Its created orders expire unless confirmed (`hold_seconds` > 0).
+    pub holds: bool,
 }
 
 /// One outcome as the orders topic has it.
@@ -62,7 +64,8 @@ pub async fn check(cluster: &Cluster, vouchers: &[Voucher], tally: &Tally, fault
     let deadline = tokio::time::Instant::now() + QUIESCENCE;
     let statuses = promised_orders_final(cluster, tally, deadline).await;
     let promised: HashSet<&str> = tally.promised.iter().map(|p| p.order.as_str()).collect();
-    let log = read_log(cluster, &promised, deadline).await;
+    let holding: HashSet<&str> = vouchers.iter().filter(|v| v.holds).map(|v| v.id.as_str()).collect();
+    let log = read_log(cluster, &promised, &holding, deadline).await;
 
     let mut per_order: HashMap<&str, Vec<&Outcome>> = HashMap::new();
     for outcomes in log.outcomes.values() {
@@ -338,9 +341,16 @@ async fn outbox_len(cluster: &Cluster) -> Option<u64> {
     redis::cmd("XLEN").arg(key).query_async(&mut redis(cluster).await?).await.ok()
 }
 
-/// Both topics from the beginning, until every promised order is decided
-/// and the topics have been quiet a moment.
-async fn read_log(cluster: &Cluster, promised: &HashSet<&str>, deadline: tokio::time::Instant) -> Log {
+/// Both topics from the beginning, until every promised order is decided,
+/// every created order of a voucher with holds is confirmed or cancelled
+/// (its hold expired: nothing will change it any more), and the topics have
+/// been quiet a moment.
+async fn read_log(
+    cluster: &Cluster,
+    promised: &HashSet<&str>,
+    holding: &HashSet<&str>,
+    deadline: tokio::time::Instant,
+) -> Log {
     let reader = BatchConsumer::subscribe(
         &ConsumerSettings {
             brokers: cluster.broker.brokers(),
@@ -357,14 +367,21 @@ async fn read_log(cluster: &Cluster, promised: &HashSet<&str>, deadline: tokio::
     let (mut definitions, mut additions): (HashMap<String, u64>, HashMap<String, HashMap<String, u64>>) =
         Default::default();
     let mut decided: HashSet<String> = HashSet::new();
+    // Orders of vouchers with holds: created, and confirmed or cancelled
+    // (in whatever order re-sent duplicates arrive).
+    let (mut created_held, mut resolved): (HashSet<String>, HashSet<String>) = Default::default();
     let mut quiet_since = None;
     loop {
-        assert!(tokio::time::Instant::now() < deadline, "the log lacks decisions of promised orders");
+        let held: Vec<&String> = created_held.difference(&resolved).collect();
+        if tokio::time::Instant::now() >= deadline {
+            let undecided: Vec<&&str> = promised.iter().filter(|order| !decided.contains(**order)).collect();
+            panic!("the log lacks decisions of promised orders {undecided:?}, or outcomes of held orders {held:?}");
+        }
         let batch = tokio::time::timeout(Duration::from_millis(500), reader.next_batch(&never)).await;
         let batch = match batch {
             Ok(Ok(batch)) if !batch.is_empty() => batch,
             _ => {
-                let complete = promised.iter().all(|order| decided.contains(*order));
+                let complete = promised.iter().all(|order| decided.contains(*order)) && held.is_empty();
                 let quiet = *quiet_since.get_or_insert_with(tokio::time::Instant::now);
                 if complete && quiet.elapsed() >= Duration::from_secs(2) {
                     break;
@@ -390,8 +407,20 @@ async fn read_log(cluster: &Cluster, promised: &HashSet<&str>, deadline: tokio::
                 | Event::OrderConfirmed(_)
                 | Event::OrderCancelled(_) => {
                     let order = envelope.event.order().expect("an outcome carries its order");
+                    let id = order.order_id.to_string();
                     if matches!(kind, "OrderCreated" | "OrderFailed") {
-                        decided.insert(order.order_id.to_string());
+                        decided.insert(id.clone());
+                    }
+                    if holding.contains(order.voucher_id.to_string().as_str()) {
+                        match kind {
+                            "OrderCreated" => {
+                                created_held.insert(id);
+                            }
+                            "OrderConfirmed" | "OrderCancelled" => {
+                                resolved.insert(id);
+                            }
+                            _ => {}
+                        }
                     }
                     log.outcomes.entry(order.voucher_id.to_string()).or_default().push(Outcome {
                         order: order.order_id.to_string(),

@@ -61,7 +61,8 @@ async fn under_load_on(cluster: Cluster) -> (Cluster, Vec<Voucher>, Load) {
             .expect("ingress answers");
         assert_eq!(response.status(), StatusCode::CREATED);
         let created: serde_json::Value = response.json().await.expect("json");
-        vouchers.push(Voucher { id: created["voucher_id"].as_str().expect("id").to_owned(), limit });
+        let id = created["voucher_id"].as_str().expect("id").to_owned();
+        vouchers.push(Voucher { id, limit, holds: hold_seconds > 0 });
     }
     let ids: Vec<String> = vouchers.iter().map(|v| v.id.clone()).collect();
     let load = Load::start(&cluster.http, &cluster.url(Service::Ingress), "a", &ids, CLIENTS, PAUSE);
