@@ -75,10 +75,10 @@ async fn redrive(config: &ToolConfig, topic: &str) -> anyhow::Result<()> {
     let never = CancellationToken::new();
     let mut redriven = 0u64;
     loop {
-        let batch = match tokio::time::timeout(IDLE, consumer.next_batch(&never)).await {
-            Ok(batch) => batch.context("reading dead letters")?,
-            Err(_) => break,
-        };
+        let batch = consumer.next_batch_or_idle(IDLE, &never).await.context("reading dead letters")?;
+        if batch.is_empty() {
+            break;
+        }
         for message in &batch {
             let Some(source) = header(message, "dlq.source.topic") else {
                 eprintln!("Dead letter at offset {} names no source topic; skipped.", message.offset());

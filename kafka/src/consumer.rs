@@ -111,9 +111,39 @@ impl BatchConsumer {
 
     /// Waits for the next batch; empty when `shutdown` fires first.
     pub async fn next_batch(&self, shutdown: &CancellationToken) -> Result<Vec<OwnedMessage>, KafkaError> {
+        self.fill_batch(None, shutdown).await
+    }
+
+    /// Like [`next_batch`](Self::next_batch), but empty when no record
+    /// arrives within `idle`. Readers that must notice a quiet topic use
+    /// this rather than wrapping `next_batch` in a timeout: a timeout that
+    /// fires while a batch is being filled drops the records already
+    /// received, and the reader never sees them (the stream has moved past).
+    pub async fn next_batch_or_idle(
+        &self,
+        idle: Duration,
+        shutdown: &CancellationToken,
+    ) -> Result<Vec<OwnedMessage>, KafkaError> {
+        self.fill_batch(Some(idle), shutdown).await
+    }
+
+    /// Not cancel-safe once the first record is in: only `shutdown` and
+    /// `idle`, both before that record, end it early.
+    async fn fill_batch(
+        &self,
+        idle: Option<Duration>,
+        shutdown: &CancellationToken,
+    ) -> Result<Vec<OwnedMessage>, KafkaError> {
+        let quiet = async {
+            match idle {
+                Some(idle) => tokio::time::sleep(idle).await,
+                None => std::future::pending().await,
+            }
+        };
         let first = tokio::select! {
             biased;
             _ = shutdown.cancelled() => return Ok(Vec::new()),
+            () = quiet => return Ok(Vec::new()),
             received = self.consumer().recv() => received.map_err(KafkaError::Consume)?.detach(),
         };
         let mut batch = Vec::with_capacity(self.max_batch.min(64));

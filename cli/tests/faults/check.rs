@@ -377,9 +377,9 @@ async fn read_log(
             let undecided: Vec<&&str> = promised.iter().filter(|order| !decided.contains(**order)).collect();
             panic!("the log lacks decisions of promised orders {undecided:?}, or outcomes of held orders {held:?}");
         }
-        let batch = tokio::time::timeout(Duration::from_millis(500), reader.next_batch(&never)).await;
+        let batch = reader.next_batch_or_idle(Duration::from_millis(500), &never).await;
         let batch = match batch {
-            Ok(Ok(batch)) if !batch.is_empty() => batch,
+            Ok(batch) if !batch.is_empty() => batch,
             _ => {
                 let complete = promised.iter().all(|order| decided.contains(*order)) && held.is_empty();
                 let quiet = *quiet_since.get_or_insert_with(tokio::time::Instant::now);

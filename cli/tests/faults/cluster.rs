@@ -125,7 +125,9 @@ impl Cluster {
     pub fn start_service(&mut self, service: Service) {
         let name = service.name();
         let mut command = self.command(service, &["serve", name]);
-        command.env("RUST_LOG", "info");
+        // SECKILL_FAULTS_LOG raises the services' log level when a failure
+        // needs looking into (their logs are in the test's directory).
+        command.env("RUST_LOG", std::env::var("SECKILL_FAULTS_LOG").unwrap_or_else(|_| "info".to_owned()));
         let addr = std::net::SocketAddr::from(([127, 0, 0, 1], self.port(service)));
         let server = Server::start(name, command, self.dir.path(), name, addr).unwrap_or_else(|error| {
             let log = std::fs::read_to_string(self.dir.path().join(format!("{name}.log"))).unwrap_or_default();

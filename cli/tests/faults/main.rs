@@ -243,7 +243,7 @@ async fn read_dead_letters(cluster: &Cluster, expected: usize) -> std::collectio
     let mut parked = std::collections::HashMap::new();
     let mut read = 0;
     while read < expected && tokio::time::Instant::now() < deadline {
-        let Ok(Ok(batch)) = tokio::time::timeout(Duration::from_secs(1), reader.next_batch(&never)).await else {
+        let Ok(batch) = reader.next_batch_or_idle(Duration::from_secs(1), &never).await else {
             continue;
         };
         for message in batch {
