@@ -9,7 +9,7 @@ use seckill_core::event::VoucherUpdated;
 use seckill_core::{OrderId, VoucherId};
 use seckill_gate::{Gate, RetryKey, Settlement, VoucherKeys};
 
-use crate::{definition, harness, user, Harness};
+use crate::{definition, user, Harness};
 
 /// How long the keys outlive the sale in these tests.
 const TTL: Duration = Duration::from_secs(1);
@@ -44,15 +44,13 @@ async fn busy_sale(gate: &Gate, ends_at: DateTime<Utc>) -> VoucherId {
     gate.admit(v, &user("keeper"), 1, kept, Some(&key)).await.expect("admits");
     gate.admit(v, &user("giver"), 1, given_back, None).await.expect("admits");
     assert!(gate.release(v, &user("giver"), 1, given_back, None).await.expect("releases"));
-    assert_eq!(gate.settle(v, OrderId::generate()).await.expect("settles"), Settlement::NotAdmitted);
+    assert_eq!(gate.settle(v, &user("nobody"), OrderId::generate()).await.expect("settles"), Settlement::NotAdmitted);
     let update = VoucherUpdated { voucher_id: v, paused: None, ends_at: None, add_stock: 1 };
     gate.update_voucher(uuid::Uuid::now_v7(), &update).await.expect("updates");
     v
 }
 
-#[tokio::test]
-async fn every_key_of_a_sale_expires_its_ttl_after_the_end() {
-    let h = harness().await;
+async fn every_key_of_a_sale_expires_its_ttl_after_the_end(h: &Harness) {
     let gate = h.gate.clone().with_ended_sale_ttl(TTL);
     let ends_at = Utc::now() + chrono::Duration::milliseconds(1_500);
     let keys = gate.keys(busy_sale(&gate, ends_at).await);
@@ -70,9 +68,7 @@ async fn every_key_of_a_sale_expires_its_ttl_after_the_end() {
     assert!(redis_now_ms(&h).await >= expected);
 }
 
-#[tokio::test]
-async fn moving_the_end_moves_the_expiry_of_every_key() {
-    let h = harness().await;
+async fn moving_the_end_moves_the_expiry_of_every_key(h: &Harness) {
     let gate = h.gate.clone().with_ended_sale_ttl(TTL);
     let first_end = Utc::now() + chrono::Duration::milliseconds(1_000);
     let v = busy_sale(&gate, first_end).await;
@@ -98,9 +94,7 @@ async fn moving_the_end_moves_the_expiry_of_every_key() {
     ));
 }
 
-#[tokio::test]
-async fn a_sale_over_and_expired_is_not_loaded_again_and_a_fence_of_an_unknown_voucher_expires() {
-    let h = harness().await;
+async fn a_sale_over_and_expired_is_not_loaded_again_and_a_fence_of_an_unknown_voucher_expires(h: &Harness) {
     let gate = h.gate.clone().with_ended_sale_ttl(TTL);
     let now = Utc::now();
     // The log's definition of a sale long over, delivered again.
@@ -109,7 +103,10 @@ async fn a_sale_over_and_expired_is_not_loaded_again_and_a_fence_of_an_unknown_v
     assert!(expiries(&h, &gate.keys(old.voucher_id)).await.is_empty(), "nothing written");
 
     let unknown = VoucherId::generate();
-    assert_eq!(gate.settle(unknown, OrderId::generate()).await.expect("settles"), Settlement::NotAdmitted);
+    assert_eq!(
+        gate.settle(unknown, &user("nobody"), OrderId::generate()).await.expect("settles"),
+        Settlement::NotAdmitted
+    );
     let fenced = expiries(&h, &gate.keys(unknown)).await;
     let now_ms = redis_now_ms(&h).await;
     assert!(
@@ -118,9 +115,7 @@ async fn a_sale_over_and_expired_is_not_loaded_again_and_a_fence_of_an_unknown_v
     );
 }
 
-#[tokio::test]
-async fn holders_emptied_by_a_release_and_written_again_still_expire() {
-    let h = harness().await;
+async fn holders_emptied_by_a_release_and_written_again_still_expire(h: &Harness) {
     let gate = h.gate.clone().with_ended_sale_ttl(TTL);
     let ends_at = Utc::now() + chrono::Duration::hours(1);
     let sale = definition(3, 1, (Utc::now() - chrono::Duration::minutes(1), ends_at));
@@ -137,4 +132,14 @@ async fn holders_emptied_by_a_release_and_written_again_still_expire() {
         let at: i64 = redis::cmd("PEXPIRETIME").arg(key).query_async(&mut h.connection.clone()).await.expect("reads");
         assert_eq!(at, expected, "{key}");
     }
+}
+
+crate::on_single_and_cluster! {
+    single_only: [],
+    both: [
+        every_key_of_a_sale_expires_its_ttl_after_the_end,
+        moving_the_end_moves_the_expiry_of_every_key,
+        a_sale_over_and_expired_is_not_loaded_again_and_a_fence_of_an_unknown_voucher_expires,
+        holders_emptied_by_a_release_and_written_again_still_expire,
+    ],
 }

@@ -12,7 +12,7 @@ use seckill_core::event::{
 use seckill_core::{Envelope, OrderId};
 use seckill_gate::{Admission, Gate, Ledger, RestoreAction, RestoreMode, VoucherAdmission};
 
-use crate::{definition, harness, open_window, user, Harness};
+use crate::{definition, open_window, user, Harness};
 
 /// The log of a sale of 5 units, 2 per user: `a` holds 2 units, `b` holds 1
 /// and `c` cancelled theirs.
@@ -74,9 +74,7 @@ async fn bought(h: &Harness, gate: &Gate, state: &VoucherAdmission) -> HashMap<S
         .expect("HGETALL")
 }
 
-#[tokio::test]
-async fn a_lost_voucher_is_restored_and_then_unchanged() {
-    let h = harness().await;
+async fn a_lost_voucher_is_restored_and_then_unchanged(h: &Harness) {
     let log = sale_log(open_window());
     let state = state_of(&log.events);
     let checked = h.gate.restore(&state, RestoreMode::Check).await.expect("checks");
@@ -107,9 +105,7 @@ async fn a_lost_voucher_is_restored_and_then_unchanged() {
     assert!(!h.gate.release(v, &user("c"), 1, c, None).await.expect("releases"));
 }
 
-#[tokio::test]
-async fn what_redis_did_after_the_log_was_read_is_kept() {
-    let h = harness().await;
+async fn what_redis_did_after_the_log_was_read_is_kept(h: &Harness) {
     let log = sale_log(open_window());
     let stale = state_of(&log.events);
     let v = stale.voucher_id;
@@ -143,9 +139,7 @@ async fn what_redis_did_after_the_log_was_read_is_kept() {
     assert_eq!(bought(&h, &h.gate, &stale).await, HashMap::from([("a".to_owned(), 2), ("d".to_owned(), 2)]));
 }
 
-#[tokio::test]
-async fn a_sale_past_its_expiry_is_not_restored_and_what_is_left_of_it_goes() {
-    let h = harness().await;
+async fn a_sale_past_its_expiry_is_not_restored_and_what_is_left_of_it_goes(h: &Harness) {
     let gate = h.gate.clone().with_ended_sale_ttl(Duration::from_secs(60));
     let now = Utc::now();
     let log = sale_log((now - chrono::Duration::hours(2), now - chrono::Duration::hours(1)));
@@ -176,4 +170,13 @@ async fn a_sale_past_its_expiry_is_not_restored_and_what_is_left_of_it_goes() {
     assert_eq!(left().await, 2, "a check removes nothing");
     gate.restore(&state, RestoreMode::Write).await.expect("removes");
     assert_eq!(left().await, 0);
+}
+
+crate::on_single_and_cluster! {
+    single_only: [],
+    both: [
+        a_lost_voucher_is_restored_and_then_unchanged,
+        what_redis_did_after_the_log_was_read_is_kept,
+        a_sale_past_its_expiry_is_not_restored_and_what_is_left_of_it_goes,
+    ],
 }
