@@ -21,6 +21,12 @@
 --
 -- Returns 1 when the units were returned, 0 when this order was released
 -- before (a retry changes nothing) or the voucher is not in Redis.
+--
+-- A voucher missing from Redis (it lost its data, and reconcile has not
+-- restored it yet) gets no units, but the order is still recorded as
+-- released: a restore whose read of the log came before this release then
+-- keeps the units returned (restore.lua takes the released set into
+-- account), instead of giving them to the order for good.
 if #KEYS ~= 5 or #ARGV ~= 5 then
   return redis.error_reply("release.lua: expects 5 KEYS and 5 ARGV")
 end
@@ -28,9 +34,14 @@ local quantity = tonumber(ARGV[2])
 if not quantity or quantity < 1 then
   return redis.error_reply("release.lua: quantity must be a positive integer")
 end
--- A voucher Redis never had (an order the processor failed as unknown) has
--- nothing to give back; never create a partial voucher hash.
+-- A voucher Redis does not have (never had: an order the processor failed
+-- as unknown; or lost) has nothing to give back; never create a partial
+-- voucher hash. Its end is unknown here, so the mark expires ARGV[5] ms
+-- from now: past any restore that could need it.
 if redis.call("EXISTS", KEYS[1]) == 0 then
+  if redis.call("SADD", KEYS[4], ARGV[3]) == 1 then
+    redis.call("PEXPIRE", KEYS[4], tonumber(ARGV[5]))
+  end
   return 0
 end
 if redis.call("SADD", KEYS[4], ARGV[3]) == 0 then

@@ -78,6 +78,12 @@ impl Redis {
         self.server.stop(Duration::from_secs(10));
     }
 
+    /// Kills the server at once (SIGKILL), as a crash would: nothing is
+    /// flushed beyond what the append-only file already has.
+    pub fn kill(&mut self) {
+        self.server.kill();
+    }
+
     /// Starts the stopped server again on the same port and data.
     pub fn start_again(&mut self) -> Result<(), DevstackError> {
         self.server = Self::spawn(&self.dir, self.port, self.persistence)?;

@@ -1,6 +1,5 @@
 //! The processor's consume → decide → produce → store-offsets loop.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -8,7 +7,6 @@ use futures::future::join_all;
 use seckill_core::event::Event;
 use seckill_core::metrics::ConsumerMetrics;
 use seckill_core::topics::Topics;
-use seckill_core::OrderId;
 use seckill_gate::Gate;
 use seckill_kafka::{
     decode, retry, retry_pause, BatchConsumer, BatchHandler, DeadLetter, EventProducer, Interrupted, OwnedMessage,
@@ -42,8 +40,8 @@ impl Pipeline {
 
     /// Produces every outcome and waits for all acknowledgements, keeping
     /// each order's outcomes in order on the topic: outcomes go out in
-    /// waves, an order's n-th outcome in wave n, and a wave starts only once
-    /// the one before is acknowledged. A failed send is retried within its
+    /// waves, decisions, then confirmations, then cancellations, and a wave
+    /// starts only once the one before is acknowledged. A failed send is retried within its
     /// wave (duplicates on the topic are harmless, reordering is not: a
     /// retried `OrderCreated` must never land after its `OrderCancelled`).
     async fn emit(&self, decided: &[Decided], shutdown: &CancellationToken) -> Result<(), Interrupted> {
@@ -164,26 +162,25 @@ impl BatchHandler for Pipeline {
     }
 }
 
-/// Splits `decided` into waves: the n-th outcome of each order goes into
-/// wave n, so no wave holds two outcomes of one order, and every order's
-/// outcomes keep their order across waves.
+/// Splits `decided` into waves by the step of an order's life each outcome
+/// is: decisions (`OrderCreated`, `OrderFailed`), then confirmations, then
+/// cancellations. An order has at most one outcome of each step in a batch
+/// (the store sends each outcome once), so no wave holds two outcomes of one
+/// order, and every order's outcomes go out in the order they happen, even
+/// when the batch decided them out of that order: a duplicate acceptance
+/// later in the batch than a new cancellation replays the order's creation
+/// after it, and the creation must still reach the log first.
 fn waves(decided: &[Decided]) -> Vec<Vec<&Decided>> {
-    let mut waves: Vec<Vec<&Decided>> = Vec::new();
-    let mut seen: HashMap<OrderId, usize> = HashMap::new();
+    let mut waves: Vec<Vec<&Decided>> = vec![Vec::new(); 3];
     for decision in decided {
-        let wave = match decision.outcome.event.order().map(|order| order.order_id) {
-            Some(order) => {
-                let count = seen.entry(order).or_default();
-                *count += 1;
-                *count - 1
-            }
-            None => 0,
+        let step = match decision.outcome.event {
+            Event::OrderConfirmed(_) => 1,
+            Event::OrderCancelled(_) => 2,
+            _ => 0,
         };
-        if waves.len() <= wave {
-            waves.resize_with(wave + 1, Vec::new);
-        }
-        waves[wave].push(decision);
+        waves[step].push(decision);
     }
+    waves.retain(|wave| !wave.is_empty());
     waves
 }
 
@@ -224,7 +221,7 @@ fn request_kind(outcome: &Event) -> &'static str {
 mod tests {
     use chrono::Utc;
     use seckill_core::event::{CancelReason, OrderAccepted, OrderCancelled, OrderConfirmed, OrderCreated};
-    use seckill_core::{Envelope, UserId, VoucherId};
+    use seckill_core::{Envelope, OrderId, UserId, VoucherId};
 
     use super::*;
 
@@ -258,5 +255,25 @@ mod tests {
         let batch = vec![created_a.clone(), confirmed_a.clone(), created_b.clone(), cancelled_a.clone()];
         let waves = waves(&batch);
         assert_eq!(waves, vec![vec![&created_a, &created_b], vec![&confirmed_a], vec![&cancelled_a]]);
+    }
+
+    /// A new cancellation, then a duplicate acceptance replaying the
+    /// creation, in one batch: the creation still goes out first.
+    #[test]
+    fn a_replayed_creation_goes_out_before_a_new_cancellation_of_the_same_batch() {
+        let order = order();
+        let now = Utc::now();
+        let created = Decided {
+            replayed: true,
+            ..decided(Event::OrderCreated(OrderCreated { order: order.clone(), decided_at: now, remaining: 1 }))
+        };
+        let cancelled = decided(Event::OrderCancelled(OrderCancelled {
+            order,
+            cancelled_at: now,
+            reason: CancelReason::Expired,
+            remaining: 2,
+        }));
+        let batch = vec![cancelled.clone(), created.clone()];
+        assert_eq!(waves(&batch), vec![vec![&created], vec![&cancelled]]);
     }
 }

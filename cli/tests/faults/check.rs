@@ -1,4 +1,21 @@
 //! The one invariant checker every fault test ends with.
+//!
+//! Once the platform is quiet it reads the whole log (both topics, from the
+//! beginning) and checks, per voucher and per order:
+//!
+//! * every order a client got `202` for is final in the view, as its user's;
+//! * every order in the log was decided exactly once (one decision event
+//!   id), and its outcomes are in a legal order: a decision, then at most a
+//!   confirmation, then at most a cancellation, `OrderCreated` before any;
+//! * no voucher sold more than its stock (the definition plus every added
+//!   stock in the log), and no user ever held more than the limit: from the
+//!   log (at every moment), from the view and from Redis, which all agree on
+//!   what each user holds;
+//! * persistent, Redis and view remaining are equal, and equal the log's;
+//! * `seckill stats` equals the view's counters, and `seckill rebuild-view
+//!   --verify` finds the view equal to a rebuild from the log;
+//! * every accepted cancellation ended its order (`CANCELLED`, or `FAILED`);
+//! * the outbox is empty.
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
@@ -19,27 +36,112 @@ const QUIESCENCE: Duration = Duration::from_secs(120);
 #[derive(Clone, Debug)]
 pub struct Voucher {
     pub id: String,
-    pub stock: u64,
     pub limit: u32,
+    /// Its created orders expire unless confirmed (`hold_seconds` > 0).
+    pub holds: bool,
 }
 
-/// One decision as the orders topic has it.
-#[derive(Debug)]
-struct Decision {
+/// One outcome as the orders topic has it.
+#[derive(Clone, Debug)]
+struct Outcome {
+    order: String,
     event_id: String,
-    created: bool,
-    voucher: String,
+    kind: &'static str,
     user: String,
     quantity: u64,
 }
 
-/// Waits for quiescence, then checks: every promised order is final in the
-/// view; every order in the log was decided exactly once; no voucher sold
-/// more than its stock and no user more than the limit; the persistent stock
-/// moved by exactly the created units; Redis agrees with it; the view's
-/// counters agree with the log; the outbox is empty. Prints the counts.
+/// What the log holds, read to quiescence.
+#[derive(Debug, Default)]
+struct Log {
+    /// voucher → the definition's stock plus every distinct addition.
+    stock: HashMap<String, u64>,
+    /// Outcomes in log order, per voucher (one partition each).
+    outcomes: HashMap<String, Vec<Outcome>>,
+}
+
 pub async fn check(cluster: &Cluster, vouchers: &[Voucher], tally: &Tally, fault: &str) {
     let deadline = tokio::time::Instant::now() + QUIESCENCE;
+    let statuses = promised_orders_final(cluster, tally, deadline).await;
+    let promised: HashSet<&str> = tally.promised.iter().map(|p| p.order.as_str()).collect();
+    let holding: HashSet<&str> = vouchers.iter().filter(|v| v.holds).map(|v| v.id.as_str()).collect();
+    let log = read_log(cluster, &promised, &holding, deadline).await;
+
+    let mut per_order: HashMap<&str, Vec<&Outcome>> = HashMap::new();
+    for outcomes in log.outcomes.values() {
+        for outcome in outcomes {
+            per_order.entry(outcome.order.as_str()).or_default().push(outcome);
+        }
+    }
+    for (order, outcomes) in &per_order {
+        legal_history(order, outcomes);
+    }
+    for order in &tally.cancel_requested {
+        let last = per_order.get(order.as_str()).and_then(|o| o.last()).map(|o| o.kind);
+        assert!(
+            matches!(last, Some("OrderCancelled" | "OrderFailed")),
+            "order {order}: cancel accepted, ends {last:?}"
+        );
+    }
+
+    for voucher in vouchers {
+        check_voucher(cluster, voucher, &log, deadline, fault).await;
+    }
+    check_stats_and_rebuild(cluster, vouchers).await;
+    let outbox = poll(deadline, "the outbox drained", || async {
+        let entries = outbox_len(cluster).await?;
+        (entries == 0).then_some(entries)
+    })
+    .await;
+    println!(
+        "[{fault}] requests {}, 202 {}, refused {:?}, 503 {}, no answer {}; retries answered alike {}; cancels {} and \
+         confirms {} accepted; admin changes {} applied, {} refused or unanswered; promised orders final: \
+         {statuses:?}; orders in the log {}, each decided once, outcomes in order; outbox {outbox}",
+        tally.requests,
+        tally.promised.len(),
+        tally.refused,
+        tally.unavailable,
+        tally.no_answer,
+        tally.retries_answered_alike,
+        tally.cancel_requested.len(),
+        tally.confirm_requested.len(),
+        tally.admin_changes.0,
+        tally.admin_changes.1,
+        per_order.len(),
+    );
+}
+
+/// Decided once; `OrderCreated` before a confirmation or cancellation; a
+/// failure alone; each outcome one event, however often it was sent.
+fn legal_history(order: &str, outcomes: &[&Outcome]) {
+    let mut kinds: Vec<&str> = Vec::new();
+    let mut seen: HashMap<&str, &str> = HashMap::new();
+    for outcome in outcomes {
+        match seen.get(outcome.kind) {
+            Some(event) => assert_eq!(*event, outcome.event_id, "order {order}: two different {}", outcome.kind),
+            None => {
+                seen.insert(outcome.kind, &outcome.event_id);
+                kinds.push(outcome.kind);
+            }
+        }
+    }
+    let legal: &[&[&str]] = &[
+        &["OrderFailed"],
+        &["OrderCreated"],
+        &["OrderCreated", "OrderConfirmed"],
+        &["OrderCreated", "OrderCancelled"],
+        &["OrderCreated", "OrderConfirmed", "OrderCancelled"],
+    ];
+    assert!(legal.contains(&kinds.as_slice()), "order {order}: outcomes in the log in this order: {kinds:?}");
+}
+
+/// Every promised order final in the view, as the user and voucher the
+/// client ordered with; the statuses counted.
+async fn promised_orders_final(
+    cluster: &Cluster,
+    tally: &Tally,
+    deadline: tokio::time::Instant,
+) -> HashMap<String, u64> {
     let mut statuses: HashMap<String, u64> = HashMap::new();
     for promised in &tally.promised {
         let order = poll(deadline, &format!("order {} final in the view", promised.order), || async {
@@ -49,70 +151,128 @@ pub async fn check(cluster: &Cluster, vouchers: &[Voucher], tally: &Tally, fault
         })
         .await;
         assert_eq!(
-            (order["user_id"].as_str(), order["voucher_id"].as_str()),
-            (Some(promised.user.as_str()), Some(promised.voucher.as_str())),
+            (order["user_id"].as_str(), order["voucher_id"].as_str(), order["quantity"].as_u64()),
+            (Some(promised.user.as_str()), Some(promised.voucher.as_str()), Some(promised.quantity)),
             "{order}"
         );
         *statuses.entry(order["status"].as_str().unwrap_or("?").to_owned()).or_default() += 1;
     }
+    statuses
+}
 
-    let promised: HashSet<&str> = tally.promised.iter().map(|p| p.order.as_str()).collect();
-    let decisions = read_decisions(cluster, &promised, deadline).await;
-    let mut log_created: HashMap<&str, (u64, u64)> = HashMap::new();
-    let mut per_user: HashMap<(&str, &str), u64> = HashMap::new();
-    for (order, seen) in &decisions {
-        let distinct: HashSet<&str> = seen.iter().map(|d| d.event_id.as_str()).collect();
-        assert_eq!(distinct.len(), 1, "order {order} was decided more than once: {seen:?}");
-        let decision = &seen[0];
-        if decision.created {
-            let entry = log_created.entry(decision.voucher.as_str()).or_default();
-            entry.0 += 1;
-            entry.1 += decision.quantity;
-            *per_user.entry((decision.voucher.as_str(), decision.user.as_str())).or_default() += decision.quantity;
+/// Stock, holdings and remaining of one voucher, from every side.
+async fn check_voucher(cluster: &Cluster, voucher: &Voucher, log: &Log, deadline: tokio::time::Instant, fault: &str) {
+    let stock = *log.stock.get(&voucher.id).expect("the voucher's definition is in the log");
+    let outcomes = log.outcomes.get(&voucher.id).map(Vec::as_slice).unwrap_or_default();
+    let (mut held, mut most, mut created) = (HashMap::<&str, u64>::new(), 0u64, 0u64);
+    for outcome in dedup(outcomes) {
+        let units = held.entry(outcome.user.as_str()).or_default();
+        match outcome.kind {
+            "OrderCreated" => {
+                *units += outcome.quantity;
+                created += 1;
+            }
+            "OrderCancelled" => *units -= outcome.quantity,
+            _ => {}
         }
+        most = most.max(*units);
     }
-    for voucher in vouchers {
-        let (created, units) = log_created.get(voucher.id.as_str()).copied().unwrap_or_default();
-        assert!(units <= voucher.stock, "voucher {} sold {units} units of {}", voucher.id, voucher.stock);
-        let over: Vec<_> =
-            per_user.iter().filter(|((v, _), units)| *v == voucher.id && **units > u64::from(voucher.limit)).collect();
-        assert!(over.is_empty(), "users above the limit: {over:?}");
+    let sold: u64 = held.values().sum();
+    assert!(sold <= stock, "voucher {} holds {sold} units of {stock}", voucher.id);
+    assert!(
+        most <= u64::from(voucher.limit),
+        "voucher {}: a user held {most} units, limit {}",
+        voucher.id,
+        voucher.limit
+    );
 
-        let stock = get_ok(cluster, &format!("{}/api/v1/stock/{}", cluster.url(Service::Processor), voucher.id)).await;
-        let persistent = stock["remaining"].as_u64().expect("remaining");
-        assert_eq!(persistent, voucher.stock - units, "the persistent stock moved once per created unit");
-        let redis_remaining = poll(deadline, "Redis remaining == persistent remaining", || async {
+    let url = |service, path: &str| format!("{}{path}", cluster.url(service));
+    let level = get_ok(cluster, &url(Service::Processor, &format!("/api/v1/stock/{}", voucher.id))).await;
+    let persistent = level["remaining"].as_u64().expect("remaining");
+    assert_eq!(
+        (level["stock"].as_u64(), persistent),
+        (Some(stock), stock - sold),
+        "persistent stock of {}",
+        voucher.id
+    );
+    let redis_remaining = poll(
+        deadline,
+        &format!("Redis remaining == persistent remaining ({persistent}) of {}", voucher.id),
+        || async {
             let remaining = redis_remaining(cluster, &voucher.id).await?;
+            if remaining != persistent && tokio::time::Instant::now() + Duration::from_millis(150) >= deadline {
+                eprintln!(
+                    "Redis remaining {remaining}, persistent {persistent}, held per user {held:?}, Redis bought {:?}",
+                    redis_bought(cluster, &voucher.id).await
+                );
+            }
             (remaining == persistent).then_some(remaining)
-        })
-        .await;
-        let view = poll(deadline, "the view's counters equal the log's", || async {
-            let (status, view) =
-                get(cluster, &format!("{}/api/v1/vouchers/{}", cluster.url(Service::Projector), voucher.id)).await;
-            (status == StatusCode::OK && view["created"] == created).then_some(view)
-        })
-        .await;
-        assert_eq!(view["remaining"].as_u64(), Some(persistent), "{view}");
-        println!(
-            "[{fault}] voucher stock {}: created {created} ({units} units), persistent remaining {persistent}, \
-             Redis remaining {redis_remaining}, view admitted {}",
-            voucher.stock, view["admitted"]
-        );
-    }
-    let outbox = poll(deadline, "the outbox drained", || async {
-        let entries = outbox_len(cluster).await?;
-        (entries == 0).then_some(entries)
+        },
+    )
+    .await;
+    let view = poll(deadline, "the view's counters equal the log's", || async {
+        let (status, view) = get(cluster, &url(Service::Projector, &format!("/api/v1/vouchers/{}", voucher.id))).await;
+        (status == StatusCode::OK && view["created"] == created).then_some(view)
     })
     .await;
+    assert_eq!((view["remaining"].as_u64(), view["stock"].as_u64()), (Some(persistent), Some(stock)), "{view}");
+
+    // What each user holds: the log, Redis and the view agree.
+    let bought = redis_bought(cluster, &voucher.id).await;
+    for (user, units) in &held {
+        assert_eq!(bought.get(*user).copied().unwrap_or(0), *units, "Redis' count of {user} on {}", voucher.id);
+        let (_, listed) =
+            get(cluster, &url(Service::Projector, &format!("/api/v1/users/{user}/orders?limit=100"))).await;
+        let in_view: u64 = listed["orders"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|o| {
+                o["voucher_id"] == voucher.id.as_str() && matches!(o["status"].as_str(), Some("CREATED" | "CONFIRMED"))
+            })
+            .filter_map(|o| o["quantity"].as_u64())
+            .sum();
+        assert_eq!(in_view, *units, "the view's holdings of {user} on {}", voucher.id);
+    }
+    assert!(bought.keys().all(|user| held.contains_key(user.as_str())), "Redis counts users the log does not");
     println!(
-        "[{fault}] requests {}, 202 {}, refused {:?}, 503 {}, no answer {}; promised orders final: {statuses:?}; \
-         orders in the log {}, each decided once; outbox {outbox}",
-        tally.requests,
-        tally.promised.len(),
-        tally.refused,
-        tally.unavailable,
-        tally.no_answer,
-        decisions.len(),
+        "[{fault}] voucher stock {stock} (limit {}): created {created}, {sold} units held, most by one user {most}; \
+         persistent, Redis and view remaining {persistent} ({redis_remaining} in Redis); view admitted {}",
+        voucher.limit, view["admitted"]
+    );
+}
+
+/// Each outcome once (by event id), in log order.
+fn dedup(outcomes: &[Outcome]) -> impl Iterator<Item = &Outcome> {
+    let mut seen = HashSet::new();
+    outcomes.iter().filter(move |outcome| seen.insert(outcome.event_id.as_str()))
+}
+
+/// `seckill stats` against the view's counters; `rebuild-view --verify`.
+async fn check_stats_and_rebuild(cluster: &Cluster, vouchers: &[Voucher]) {
+    let output = tokio::task::block_in_place(|| cluster.command(Service::Ingress, &["stats", "--json"]).output())
+        .expect("stats runs");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let stats: Vec<Value> = serde_json::from_slice(&output.stdout).expect("stats JSON");
+    for voucher in vouchers {
+        let row = stats.iter().find(|s| s["voucher_id"] == voucher.id.as_str()).expect("the voucher's stats");
+        let view =
+            get_ok(cluster, &format!("{}/api/v1/vouchers/{}", cluster.url(Service::Projector), voucher.id)).await;
+        for counter in ["created", "failed", "cancelled", "confirmed"] {
+            assert_eq!(row[counter], view[counter], "stats' {counter} of {} vs the view's", voucher.id);
+        }
+    }
+    let into = cluster.dir.path().join(format!("rebuilt-{}.redb", uuid::Uuid::now_v7().simple()));
+    let args = ["rebuild-view", "--into", into.to_str().expect("utf-8"), "--verify", "--live-url"];
+    let live = cluster.url(Service::Projector);
+    let mut command = cluster.command(Service::Projector, &args);
+    command.arg(&live);
+    let output = tokio::task::block_in_place(|| command.output()).expect("rebuild-view runs");
+    assert!(
+        output.status.success(),
+        "rebuild-view --verify differs:\n{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
     );
 }
 
@@ -120,14 +280,7 @@ pub async fn check(cluster: &Cluster, vouchers: &[Voucher], tally: &Tally, fault
 pub async fn drained(cluster: &Cluster, tally: &Tally) {
     let deadline = tokio::time::Instant::now() + QUIESCENCE;
     poll(deadline, "the outbox drained", || async { (outbox_len(cluster).await? == 0).then_some(()) }).await;
-    for promised in &tally.promised {
-        poll(deadline, &format!("order {} final in the view", promised.order), || async {
-            let url = format!("{}/api/v1/orders/{}", cluster.url(Service::Projector), promised.order);
-            let (status, body) = get(cluster, &url).await;
-            (status == StatusCode::OK && body["status"] != "PENDING").then_some(())
-        })
-        .await;
-    }
+    promised_orders_final(cluster, tally, deadline).await;
 }
 
 async fn get(cluster: &Cluster, url: &str) -> (StatusCode, Value) {
@@ -166,9 +319,21 @@ async fn redis(cluster: &Cluster) -> Option<redis::aio::MultiplexedConnection> {
     client.get_multiplexed_async_connection().await.ok()
 }
 
+fn keys(cluster: &Cluster, voucher: &str) -> Option<seckill_gate::VoucherKeys> {
+    Some(seckill_gate::VoucherKeys::new(&cluster.namespace, voucher.parse().ok()?))
+}
+
 async fn redis_remaining(cluster: &Cluster, voucher: &str) -> Option<u64> {
-    let key = seckill_gate::VoucherKeys::new(&cluster.namespace, voucher.parse().ok()?).voucher;
+    let key = keys(cluster, voucher)?.voucher;
     redis::cmd("HGET").arg(key).arg("remaining").query_async(&mut redis(cluster).await?).await.ok()
+}
+
+async fn redis_bought(cluster: &Cluster, voucher: &str) -> HashMap<String, u64> {
+    let key = keys(cluster, voucher).expect("a voucher id").bought;
+    let mut connection = redis(cluster).await.expect("Redis answers");
+    let bought: HashMap<String, u64> =
+        redis::cmd("HGETALL").arg(key).query_async(&mut connection).await.expect("HGETALL");
+    bought.into_iter().filter(|(_, units)| *units > 0).collect()
 }
 
 async fn outbox_len(cluster: &Cluster) -> Option<u64> {
@@ -176,13 +341,16 @@ async fn outbox_len(cluster: &Cluster) -> Option<u64> {
     redis::cmd("XLEN").arg(key).query_async(&mut redis(cluster).await?).await.ok()
 }
 
-/// Every decision on the orders topic, by order id: read from the beginning
-/// until each promised order has one and the topic has been quiet a moment.
-async fn read_decisions(
+/// Both topics from the beginning, until every promised order is decided,
+/// every created order of a voucher with holds is confirmed or cancelled
+/// (its hold expired: nothing will change it any more), and the topics have
+/// been quiet a moment.
+async fn read_log(
     cluster: &Cluster,
     promised: &HashSet<&str>,
+    holding: &HashSet<&str>,
     deadline: tokio::time::Instant,
-) -> HashMap<String, Vec<Decision>> {
+) -> Log {
     let reader = BatchConsumer::subscribe(
         &ConsumerSettings {
             brokers: cluster.broker.brokers(),
@@ -191,42 +359,84 @@ async fn read_decisions(
             max_wait: Duration::from_millis(50),
             fetch_wait: seckill_kafka::READER_FETCH_WAIT,
         },
-        &[&format!("{}.orders", cluster.namespace)],
+        &[&format!("{}.sales", cluster.namespace), &format!("{}.orders", cluster.namespace)],
     )
     .expect("reader subscribes");
     let never = CancellationToken::new();
-    let mut decisions: HashMap<String, Vec<Decision>> = HashMap::new();
+    let mut log = Log::default();
+    let (mut definitions, mut additions): (HashMap<String, u64>, HashMap<String, HashMap<String, u64>>) =
+        Default::default();
+    let mut decided: HashSet<String> = HashSet::new();
+    // Orders of vouchers with holds: created, and confirmed or cancelled
+    // (in whatever order re-sent duplicates arrive).
+    let (mut created_held, mut resolved): (HashSet<String>, HashSet<String>) = Default::default();
     let mut quiet_since = None;
     loop {
-        assert!(tokio::time::Instant::now() < deadline, "the orders topic lacks decisions of promised orders");
+        let held: Vec<&String> = created_held.difference(&resolved).collect();
+        if tokio::time::Instant::now() >= deadline {
+            let undecided: Vec<&&str> = promised.iter().filter(|order| !decided.contains(**order)).collect();
+            panic!("the log lacks decisions of promised orders {undecided:?}, or outcomes of held orders {held:?}");
+        }
         let batch = tokio::time::timeout(Duration::from_millis(500), reader.next_batch(&never)).await;
         let batch = match batch {
             Ok(Ok(batch)) if !batch.is_empty() => batch,
             _ => {
-                let complete = promised.iter().all(|order| decisions.contains_key(*order));
+                let complete = promised.iter().all(|order| decided.contains(*order)) && held.is_empty();
                 let quiet = *quiet_since.get_or_insert_with(tokio::time::Instant::now);
                 if complete && quiet.elapsed() >= Duration::from_secs(2) {
-                    return decisions;
+                    break;
                 }
                 continue;
             }
         };
         quiet_since = None;
         for message in batch {
-            // Injected garbage is the consumers' problem (dead letters), not a decision.
+            // Injected garbage is the consumers' problem (dead letters).
             let Ok(envelope) = Envelope::decode(message.payload().unwrap_or_default()) else { continue };
-            let (order, created) = match envelope.event {
-                Event::OrderCreated(c) => (c.order, true),
-                Event::OrderFailed(f) => (f.order, false),
-                _ => continue,
-            };
-            decisions.entry(order.order_id.to_string()).or_default().push(Decision {
-                event_id: envelope.event_id.to_string(),
-                created,
-                voucher: order.voucher_id.to_string(),
-                user: order.user_id.to_string(),
-                quantity: u64::from(order.quantity),
-            });
+            let kind = envelope.kind();
+            match &envelope.event {
+                Event::VoucherCreated(created) => {
+                    definitions.insert(created.voucher_id.to_string(), created.stock);
+                }
+                Event::VoucherUpdated(update) => {
+                    let voucher = additions.entry(update.voucher_id.to_string()).or_default();
+                    voucher.insert(envelope.event_id.to_string(), update.add_stock);
+                }
+                Event::OrderCreated(_)
+                | Event::OrderFailed(_)
+                | Event::OrderConfirmed(_)
+                | Event::OrderCancelled(_) => {
+                    let order = envelope.event.order().expect("an outcome carries its order");
+                    let id = order.order_id.to_string();
+                    if matches!(kind, "OrderCreated" | "OrderFailed") {
+                        decided.insert(id.clone());
+                    }
+                    if holding.contains(order.voucher_id.to_string().as_str()) {
+                        match kind {
+                            "OrderCreated" => {
+                                created_held.insert(id);
+                            }
+                            "OrderConfirmed" | "OrderCancelled" => {
+                                resolved.insert(id);
+                            }
+                            _ => {}
+                        }
+                    }
+                    log.outcomes.entry(order.voucher_id.to_string()).or_default().push(Outcome {
+                        order: order.order_id.to_string(),
+                        event_id: envelope.event_id.to_string(),
+                        kind,
+                        user: order.user_id.to_string(),
+                        quantity: u64::from(order.quantity),
+                    });
+                }
+                _ => {}
+            }
         }
     }
+    for (voucher, stock) in definitions {
+        let added: u64 = additions.get(&voucher).map(|a| a.values().sum()).unwrap_or(0);
+        log.stock.insert(voucher, stock + added);
+    }
+    log
 }

@@ -1,14 +1,30 @@
-//! Continuous order traffic while faults happen, and what the clients saw.
+//! Mixed traffic while faults happen, and what the clients saw.
+//!
+//! Each client is a few users who come back for more: limits above one and
+//! quantities of one or two, so `limit_exceeded` and `duplicate_order`
+//! happen; every fourth request carries an `Idempotency-Key` and is sent
+//! twice, as a client that lost the answer would; owners read every order
+//! right after its `202` (never `404`, through the real separate-process
+//! layout), cancel or confirm some at once, and leave others to the hold's
+//! expiry. An admin keeps adding stock to the small voucher and pausing and
+//! resuming the big one, with an `Idempotency-Key` each.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use reqwest::StatusCode;
-use seckill_devstack::user_token;
-use serde_json::Value;
+use seckill_devstack::{user_token, TEST_ADMIN_TOKEN};
+use serde_json::{json, Value};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
+
+/// Users per client: each comes back every few requests.
+const USERS_PER_CLIENT: usize = 4;
+/// How often the admin changes something.
+const ADMIN_EVERY: Duration = Duration::from_millis(700);
+/// Units the admin adds to the small voucher each time.
+const ADDED_UNITS: u64 = 3;
 
 /// An order a client got `202` for: the platform promised it.
 #[derive(Clone, Debug)]
@@ -16,6 +32,7 @@ pub struct Promised {
     pub order: String,
     pub voucher: String,
     pub user: String,
+    pub quantity: u64,
 }
 
 /// What the clients saw.
@@ -23,12 +40,20 @@ pub struct Promised {
 pub struct Tally {
     pub requests: u64,
     pub promised: Vec<Promised>,
-    /// Rejections by error code (`sold_out`, ...).
+    /// Rejections by error code (`sold_out`, `limit_exceeded`, ...).
     pub refused: HashMap<String, u64>,
     /// `503`: Redis or the log unavailable; nothing admitted.
     pub unavailable: u64,
     /// No answer (the ingress was down or died mid-request).
     pub no_answer: u64,
+    /// Retries with an `Idempotency-Key` answered `202` with the first order.
+    pub retries_answered_alike: u64,
+    /// Orders whose owner's cancellation was accepted (`202` or `200`).
+    pub cancel_requested: HashSet<String>,
+    /// Orders whose owner's confirmation was accepted.
+    pub confirm_requested: HashSet<String>,
+    /// Admin changes answered `200`, and answered otherwise (`503`, none).
+    pub admin_changes: (u64, u64),
 }
 
 impl Tally {
@@ -41,19 +66,171 @@ impl Tally {
         }
         self.unavailable += later.unavailable;
         self.no_answer += later.no_answer;
+        self.retries_answered_alike += later.retries_answered_alike;
+        self.cancel_requested.extend(later.cancel_requested);
+        self.confirm_requested.extend(later.confirm_requested);
+        self.admin_changes.0 += later.admin_changes.0;
+        self.admin_changes.1 += later.admin_changes.1;
     }
 }
 
-/// Clients ordering until stopped.
+/// Clients and an admin acting until stopped.
 pub struct Load {
     stop: CancellationToken,
-    clients: JoinSet<()>,
+    actors: JoinSet<()>,
     tally: Arc<Mutex<Tally>>,
 }
 
+/// One client's HTTP plumbing.
+#[derive(Clone)]
+struct Client {
+    http: reqwest::Client,
+    base: String,
+    tally: Arc<Mutex<Tally>>,
+}
+
+/// An answer, or none (`502` stands for "no answer").
+type Seen = (StatusCode, Value);
+
+impl Client {
+    async fn send(&self, request: reqwest::RequestBuilder) -> Seen {
+        match request.send().await {
+            Ok(response) => {
+                let status = response.status();
+                (status, response.json::<Value>().await.unwrap_or(Value::Null))
+            }
+            Err(_) => (StatusCode::BAD_GATEWAY, Value::Null),
+        }
+    }
+
+    async fn order(&self, voucher: &str, user: &str, quantity: u64, key: Option<&str>) -> Seen {
+        let mut request = self
+            .http
+            .post(format!("{}/api/v1/vouchers/{voucher}/orders", self.base))
+            .header("authorization", format!("Bearer {}", user_token(user)))
+            .json(&json!({ "quantity": quantity }));
+        if let Some(key) = key {
+            request = request.header("idempotency-key", key);
+        }
+        self.send(request).await
+    }
+
+    /// The owner reads `order` at once: never `404` from its `202` on,
+    /// whichever ingress answers.
+    async fn read(&self, order: &str, user: &str) {
+        let request = self
+            .http
+            .get(format!("{}/api/v1/orders/{order}", self.base))
+            .header("authorization", format!("Bearer {}", user_token(user)));
+        let (status, body) = self.send(request).await;
+        assert_ne!(status, StatusCode::NOT_FOUND, "an owner's order is never 404 after its 202: {body}");
+        if status == StatusCode::OK {
+            assert_eq!(body["order_id"].as_str(), Some(order), "{body}");
+        }
+    }
+
+    /// The owner cancels or confirms `order` at once.
+    async fn act(&self, order: &str, user: &str, action: &str) {
+        let request = self
+            .http
+            .post(format!("{}/api/v1/orders/{order}/{action}", self.base))
+            .header("authorization", format!("Bearer {}", user_token(user)));
+        let (status, body) = self.send(request).await;
+        assert_ne!(status, StatusCode::NOT_FOUND, "an owner's order is never 404 after its 202: {body}");
+        if status == StatusCode::ACCEPTED || status == StatusCode::OK {
+            let mut tally = self.tally.lock().expect("tally");
+            let requested = if action == "cancel" { &mut tally.cancel_requested } else { &mut tally.confirm_requested };
+            requested.insert(order.to_owned());
+        }
+    }
+
+    /// One client's loop: users of its own ordering, retrying, acting.
+    async fn run(self, round: String, client: usize, vouchers: Vec<String>, pause: Duration, stop: CancellationToken) {
+        for n in 0.. {
+            if stop.is_cancelled() {
+                return;
+            }
+            let voucher = &vouchers[n % vouchers.len()];
+            let user = format!("{round}{client}-{}", n % USERS_PER_CLIENT);
+            let quantity = 1 + (n as u64 / USERS_PER_CLIENT as u64) % 2;
+            let key = (n % 4 == 0).then(|| format!("{round}{client}-{n}"));
+            let seen = self.order(voucher, &user, quantity, key.as_deref()).await;
+            let order = record(&self.tally, voucher, &user, quantity, seen);
+            if let (Some(order), Some(key)) = (&order, &key) {
+                // The answer "lost": the same request again must name the same order.
+                let (status, body) = self.order(voucher, &user, quantity, Some(key)).await;
+                if status == StatusCode::ACCEPTED {
+                    assert_eq!(body["order_id"].as_str(), Some(order.as_str()), "a retry makes no second order");
+                    self.tally.lock().expect("tally").retries_answered_alike += 1;
+                }
+            }
+            if let Some(order) = order {
+                self.read(&order, &user).await;
+                match n % 6 {
+                    0 => self.act(&order, &user, "cancel").await,
+                    1 | 2 => self.act(&order, &user, "confirm").await,
+                    _ => {}
+                }
+            }
+            tokio::time::sleep(pause).await;
+        }
+    }
+
+    /// The admin: stock added to `small`, `big` paused and resumed, until
+    /// stopped; leaves `big` resumed.
+    async fn administer(self, round: String, small: String, big: String, stop: CancellationToken) {
+        let mut n = 0u64;
+        loop {
+            let change = match n % 3 {
+                0 => (&small, json!({ "add_stock": ADDED_UNITS })),
+                1 => (&big, json!({ "paused": true })),
+                _ => (&big, json!({ "paused": false })),
+            };
+            let paused = n % 3 == 1;
+            self.change(change.0, change.1, &format!("{round}admin-{n}")).await;
+            n += 1;
+            if stop.is_cancelled() && !paused {
+                return;
+            }
+            tokio::time::sleep(ADMIN_EVERY).await;
+        }
+    }
+
+    /// One admin change, retried with its key until answered.
+    async fn change(&self, voucher: &str, body: Value, key: &str) {
+        for _ in 0..50 {
+            let request = self
+                .http
+                .patch(format!("{}/api/v1/vouchers/{voucher}", self.base))
+                .header("authorization", format!("Bearer {TEST_ADMIN_TOKEN}"))
+                .header("idempotency-key", key)
+                .json(&body);
+            let (status, answer) = self.send(request).await;
+            let applied = status == StatusCode::OK;
+            {
+                let mut tally = self.tally.lock().expect("tally");
+                if applied {
+                    tally.admin_changes.0 += 1;
+                } else {
+                    tally.admin_changes.1 += 1;
+                }
+            }
+            if applied {
+                return;
+            }
+            assert!(
+                status == StatusCode::SERVICE_UNAVAILABLE || status == StatusCode::BAD_GATEWAY,
+                "an admin change answered {status}: {answer}"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
 impl Load {
-    /// `clients` clients, each ordering as a new user (named from `round`)
-    /// every `pause`, cycling over `vouchers`, against the ingress at `base`.
+    /// `clients` clients cycling over `vouchers` every `pause`, and the
+    /// admin changing `vouchers[1]` (stock) and `vouchers[0]` (pause),
+    /// against the ingress at `base`; users are named from `round`.
     pub fn start(
         http: &reqwest::Client,
         base: &str,
@@ -64,59 +241,52 @@ impl Load {
     ) -> Self {
         let stop = CancellationToken::new();
         let tally = Arc::new(Mutex::new(Tally::default()));
-        let mut set = JoinSet::new();
-        for client in 0..clients {
-            let (http, base, vouchers, round) = (http.clone(), base.to_owned(), vouchers.to_vec(), round.to_owned());
-            let (stop, tally) = (stop.clone(), Arc::clone(&tally));
-            set.spawn(async move {
-                for n in 0.. {
-                    if stop.is_cancelled() {
-                        return;
-                    }
-                    let voucher = &vouchers[n % vouchers.len()];
-                    let user = format!("{round}{client}-{n}");
-                    let answer = http
-                        .post(format!("{base}/api/v1/vouchers/{voucher}/orders"))
-                        .header("authorization", format!("Bearer {}", user_token(&user)))
-                        .send()
-                        .await;
-                    let seen = match answer {
-                        Ok(response) => {
-                            let status = response.status();
-                            (status, response.json::<Value>().await.unwrap_or(Value::Null))
-                        }
-                        Err(_) => (StatusCode::BAD_GATEWAY, Value::Null),
-                    };
-                    record(&tally, voucher, user, seen);
-                    tokio::time::sleep(pause).await;
-                }
-            });
+        let client = Client { http: http.clone(), base: base.to_owned(), tally: Arc::clone(&tally) };
+        let mut actors = JoinSet::new();
+        for n in 0..clients {
+            actors.spawn(client.clone().run(round.to_owned(), n, vouchers.to_vec(), pause, stop.clone()));
         }
-        Self { stop, clients: set, tally }
+        actors.spawn(client.administer(round.to_owned(), vouchers[1].clone(), vouchers[0].clone(), stop.clone()));
+        Self { stop, actors, tally }
     }
 
-    /// Stops the clients and returns what they saw.
+    /// Stops the clients and the admin and returns what they saw.
     pub async fn finish(mut self) -> Tally {
         self.stop.cancel();
-        while self.clients.join_next().await.is_some() {}
+        while let Some(joined) = self.actors.join_next().await {
+            if let Err(error) = joined {
+                std::panic::resume_unwind(error.into_panic());
+            }
+        }
         std::mem::take(&mut *self.tally.lock().expect("tally"))
     }
 }
 
-fn record(tally: &Mutex<Tally>, voucher: &str, user: String, (status, body): (StatusCode, Value)) {
+/// Counts an order request's answer; the order id when it was promised.
+fn record(tally: &Mutex<Tally>, voucher: &str, user: &str, quantity: u64, (status, body): Seen) -> Option<String> {
     let mut tally = tally.lock().expect("tally");
     tally.requests += 1;
     match status {
         StatusCode::ACCEPTED => {
             let order = body["order_id"].as_str().expect("a 202 names its order").to_owned();
-            tally.promised.push(Promised { order, voucher: voucher.to_owned(), user });
+            let promised =
+                Promised { order: order.clone(), voucher: voucher.to_owned(), user: user.to_owned(), quantity };
+            tally.promised.push(promised);
+            Some(order)
         }
-        StatusCode::SERVICE_UNAVAILABLE => tally.unavailable += 1,
-        StatusCode::BAD_GATEWAY => tally.no_answer += 1,
+        StatusCode::SERVICE_UNAVAILABLE => {
+            tally.unavailable += 1;
+            None
+        }
+        StatusCode::BAD_GATEWAY => {
+            tally.no_answer += 1;
+            None
+        }
         _ => {
             let code = body["error"].as_str().unwrap_or("unreadable").to_owned();
             assert!(status.is_client_error(), "unexpected answer {status}: {body}");
             *tally.refused.entry(code).or_default() += 1;
+            None
         }
     }
 }

@@ -172,11 +172,29 @@ async fn a_sale_past_its_expiry_is_not_restored_and_what_is_left_of_it_goes(h: &
     assert_eq!(left().await, 0);
 }
 
+/// Redis lost the voucher; before reconcile restored it, the processor
+/// cancelled an order and called `release.lua`, which found no voucher. A
+/// restore from a log read before that cancellation must still count the
+/// order's units as returned (found by the fault suite: they were held for
+/// good, and Redis and the persistent stock disagreed).
+async fn a_release_while_the_voucher_was_lost_is_kept_by_a_later_restore(h: &Harness) {
+    let log = sale_log(open_window());
+    let stale = state_of(&log.events);
+    let v = stale.voucher_id;
+    assert!(!h.gate.release(v, &user("b"), 1, log.held_by_b.order_id, None).await.expect("release on nothing"));
+
+    h.gate.restore(&stale, RestoreMode::Write).await.expect("restores");
+    let restored = h.gate.voucher(v).await.expect("reads").expect("there");
+    assert_eq!(restored.remaining, 3, "b's unit stays returned: only a's 2 are held");
+    assert_eq!(bought(h, &h.gate, &stale).await, HashMap::from([("a".to_owned(), 2)]));
+}
+
 crate::on_single_and_cluster! {
     single_only: [],
     both: [
         a_lost_voucher_is_restored_and_then_unchanged,
         what_redis_did_after_the_log_was_read_is_kept,
         a_sale_past_its_expiry_is_not_restored_and_what_is_left_of_it_goes,
+        a_release_while_the_voucher_was_lost_is_kept_by_a_later_restore,
     ],
 }
