@@ -144,6 +144,36 @@ impl RedisCluster {
         }
     }
 
+    /// Freezes the replica on `replica` and cuts its link to `master`, so
+    /// that nothing the master writes from now on reaches it, not even into
+    /// its socket buffer (freezing alone would let the kernel keep receiving
+    /// the replication stream for the frozen process). The replica cannot
+    /// reconnect while frozen: the master's later writes exist on the master
+    /// only, as when a master dies before replicating its last writes.
+    pub fn cut_off_replica(&self, master: u16, replica: u16) -> Result<(), DevstackError> {
+        self.pause(replica);
+        self.cli(master, &["CLIENT", "KILL", "TYPE", "replica"])?;
+        Ok(())
+    }
+
+    /// Waits until the replica on `replica` has everything the master on
+    /// `master` wrote so far (their replication offsets agree).
+    pub fn wait_replicated(&self, master: u16, replica: u16) -> Result<(), DevstackError> {
+        let offset = |port: u16, field: &str| -> Result<Option<u64>, DevstackError> {
+            let info = self.cli(port, &["INFO", "replication"])?;
+            Ok(info.lines().find_map(|line| line.trim().strip_prefix(field)?.strip_prefix(':')?.parse().ok()))
+        };
+        let deadline = Instant::now() + SETTLE;
+        while Instant::now() < deadline {
+            let written = offset(master, "master_repl_offset")?;
+            if written.is_some() && offset(replica, "slave_repl_offset")? == written {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Err(DevstackError::Setup(format!("the replica on port {replica} did not catch up within {SETTLE:?}")))
+    }
+
     /// Lets a frozen node run again (SIGCONT).
     pub fn resume(&self, port: u16) {
         if let Some(pid) = self.pid(port) {

@@ -7,7 +7,10 @@
 //! has not seen is taken to have one bucket, and learned on the first
 //! answer. When the user's bucket is dry and the voucher has others, units
 //! are borrowed from them (`crate::transfers`) and the order is tried again;
-//! `sold_out` is answered only once every bucket is found dry.
+//! `sold_out` is answered only once every bucket is found dry. The requests
+//! of one process that find the same bucket dry borrow one at a time
+//! (`crate::borrowers`): the others wait and try their bucket again, instead
+//! of all reading every bucket and racing for the same units.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -16,15 +19,17 @@ use chrono::Utc;
 use seckill_core::event::{Event, OrderAccepted};
 use seckill_core::{Envelope, OrderId, UserId, VoucherId};
 
+use crate::connection::through_moving_slots;
 use crate::gate::unexpected;
 use crate::layout::Layout;
 use crate::transfers::Borrowed;
 use crate::{Admission, Gate, Rejection, RetryKey, Settlement};
 
-/// How many times one request borrows units and tries again before it is
-/// answered `sold_out` with what the last look found: each round someone
-/// else took the units just moved, so the voucher is selling meanwhile.
-const BORROW_ROUNDS: u32 = 8;
+/// How many times one request borrows units (or finds them borrowed by
+/// another request) and tries again before it is answered `sold_out` with
+/// what the last look found: each round someone else took the units just
+/// moved, so the voucher is selling meanwhile.
+const BORROW_ROUNDS: u32 = 16;
 
 /// What one `admit.lua` call answered.
 enum Reply {
@@ -68,6 +73,8 @@ impl Gate {
         let mut recounted = false;
         loop {
             let bucket = layout.home(&order.user_id);
+            // Read before the call: a borrow finished after it is news.
+            let seen = self.borrowers.epoch(voucher, bucket);
             let admission = match self.admit_in(&layout, bucket, order, retry).await? {
                 Reply::WrongShards(shards) if !recounted => {
                     recounted = true;
@@ -88,7 +95,7 @@ impl Gate {
             if layout.shards() == 1 {
                 return Ok(admission);
             }
-            match self.borrow(&layout, bucket, u64::from(order.quantity)).await? {
+            match self.borrow_once(&layout, bucket, u64::from(order.quantity), seen).await? {
                 Borrowed::Dry { available } => {
                     return Ok(Admission::Rejected(Rejection::SoldOut { remaining: available }))
                 }
@@ -116,9 +123,8 @@ impl Gate {
         }
         let record = Envelope::new(Event::OrderAccepted(order.clone()));
         let started = Instant::now();
-        let (code, detail): (String, String) = self
-            .scripts
-            .admit
+        let mut invocation = self.scripts.admit.prepare_invoke();
+        invocation
             .key(&keys.voucher)
             .key(&keys.bought)
             .key(&keys.orders)
@@ -133,9 +139,12 @@ impl Gate {
             .arg(order.voucher_id.to_string())
             .arg(self.outbox_limit)
             .arg(self.ended_sale_ttl_ms)
-            .arg(layout.shards())
-            .invoke_async(&mut self.redis.clone())
-            .await?;
+            .arg(layout.shards());
+        let (code, detail): (String, String) = through_moving_slots(|| {
+            let (invocation, mut redis) = (&invocation, self.redis.clone());
+            async move { invocation.invoke_async(&mut redis).await }
+        })
+        .await?;
         self.observe("admit", started);
         let decided = |admission| Ok(Reply::Decided(admission));
         let rejected = |rejection| Ok(Reply::Decided(Admission::Rejected(rejection)));
@@ -170,15 +179,13 @@ impl Gate {
         let layout = self.layout_or_single(voucher).await?;
         let keys = layout.keys(&self.prefix, layout.home(user));
         let started = Instant::now();
-        let settled: String = self
-            .scripts
-            .settle
-            .key(&keys.voucher)
-            .key(&keys.admitted)
-            .arg(order.to_string())
-            .arg(self.ended_sale_ttl_ms)
-            .invoke_async(&mut self.redis.clone())
-            .await?;
+        let mut invocation = self.scripts.settle.prepare_invoke();
+        invocation.key(&keys.voucher).key(&keys.admitted).arg(order.to_string()).arg(self.ended_sale_ttl_ms);
+        let settled: String = through_moving_slots(|| {
+            let (invocation, mut redis) = (&invocation, self.redis.clone());
+            async move { invocation.invoke_async(&mut redis).await }
+        })
+        .await?;
         self.observe("settle", started);
         match settled.as_str() {
             "admitted" => Ok(Settlement::Admitted),
@@ -202,9 +209,8 @@ impl Gate {
         let layout = self.layout_or_single(voucher).await?;
         let keys = layout.keys(&self.prefix, layout.home(user));
         let started = Instant::now();
-        let released: i64 = self
-            .scripts
-            .release
+        let mut invocation = self.scripts.release.prepare_invoke();
+        invocation
             .key(&keys.voucher)
             .key(&keys.bought)
             .key(&keys.orders)
@@ -214,9 +220,12 @@ impl Gate {
             .arg(quantity)
             .arg(order.to_string())
             .arg(retry.map(RetryKey::field).unwrap_or_default())
-            .arg(self.ended_sale_ttl_ms)
-            .invoke_async(&mut self.redis.clone())
-            .await?;
+            .arg(self.ended_sale_ttl_ms);
+        let released: i64 = through_moving_slots(|| {
+            let (invocation, mut redis) = (&invocation, self.redis.clone());
+            async move { invocation.invoke_async(&mut redis).await }
+        })
+        .await?;
         self.observe("release", started);
         Ok(released == 1)
     }

@@ -9,16 +9,26 @@
 //! the slot map after a failover. `redis::Script` works through either,
 //! NOSCRIPT fallback included (SCRIPT LOAD goes to every master).
 //!
+//! The client keeps its slot map until a redirection or a lost connection
+//! tells it to look again. When a master dies, the look it takes at once
+//! can still show the dead master serving its slots (the replica has not
+//! taken over yet), and the calls it then routes to the dead address time
+//! out without ever telling it to look again. So a cluster call that times
+//! out or loses its connection has the connection rebuilt in the background
+//! (at most once per [`REBUILD_EVERY`]): a fresh client asks the live seeds
+//! for the slot map, and later calls go where the slots are now.
+//!
 //! The one difference callers see: a cluster refuses a pipeline whose
 //! commands are on different slots, so [`GateConnection::query_each`]
 //! pipelines on a single Redis and sends the commands side by side (one
 //! round trip of latency, each to its slot's master) on a cluster.
 
-use std::time::Duration;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
 
 use futures::future::try_join_all;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
-use redis::cluster::ClusterClientBuilder;
+use redis::cluster::{ClusterClient, ClusterClientBuilder};
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::{Cmd, FromRedisValue, Pipeline, RedisFuture, RedisResult, Value};
@@ -30,14 +40,98 @@ use seckill_core::config::RedisConfig;
 const CLUSTER_RETRIES: u32 = 12;
 const CLUSTER_MIN_RETRY_WAIT_MS: u64 = 10;
 const CLUSTER_MAX_RETRY_WAIT_MS: u64 = 250;
+/// Least time between two rebuilds of a cluster connection.
+const REBUILD_EVERY: Duration = Duration::from_secs(1);
 /// Keys asked per SCAN call.
 const SCAN_COUNT: u64 = 1_000;
+/// How long a call refused because its slot is moving (`ASK`, `TRYAGAIN`
+/// past the client's own retries: a multi-key script meets its keys half
+/// moved for as long as the slot migrates) is tried again, and the pause
+/// between tries. Such a refusal means the call did not run, so trying again
+/// is safe, and it turns a resharding into latency instead of errors.
+const MOVING_SLOT_PATIENCE: Duration = Duration::from_secs(5);
+const MOVING_SLOT_PAUSE: Duration = Duration::from_millis(25);
+
+/// Runs `call` until it is not refused for a moving slot (or
+/// `MOVING_SLOT_PATIENCE` has passed); returns what it last answered.
+pub(crate) async fn through_moving_slots<T, F, Fut>(mut call: F) -> RedisResult<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = RedisResult<T>>,
+{
+    let started = std::time::Instant::now();
+    loop {
+        match call().await {
+            Err(error) if error.is_cluster_error() && started.elapsed() < MOVING_SLOT_PATIENCE => {
+                tokio::time::sleep(MOVING_SLOT_PAUSE).await;
+            }
+            answer => return answer,
+        }
+    }
+}
 
 /// A connection to a single Redis or to a Redis Cluster.
 #[derive(Clone)]
 pub enum GateConnection {
     Single(ConnectionManager),
-    Cluster(ClusterConnection),
+    Cluster(ClusterHandle),
+}
+
+/// A cluster connection that is rebuilt when its calls time out or lose
+/// their connection (see the module header). Clones share it.
+#[derive(Clone)]
+pub struct ClusterHandle {
+    client: ClusterClient,
+    current: Arc<RwLock<ClusterConnection>>,
+    /// When the last rebuild started.
+    last_rebuild: Arc<Mutex<Instant>>,
+}
+
+impl std::fmt::Debug for ClusterHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ClusterHandle")
+    }
+}
+
+impl ClusterHandle {
+    fn new(client: ClusterClient, connection: ClusterConnection) -> Self {
+        let long_ago = Instant::now().checked_sub(REBUILD_EVERY).unwrap_or_else(Instant::now);
+        Self { client, current: Arc::new(RwLock::new(connection)), last_rebuild: Arc::new(Mutex::new(long_ago)) }
+    }
+
+    /// The connection calls go through now.
+    fn connection(&self) -> ClusterConnection {
+        self.current.read().unwrap_or_else(|poisoned| poisoned.into_inner()).clone()
+    }
+
+    /// Rebuilds the connection in the background after `error`, if it says
+    /// a node did not answer and no rebuild started in the last
+    /// [`REBUILD_EVERY`].
+    fn after_error(&self, error: &redis::RedisError) {
+        let unanswered = error.is_timeout() || error.is_io_error() || error.is_connection_dropped();
+        if !unanswered || tokio::runtime::Handle::try_current().is_err() {
+            return;
+        }
+        {
+            let mut last = self.last_rebuild.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            if last.elapsed() < REBUILD_EVERY {
+                return;
+            }
+            *last = Instant::now();
+        }
+        let handle = self.clone();
+        tokio::spawn(async move {
+            match handle.client.get_async_connection().await {
+                Ok(fresh) => {
+                    *handle.current.write().unwrap_or_else(|poisoned| poisoned.into_inner()) = fresh;
+                    tracing::info!("Rebuilt the Redis Cluster connection after a node stopped answering.");
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "Could not rebuild the Redis Cluster connection; retrying on the next failure.")
+                }
+            }
+        });
+    }
 }
 
 impl std::fmt::Debug for GateConnection {
@@ -49,12 +143,6 @@ impl std::fmt::Debug for GateConnection {
 impl From<ConnectionManager> for GateConnection {
     fn from(connection: ConnectionManager) -> Self {
         Self::Single(connection)
-    }
-}
-
-impl From<ClusterConnection> for GateConnection {
-    fn from(connection: ClusterConnection) -> Self {
-        Self::Cluster(connection)
     }
 }
 
@@ -71,7 +159,8 @@ impl GateConnection {
                 .min_retry_wait(CLUSTER_MIN_RETRY_WAIT_MS)
                 .max_retry_wait(CLUSTER_MAX_RETRY_WAIT_MS)
                 .build()?;
-            return Ok(Self::Cluster(client.get_async_connection().await?));
+            let connection = client.get_async_connection().await?;
+            return Ok(Self::Cluster(ClusterHandle::new(client, connection)));
         }
         let manager = redis::Client::open(config.url.as_str())?
             .get_connection_manager_with_config(
@@ -102,9 +191,9 @@ impl GateConnection {
                 }
                 pipe.query_async(&mut manager.clone()).await
             }
-            Self::Cluster(cluster) => {
+            Self::Cluster(_) => {
                 try_join_all(commands.into_iter().map(|command| {
-                    let mut cluster = cluster.clone();
+                    let mut cluster = self.clone();
                     async move { command.query_async::<T>(&mut cluster).await }
                 }))
                 .await
@@ -145,7 +234,9 @@ impl GateConnection {
         match (self, node) {
             (Self::Cluster(cluster), Some((host, port))) => {
                 let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress { host, port });
-                let value = cluster.clone().route_command(command, routing).await?;
+                let value = cluster.connection().route_command(command, routing).await.inspect_err(|error| {
+                    cluster.after_error(error);
+                })?;
                 redis::from_redis_value(value).map_err(redis::RedisError::from)
             }
             _ => command.query_async(&mut self.clone()).await,
@@ -156,7 +247,8 @@ impl GateConnection {
     /// (empty on a single Redis).
     pub async fn masters(&self) -> RedisResult<Vec<(String, u16)>> {
         let Self::Cluster(cluster) = self else { return Ok(Vec::new()) };
-        let ranges: Vec<Value> = redis::cmd("CLUSTER").arg("SLOTS").query_async(&mut cluster.clone()).await?;
+        let ranges: Vec<Value> =
+            redis::cmd("CLUSTER").arg("SLOTS").query_async(&mut Self::Cluster(cluster.clone())).await?;
         let mut masters: Vec<(String, u16)> = ranges
             .into_iter()
             .filter_map(|range| match range {
@@ -182,7 +274,12 @@ impl ConnectionLike for GateConnection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
             Self::Single(manager) => manager.req_packed_command(cmd),
-            Self::Cluster(cluster) => cluster.req_packed_command(cmd),
+            Self::Cluster(cluster) => {
+                let (handle, mut connection) = (cluster.clone(), cluster.connection());
+                Box::pin(async move {
+                    connection.req_packed_command(cmd).await.inspect_err(|error| handle.after_error(error))
+                })
+            }
         }
     }
 
@@ -194,14 +291,22 @@ impl ConnectionLike for GateConnection {
     ) -> RedisFuture<'a, Vec<Value>> {
         match self {
             Self::Single(manager) => manager.req_packed_commands(pipeline, offset, count),
-            Self::Cluster(cluster) => cluster.req_packed_commands(pipeline, offset, count),
+            Self::Cluster(cluster) => {
+                let (handle, mut connection) = (cluster.clone(), cluster.connection());
+                Box::pin(async move {
+                    connection
+                        .req_packed_commands(pipeline, offset, count)
+                        .await
+                        .inspect_err(|error| handle.after_error(error))
+                })
+            }
         }
     }
 
     fn get_db(&self) -> i64 {
         match self {
             Self::Single(manager) => manager.get_db(),
-            Self::Cluster(cluster) => cluster.get_db(),
+            Self::Cluster(cluster) => cluster.connection().get_db(),
         }
     }
 }

@@ -20,6 +20,7 @@ use seckill_core::config::{RedisConfig, DEFAULT_ENDED_SALE_TTL_SECONDS};
 use seckill_core::metrics::AdmissionMetrics;
 use seckill_core::{OrderId, VoucherId};
 
+use crate::borrowers::Borrowers;
 use crate::keys::outbox_key;
 use crate::layout::{Layout, Layouts};
 use crate::outbox::OutboxHints;
@@ -217,6 +218,8 @@ pub struct Gate {
     pub(crate) layouts: Arc<Layouts>,
     /// Tells this process's relay which outboxes admissions wrote to.
     pub(crate) hints: Option<Arc<OutboxHints>>,
+    /// Turns of the requests borrowing for a dry bucket.
+    pub(crate) borrowers: Arc<Borrowers>,
 }
 
 impl std::fmt::Debug for Gate {
@@ -258,6 +261,7 @@ impl Gate {
             metrics: None,
             layouts: Arc::new(Layouts::default()),
             hints: None,
+            borrowers: Arc::new(Borrowers::default()),
         })
     }
 

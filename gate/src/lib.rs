@@ -10,6 +10,7 @@
 
 mod admin_requests;
 mod admission;
+mod borrowers;
 mod connection;
 mod gate;
 mod holders;
@@ -23,7 +24,7 @@ mod transfers;
 mod vouchers;
 
 pub use admin_requests::{AdminRequest, AdminRetryKey};
-pub use connection::GateConnection;
+pub use connection::{ClusterHandle, GateConnection};
 pub use gate::{
     Admission, Gate, GateVoucher, Rejection, RestoreAction, RestoreMode, RestoreOutcome, Settlement, UpdateResult,
     DEFAULT_OUTBOX_LIMIT,

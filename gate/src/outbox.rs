@@ -65,6 +65,7 @@ pub const FULL_READ_EVERY: Duration = Duration::from_secs(1);
 const MAX_STREAMS: usize = 100_000;
 const RETIRE_CONSUMERS: &str = include_str!("../../lua/retire_consumers.lua");
 const RETIRE_OUTBOX: &str = include_str!("../../lua/retire_outbox.lua");
+const REMOVE_PUBLISHED: &str = include_str!("../../lua/remove_published.lua");
 
 /// One admitted order waiting to be published.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -130,6 +131,7 @@ pub struct Outbox {
     claim_cursors: Arc<Mutex<HashMap<String, String>>>,
     retire_consumers: Arc<Script>,
     retire_outbox: Arc<Script>,
+    remove_published: Arc<Script>,
 }
 
 impl std::fmt::Debug for Outbox {
@@ -166,6 +168,7 @@ impl Outbox {
             claim_cursors: Arc::new(Mutex::new(HashMap::new())),
             retire_consumers: Arc::new(Script::new(RETIRE_CONSUMERS)),
             retire_outbox: Arc::new(Script::new(RETIRE_OUTBOX)),
+            remove_published: Arc::new(Script::new(REMOVE_PUBLISHED)),
         };
         outbox.discover().await?;
         outbox.ensure_group().await?;
@@ -446,21 +449,9 @@ impl Outbox {
             by_stream.entry(&entry.stream).or_default().push(&entry.id);
         }
         let removals = by_stream.into_iter().map(|(stream, ids)| async move {
-            redis::pipe()
-                .atomic()
-                .cmd("XACK")
-                .arg(stream)
-                .arg(GROUP)
-                .arg(&ids)
-                .ignore()
-                .cmd("XDEL")
-                .arg(stream)
-                .arg(&ids)
-                .ignore()
-                .query_async::<()>(&mut self.redis.clone())
-                .await
+            self.remove_published.key(stream).arg(GROUP).arg(&ids).invoke_async::<i64>(&mut self.redis.clone()).await
         });
-        join_all(removals).await.into_iter().collect()
+        join_all(removals).await.into_iter().map(|removed| removed.map(|_| ())).collect()
     }
 
     /// Entries not yet published (and deleted), in every outbox followed.

@@ -180,7 +180,11 @@ impl Gate {
     /// dry borrows rarely. Completes interrupted transfers first.
     pub(crate) async fn borrow(&self, layout: &Layout, to: u32, quantity: u64) -> RedisResult<Borrowed> {
         let mut levels = self.bucket_levels(layout).await?;
-        if levels.iter().any(|level| level.in_transit > 0) {
+        let free = |levels: &[BucketLevel]| levels.iter().map(|level| level.remaining).sum::<u64>();
+        // Units in transit are someone's transfer under way, or one stopped
+        // half-way: completed here only when the voucher looks dry without
+        // them, so that borrowers do not all finish each other's transfers.
+        if free(&levels) < quantity && levels.iter().any(|level| level.in_transit > 0) {
             self.recover_transfers(layout).await?;
             levels = self.bucket_levels(layout).await?;
         }

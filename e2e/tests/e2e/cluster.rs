@@ -58,6 +58,18 @@ struct Answer {
     body: Value,
 }
 
+/// Whether a storm's clients send a request again after a `503` that says
+/// nothing was admitted (right after a failover, the calls in flight to the
+/// dead master are answered so).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum RetryUnavailable {
+    Yes,
+    No,
+}
+
+/// Most times a client sends a request again after such a `503`.
+const CLIENT_RETRIES: usize = 20;
+
 /// Sends every `(user, quantity)` at once (at most `in_flight` at a time),
 /// counting the admitted ones in `admitted`.
 async fn storm(
@@ -67,6 +79,18 @@ async fn storm(
     in_flight: usize,
     admitted: &Arc<AtomicUsize>,
 ) -> Vec<Answer> {
+    storm_retrying(platform, voucher, requests, in_flight, admitted, RetryUnavailable::No).await
+}
+
+/// [`storm`], the clients retrying as `retry_unavailable` says.
+async fn storm_retrying(
+    platform: &Arc<Platform>,
+    voucher: &str,
+    requests: Vec<(String, u32)>,
+    in_flight: usize,
+    admitted: &Arc<AtomicUsize>,
+    retry_unavailable: RetryUnavailable,
+) -> Vec<Answer> {
     let gate = Arc::new(Semaphore::new(in_flight));
     let sent = requests.into_iter().map(|(user, quantity)| {
         let (platform, voucher, gate, admitted) =
@@ -74,6 +98,22 @@ async fn storm(
         tokio::spawn(async move {
             let _permit = gate.acquire_owned().await.expect("semaphore open");
             let (status, body) = platform.order_units(&voucher, &user, quantity).await;
+            // What a client does with a 503 that says nothing was admitted.
+            let (status, body) = match retry_unavailable {
+                RetryUnavailable::Yes
+                    if status == StatusCode::SERVICE_UNAVAILABLE && body.get("order_id").is_none() =>
+                {
+                    let mut answer = (status, body);
+                    for _ in 0..CLIENT_RETRIES {
+                        answer = platform.order_units(&voucher, &user, quantity).await;
+                        if answer.0 != StatusCode::SERVICE_UNAVAILABLE || answer.1.get("order_id").is_some() {
+                            break;
+                        }
+                    }
+                    answer
+                }
+                _ => (status, body),
+            };
             if status == StatusCode::ACCEPTED {
                 admitted.fetch_add(1, Ordering::Relaxed);
             }
@@ -162,33 +202,90 @@ fn own_cluster(masters: usize, replicas: usize) -> (RedisCluster, TempDir) {
     (cluster, dir)
 }
 
+/// Admissions a paced sale lets through before the first slot moves, and
+/// between two moves.
+const BEFORE_FIRST_MOVE: usize = 50;
+const BETWEEN_MOVES: usize = 100;
+
+/// A sale that keeps going until every slot has moved and the voucher is
+/// sold out, paced by the moves: it admits up to `BEFORE_FIRST_MOVE` orders,
+/// then up to `BETWEEN_MOVES` more while each slot moves, waiting for the
+/// move when it gets there. Every move therefore happens while the sale runs
+/// (requests meet the slot half moved), and units are left for after the
+/// last one. New users throughout, one unit each.
+async fn paced_sale(
+    platform: Arc<Platform>,
+    voucher: String,
+    moves: usize,
+    moved: tokio::sync::watch::Receiver<usize>,
+    admitted: Arc<AtomicUsize>,
+) -> Vec<Answer> {
+    const MOST_USERS: usize = 20_000;
+    let next_user = Arc::new(AtomicUsize::new(0));
+    let sold_out_after_moves = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let senders = (0..SLOW_SALE).map(|_| {
+        let (platform, voucher, admitted, next_user, done, mut moved) = (
+            Arc::clone(&platform),
+            voucher.clone(),
+            Arc::clone(&admitted),
+            Arc::clone(&next_user),
+            Arc::clone(&sold_out_after_moves),
+            moved.clone(),
+        );
+        tokio::spawn(async move {
+            let mut answers = Vec::new();
+            while !done.load(Ordering::Relaxed) {
+                let allowed = |moved: &usize| {
+                    *moved >= moves || admitted.load(Ordering::Relaxed) < BEFORE_FIRST_MOVE + BETWEEN_MOVES * moved
+                };
+                moved.wait_for(allowed).await.expect("the moves go on");
+                let i = next_user.fetch_add(1, Ordering::Relaxed);
+                assert!(i < MOST_USERS, "the sale sold out within {MOST_USERS} users");
+                let user = format!("moving-{i}");
+                let (status, body) = platform.order_units(&voucher, &user, 1).await;
+                if status == StatusCode::ACCEPTED {
+                    admitted.fetch_add(1, Ordering::Relaxed);
+                } else if body["error"] == "sold_out" && *moved.borrow() >= moves {
+                    done.store(true, Ordering::Relaxed);
+                }
+                answers.push(Answer { user, quantity: 1, status, body });
+            }
+            answers
+        })
+    });
+    join_all(senders).await.into_iter().flat_map(|answers| answers.expect("sender task")).collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slots_migrated_during_a_sale_lose_nothing() {
     const STOCK: u64 = 500;
+    const BUCKETS_MOVED: [u32; 3] = [0, 3, 6];
     let (cluster, _dir) = own_cluster(3, 0);
     let platform = Arc::new(Platform::start_on_cluster(cluster.seed_urls(), 8).await);
     let voucher = platform.create_voucher(STOCK, 1).await;
     let layout = platform.redis_gate().await.layout(voucher.parse().expect("id")).await.expect("reads").expect("there");
     let admitted = Arc::new(AtomicUsize::new(0));
-    let sale = {
-        let (platform, voucher, admitted) = (Arc::clone(&platform), voucher.clone(), Arc::clone(&admitted));
-        tokio::spawn(async move {
-            let requests = (0..3_000).map(|i| (format!("moving-{i}"), 1)).collect();
-            storm(&platform, &voucher, requests, SLOW_SALE, &admitted).await
-        })
-    };
+    let (moves, moved) = tokio::sync::watch::channel(0);
+    let sale = tokio::spawn(paced_sale(
+        Arc::clone(&platform),
+        voucher.clone(),
+        BUCKETS_MOVED.len(),
+        moved,
+        Arc::clone(&admitted),
+    ));
     // Once the sale is under way, three buckets (bucket 0 among them) move
     // to the next master, keys, outbox streams and consumer groups alike.
-    eventually(|| async { (admitted.load(Ordering::Relaxed) >= 50).then_some(()) }).await;
+    eventually(|| async { (admitted.load(Ordering::Relaxed) >= BEFORE_FIRST_MOVE).then_some(()) }).await;
     let masters = cluster.masters().expect("masters");
     let mut moved = Vec::new();
-    for bucket in [0, 3, 6] {
+    for bucket in BUCKETS_MOVED {
         let slot = layout.slot(bucket);
         let from = cluster.master_of(slot).expect("served");
         let to = masters[(masters.iter().position(|m| *m == from).expect("a master") + 1) % masters.len()];
         let cluster_ref = &cluster;
         tokio::task::block_in_place(|| cluster_ref.migrate_slot(slot, to)).expect("migrates");
         moved.push((slot, to));
+        moves.send_replace(moved.len());
     }
     let during = admitted.load(Ordering::Relaxed);
     let answers = sale.await.expect("the sale");
@@ -231,7 +328,7 @@ async fn a_master_killed_and_its_replica_promoted_keeps_stock_and_limits_exact()
     let replica = cluster.replica_of(master).expect("reads").expect("a replica");
 
     // The replica stops replicating; 80 buyers are admitted, relayed, decided.
-    cluster.pause(replica);
+    cluster.cut_off_replica(master, replica).expect("cuts the replica off");
     let first: Vec<(String, u32)> = (0..80).map(|i| (format!("early-{i}"), 1)).collect();
     let first = storm(&platform, &voucher, first, CONCURRENCY, &Arc::new(AtomicUsize::new(0))).await;
     assert!(first.iter().all(|a| a.status == StatusCode::ACCEPTED), "{:?}", answers_are_a_sales(&first));
@@ -253,7 +350,9 @@ async fn a_master_killed_and_its_replica_promoted_keeps_stock_and_limits_exact()
     // a unit and admits them; the processor refuses every one past the
     // limit, and their units go back to Redis.
     let again: Vec<(String, u32)> = (0..80).map(|i| (format!("early-{i}"), 1)).collect();
-    let again = storm(&platform, &voucher, again, CONCURRENCY, &Arc::new(AtomicUsize::new(0))).await;
+    let again =
+        storm_retrying(&platform, &voucher, again, CONCURRENCY, &Arc::new(AtomicUsize::new(0)), RetryUnavailable::Yes)
+            .await;
     assert!(again.iter().all(|a| a.status == StatusCode::ACCEPTED), "{:?}", answers_are_a_sales(&again));
     let refused = finals(&platform, &again).await;
     assert!(refused.iter().all(|o| o["status"] == "FAILED" && o["reason"] == "limit_exceeded"), "{refused:?}");
@@ -262,7 +361,9 @@ async fn a_master_killed_and_its_replica_promoted_keeps_stock_and_limits_exact()
     // New buyers: Redis admits the 120 units it believes in; the processor
     // creates the 40 left and refuses the rest as sold out.
     let late: Vec<(String, u32)> = (0..200).map(|i| (format!("late-{i}"), 1)).collect();
-    let late = storm(&platform, &voucher, late, CONCURRENCY, &Arc::new(AtomicUsize::new(0))).await;
+    let late =
+        storm_retrying(&platform, &voucher, late, CONCURRENCY, &Arc::new(AtomicUsize::new(0)), RetryUnavailable::Yes)
+            .await;
     println!("after the failover: {:?}", answers_are_a_sales(&late));
     let late = finals(&platform, &late).await;
     let reasons: HashSet<&str> =

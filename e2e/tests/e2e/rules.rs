@@ -42,7 +42,8 @@ pub(crate) async fn a_limit_of_three_counts_units_across_orders_on(platform: Pla
     let shown = platform.wait_voucher(&voucher, |v| v["created"] == 5).await;
     assert_eq!((shown["remaining"].as_u64(), shown["failed"].as_u64()), (Some(0), Some(0)), "{shown}");
     assert_eq!(platform.persistent_remaining(&voucher).await, 0);
-    assert_eq!(platform.redis_remaining(&voucher).await, 0);}
+    assert_eq!(platform.redis_remaining(&voucher).await, 0);
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_window_pause_and_admin_updates_gate_admission() {
@@ -96,7 +97,8 @@ pub(crate) async fn the_window_pause_and_admin_updates_gate_admission_on(platfor
     let ids: Vec<_> = list["vouchers"].as_array().expect("vouchers").iter().map(|v| v["voucher_id"].clone()).collect();
     assert_eq!(ids, [json!(past), json!(future)]);
     let (status, page) = platform.get(&format!("{}/api/v1/vouchers?limit=1", platform.base)).await;
-    assert_eq!((status, page["next"].clone()), (StatusCode::OK, json!(past)), "{page}");}
+    assert_eq!((status, page["next"].clone()), (StatusCode::OK, json!(past)), "{page}");
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn added_stock_reaches_redis_and_the_persistent_stock() {
@@ -127,4 +129,5 @@ pub(crate) async fn added_stock_reaches_redis_and_the_persistent_stock_on(platfo
     let shown = platform.wait_voucher(&voucher, |v| v["created"] == 3).await;
     assert_eq!((shown["stock"].as_u64(), shown["remaining"].as_u64()), (Some(3), Some(0)), "{shown}");
     assert_eq!(platform.persistent_remaining(&voucher).await, 0);
-    assert_eq!(platform.redis_remaining(&voucher).await, 0);}
+    assert_eq!(platform.redis_remaining(&voucher).await, 0);
+}

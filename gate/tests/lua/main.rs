@@ -12,6 +12,7 @@ mod admin_requests;
 mod admission;
 mod buckets;
 mod expiry;
+mod failover;
 mod restore;
 mod settle;
 mod transfers;
@@ -42,7 +43,7 @@ impl Harness {
     }
 }
 
-fn unique_prefix() -> String {
+pub(crate) fn unique_prefix() -> String {
     format!("lua{}", &uuid::Uuid::now_v7().simple().to_string()[20..])
 }
 
