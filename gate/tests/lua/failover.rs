@@ -1,7 +1,7 @@
 //! A master killed and its replica promoted under a running gate: what the
 //! promoted replica never received is gone (the replication loss every
-//! Redis write has, see the README), and the same gate, without being told,
-//! admits against the new master within its response timeout.
+//! Redis write has, see docs/CLUSTER.md), and the same gate, without being
+//! told, admits against the new master within a few response timeouts.
 
 use std::time::{Duration, Instant};
 
@@ -46,13 +46,31 @@ async fn a_promoted_replica_forgets_unreplicated_admissions_and_the_same_gate_go
     cluster.resume(replica);
     tokio::task::block_in_place(|| cluster.take_over(replica)).expect("the replica takes over");
 
-    // The same gate, a burst of calls right after the failover: each
-    // answered in time, by the new master.
+    // The same gate, a burst of calls right after the failover. Calls sent
+    // to the dead master's address time out, and the gate rebuilds its
+    // connection; each buyer's call is sent again with the same order id
+    // until answered (admit.lua answers an id it admitted before as
+    // admitted, so a call that timed out after running is not counted
+    // twice), and every buyer is answered within a few response timeouts.
     let started = Instant::now();
-    let burst = (0..40).map(|i| admit(format!("after-{i}")));
+    let burst = (0..40).map(|i| {
+        let gate = gate.clone();
+        async move {
+            let (buyer, order) = (user(&format!("after-{i}")), OrderId::generate());
+            loop {
+                match gate.admit(v, &buyer, 1, order, None).await {
+                    Ok(answer) => return answer,
+                    Err(error) => {
+                        assert!(error.is_timeout() || error.is_io_error(), "{error}");
+                        assert!(started.elapsed() < 3 * RESPONSE_TIMEOUT, "still failing: {error}");
+                    }
+                }
+            }
+        }
+    });
     let answers = futures::future::join_all(burst).await;
-    assert!(started.elapsed() < RESPONSE_TIMEOUT, "took {:?}", started.elapsed());
-    let admitted = answers.iter().filter(|a| matches!(a, Ok(Admission::Admitted { .. }))).count();
+    assert!(started.elapsed() < 3 * RESPONSE_TIMEOUT, "took {:?}", started.elapsed());
+    let admitted = answers.iter().filter(|a| matches!(a, Admission::Admitted { .. })).count();
     assert_eq!(admitted, 8, "the three unreplicated admissions are gone: 8 units left, {answers:?}");
     let snapshot = gate.admission_snapshot(v).await.expect("reads").expect("there");
     assert!(snapshot.bought.keys().all(|buyer| !buyer.starts_with("lost-")), "{:?}", snapshot.bought);
