@@ -81,7 +81,7 @@ pub enum GateConnection {
 /// their connection (see the module header). Clones share it.
 #[derive(Clone)]
 pub struct ClusterHandle {
-    client: ClusterClient,
+    client: Arc<ClusterClient>,
     current: Arc<RwLock<ClusterConnection>>,
     /// When the last rebuild started.
     last_rebuild: Arc<Mutex<Instant>>,
@@ -96,7 +96,11 @@ impl std::fmt::Debug for ClusterHandle {
 impl ClusterHandle {
     fn new(client: ClusterClient, connection: ClusterConnection) -> Self {
         let long_ago = Instant::now().checked_sub(REBUILD_EVERY).unwrap_or_else(Instant::now);
-        Self { client, current: Arc::new(RwLock::new(connection)), last_rebuild: Arc::new(Mutex::new(long_ago)) }
+        Self {
+            client: Arc::new(client),
+            current: Arc::new(RwLock::new(connection)),
+            last_rebuild: Arc::new(Mutex::new(long_ago)),
+        }
     }
 
     /// The connection calls go through now.

@@ -451,7 +451,7 @@ impl Outbox {
         let removals = by_stream.into_iter().map(|(stream, ids)| async move {
             self.remove_published.key(stream).arg(GROUP).arg(&ids).invoke_async::<i64>(&mut self.redis.clone()).await
         });
-        join_all(removals).await.into_iter().map(|removed| removed.map(|_| ())).collect()
+        join_all(removals).await.into_iter().try_for_each(|removed| removed.map(|_| ()))
     }
 
     /// Entries not yet published (and deleted), in every outbox followed.

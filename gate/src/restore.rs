@@ -251,7 +251,7 @@ fn combine(outcomes: &[RestoreOutcome]) -> RestoreOutcome {
         // None when bucket 0 was missing: the voucher was not admissible.
         remaining_before: bucket_zero
             .and_then(|zero| zero.remaining_before)
-            .and_then(|_| Some(outcomes.iter().filter_map(|outcome| outcome.remaining_before).sum::<u64>())),
+            .map(|_| outcomes.iter().filter_map(|outcome| outcome.remaining_before).sum::<u64>()),
         remaining_after: sum(|outcome| outcome.remaining_after),
         users_fixed: outcomes.iter().map(|outcome| outcome.users_fixed).sum(),
     }
