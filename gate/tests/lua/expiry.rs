@@ -54,18 +54,18 @@ async fn every_key_of_a_sale_expires_its_ttl_after_the_end(h: &Harness) {
     let gate = h.gate.clone().with_ended_sale_ttl(TTL);
     let ends_at = Utc::now() + chrono::Duration::milliseconds(1_500);
     let keys = gate.keys(busy_sale(&gate, ends_at).await);
-    let written = expiries(&h, &keys).await;
+    let written = expiries(h, &keys).await;
     assert_eq!(written.len(), 8, "the sale wrote every key: {written:?}");
     let expected = ends_at.timestamp_millis() + 1_000;
     assert!(written.iter().all(|(_, at)| *at == expected), "each expires at the end plus the TTL: {written:?}");
 
     // The cleaning itself: gone once Redis's clock passes that time.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    while !expiries(&h, &keys).await.is_empty() {
-        assert!(tokio::time::Instant::now() < deadline, "still there: {:?}", expiries(&h, &keys).await);
+    while !expiries(h, &keys).await.is_empty() {
+        assert!(tokio::time::Instant::now() < deadline, "still there: {:?}", expiries(h, &keys).await);
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert!(redis_now_ms(&h).await >= expected);
+    assert!(redis_now_ms(h).await >= expected);
 }
 
 async fn moving_the_end_moves_the_expiry_of_every_key(h: &Harness) {
@@ -76,18 +76,18 @@ async fn moving_the_end_moves_the_expiry_of_every_key(h: &Harness) {
     let extend = VoucherUpdated { voucher_id: v, paused: None, ends_at: Some(later), add_stock: 0 };
     gate.update_voucher(uuid::Uuid::now_v7(), &extend).await.expect("updates");
     let keys = gate.keys(v);
-    let moved = expiries(&h, &keys).await;
+    let moved = expiries(h, &keys).await;
     assert_eq!(moved.len(), 8, "{moved:?}");
     assert!(moved.iter().all(|(_, at)| *at == later.timestamp_millis() + 1_000), "{moved:?}");
 
     // Past the first end's expiry, the sale is still there and still sells.
     let first_expiry = first_end.timestamp_millis() + 1_000;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    while redis_now_ms(&h).await <= first_expiry {
+    while redis_now_ms(h).await <= first_expiry {
         assert!(tokio::time::Instant::now() < deadline, "Redis's clock stands still");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert_eq!(expiries(&h, &keys).await.len(), 8);
+    assert_eq!(expiries(h, &keys).await.len(), 8);
     assert!(matches!(
         gate.admit(v, &user("late-comer"), 1, OrderId::generate(), None).await.expect("admits"),
         seckill_gate::Admission::Admitted { .. }
@@ -100,15 +100,15 @@ async fn a_sale_over_and_expired_is_not_loaded_again_and_a_fence_of_an_unknown_v
     // The log's definition of a sale long over, delivered again.
     let old = definition(5, 1, (now - chrono::Duration::days(30), now - chrono::Duration::days(29)));
     assert!(!gate.load_voucher(&old).await.expect("answers"), "not loaded");
-    assert!(expiries(&h, &gate.keys(old.voucher_id)).await.is_empty(), "nothing written");
+    assert!(expiries(h, &gate.keys(old.voucher_id)).await.is_empty(), "nothing written");
 
     let unknown = VoucherId::generate();
     assert_eq!(
         gate.settle(unknown, &user("nobody"), OrderId::generate()).await.expect("settles"),
         Settlement::NotAdmitted
     );
-    let fenced = expiries(&h, &gate.keys(unknown)).await;
-    let now_ms = redis_now_ms(&h).await;
+    let fenced = expiries(h, &gate.keys(unknown)).await;
+    let now_ms = redis_now_ms(h).await;
     assert!(
         matches!(fenced.as_slice(), [(_, at)] if *at > now_ms && *at <= now_ms + 1_000),
         "the fence lasts the TTL: {fenced:?}"

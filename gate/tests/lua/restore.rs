@@ -86,7 +86,7 @@ async fn a_lost_voucher_is_restored_and_then_unchanged(h: &Harness) {
         (restored.action, restored.remaining_after, restored.users_fixed),
         (RestoreAction::Restored, Some(2), 2)
     );
-    assert_eq!(bought(&h, &h.gate, &state).await, HashMap::from([("a".to_owned(), 2), ("b".to_owned(), 1)]));
+    assert_eq!(bought(h, &h.gate, &state).await, HashMap::from([("a".to_owned(), 2), ("b".to_owned(), 1)]));
     let again = h.gate.restore(&state, RestoreMode::Check).await.expect("checks");
     assert_eq!(again.action, RestoreAction::Unchanged);
 
@@ -126,7 +126,7 @@ async fn what_redis_did_after_the_log_was_read_is_kept(h: &Harness) {
     assert_eq!(outcome.action, RestoreAction::Unchanged, "the stale log changes nothing: {outcome:?}");
     let after = h.gate.voucher(v).await.expect("reads").expect("there");
     assert_eq!(after, live);
-    assert_eq!(bought(&h, &h.gate, &stale).await, HashMap::from([("a".to_owned(), 2), ("d".to_owned(), 2)]));
+    assert_eq!(bought(h, &h.gate, &stale).await, HashMap::from([("a".to_owned(), 2), ("d".to_owned(), 2)]));
 
     // Even after a loss of everything but those records, the same counts.
     for key in [h.gate.keys(v).voucher, h.gate.keys(v).bought, h.gate.keys(v).orders] {
@@ -136,7 +136,7 @@ async fn what_redis_did_after_the_log_was_read_is_kept(h: &Harness) {
     assert_eq!(outcome.action, RestoreAction::Restored);
     let rebuilt = h.gate.voucher(v).await.expect("reads").expect("there");
     assert_eq!((rebuilt.stock, rebuilt.remaining), (8, 4));
-    assert_eq!(bought(&h, &h.gate, &stale).await, HashMap::from([("a".to_owned(), 2), ("d".to_owned(), 2)]));
+    assert_eq!(bought(h, &h.gate, &stale).await, HashMap::from([("a".to_owned(), 2), ("d".to_owned(), 2)]));
 }
 
 async fn a_sale_past_its_expiry_is_not_restored_and_what_is_left_of_it_goes(h: &Harness) {

@@ -13,11 +13,11 @@ use crate::{user, Harness};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Stop {
     /// Units taken from the giving bucket, nothing else.
-    AfterDebit,
+    Debited,
     /// The receiving bucket credited them too.
-    AfterSettle,
+    Settled,
     /// All three steps done.
-    AfterFinish,
+    Finished,
 }
 
 /// Another process's gate on the same Redis: it knows nothing of the
@@ -27,20 +27,20 @@ async fn another_process(h: &Harness) -> Gate {
 }
 
 async fn a_transfer_stopped_after_any_step_moves_each_unit_exactly_once(h: &Harness) {
-    for stop in [Stop::AfterDebit, Stop::AfterSettle, Stop::AfterFinish] {
+    for stop in [Stop::Debited, Stop::Settled, Stop::Finished] {
         let v = split_voucher(&h.gate, 10, 1, 2).await;
         let layout = h.gate.layout(v).await.expect("reads").expect("loaded");
         let transfer = Transfer::new(&h.gate, &layout, 0, 1);
         assert_eq!(transfer.debit(3).await.expect("debits"), 3, "{stop:?}");
         // A retried call (its answer was lost) takes nothing more.
         assert_eq!(transfer.debit(3).await.expect("debits again"), 3, "{stop:?}");
-        if stop != Stop::AfterDebit {
+        if stop != Stop::Debited {
             assert_eq!(transfer.settle(3).await.expect("settles"), TransferDecision::Credited);
         }
-        if stop == Stop::AfterFinish {
+        if stop == Stop::Finished {
             assert!(transfer.finish(TransferDecision::Credited).await.expect("finishes"));
         }
-        drop(transfer); // the process dies here
+        // The process dies here: nothing runs the remaining steps.
 
         let mid = levels(h, v).await;
         let counted: u64 = mid.iter().map(|l| l.remaining + l.in_transit).sum();
@@ -48,7 +48,7 @@ async fn a_transfer_stopped_after_any_step_moves_each_unit_exactly_once(h: &Harn
 
         let recoverer = another_process(h).await;
         let closed = recoverer.recover_transfers(&layout).await.expect("recovers");
-        assert_eq!(closed, u64::from(stop != Stop::AfterFinish), "{stop:?}");
+        assert_eq!(closed, u64::from(stop != Stop::Finished), "{stop:?}");
         assert_eq!(recoverer.recover_transfers(&layout).await.expect("recovers"), 0, "{stop:?}: once");
         let after = levels(h, v).await;
         assert_eq!(
