@@ -6,7 +6,7 @@ use futures::future::join_all;
 use seckill_core::OrderId;
 use seckill_gate::{Admission, Gate, Rejection, Transfer, TransferDecision};
 
-use crate::buckets::{levels, split_voucher, Level};
+use crate::buckets::{levels, split_voucher, users_in, Level};
 use crate::{user, Harness};
 
 /// Where a transfer is stopped.
@@ -112,6 +112,56 @@ async fn a_frozen_voucher_starts_no_transfer_until_thawed(h: &Harness) {
     assert_eq!(Transfer::new(&h.gate, &layout, 0, 1).debit(1).await.expect("debits"), 1);
 }
 
+/// Admissions that borrow, cut off wherever they are, as by a process killed
+/// with its calls in flight. Bucket 0 is sold dry first; then each round
+/// sends a few of its buyers (each must borrow) and aborts them after a
+/// different delay, from at once to a few milliseconds, so calls stop
+/// before, between and after the transfer scripts and the admission (the
+/// delay picks where the fault falls; nothing waits on it). Once another
+/// process has completed what was left pending, no unit was created or
+/// lost: the buckets' stock adds up to the voucher's, what they have left
+/// plus what was admitted is the stock, and the rest sells exactly.
+async fn borrowers_aborted_anywhere_create_or_lose_no_unit(h: &Harness) {
+    const STOCK: u64 = 40;
+    const SHARDS: u32 = 4;
+    const ROUNDS: u64 = 12;
+    let v = split_voucher(&h.gate, STOCK, 1, SHARDS).await;
+    let layout = h.gate.layout(v).await.expect("reads").expect("loaded");
+    let mut buyers = users_in(0, SHARDS, 10 + 3 * ROUNDS as usize, "aborted").into_iter();
+    for buyer in buyers.by_ref().take(10) {
+        let admitted = h.gate.admit(v, &buyer, 1, OrderId::generate(), None).await.expect("admits");
+        assert!(matches!(admitted, Admission::Admitted { .. }), "{admitted:?}");
+    }
+    for round in 0..ROUNDS {
+        let requests: Vec<_> = buyers
+            .by_ref()
+            .take(3)
+            .map(|buyer| {
+                let gate = h.gate.clone();
+                tokio::spawn(async move { gate.admit(v, &buyer, 1, OrderId::generate(), None).await })
+            })
+            .collect();
+        tokio::time::sleep(std::time::Duration::from_micros(round * 400)).await;
+        for request in &requests {
+            request.abort();
+        }
+        for request in requests {
+            let _ = request.await;
+        }
+    }
+    // Reading every bucket on the same connection lands behind any call an
+    // aborted request had already sent; then another process recovers.
+    levels(h, v).await;
+    another_process(h).await.recover_transfers(&layout).await.expect("recovers");
+    let after = levels(h, v).await;
+    assert!(after.iter().all(|level| level.in_transit == 0), "{after:?}");
+    assert_eq!(after.iter().map(|level| level.stock).sum::<u64>(), STOCK, "no unit created or lost: {after:?}");
+    let bought = h.gate.admission_snapshot(v).await.expect("reads").expect("loaded").bought;
+    let admitted: u64 = bought.values().sum();
+    assert_eq!(after.iter().map(|level| level.remaining).sum::<u64>() + admitted, STOCK, "{after:?}, {bought:?}");
+    sells_exactly(h, v, usize::try_from(STOCK - admitted).expect("small")).await;
+}
+
 crate::on_single_and_cluster! {
     single_only: [],
     both: [
@@ -119,5 +169,6 @@ crate::on_single_and_cluster! {
         a_transfer_to_a_lost_bucket_gives_its_units_back,
         concurrent_recoveries_complete_a_transfer_once,
         a_frozen_voucher_starts_no_transfer_until_thawed,
+        borrowers_aborted_anywhere_create_or_lose_no_unit,
     ],
 }
