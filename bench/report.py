@@ -125,6 +125,42 @@ def read_side(w, results, floor):
     w("")
 
 
+def hot_voucher(w, results, load, admit, floor):
+    """Scenario 10: one voucher, every order admitted, shards 1 and 8, on one
+    Redis and on a three-master cluster, with each part's CPU per admission."""
+    runs = [(topology, shards, load.get(f"hot_{topology}_{shards}"))
+            for topology in ("single", "cluster") for shards in (1, 8)]
+    runs = [(t, k, r) for t, k, r in runs if r]
+    if not runs:
+        return
+    cpu_path = results / "cpu.jsonl"
+    cpu = [json.loads(line) for line in cpu_path.read_text().splitlines()] if cpu_path.exists() else []
+    parts = ["redis", "redis_cluster", "ingress", "processor", "projector", "broker", "postgres"]
+    w("## Hot voucher: shards on one Redis and on a Redis Cluster")
+    w("")
+    w(f"Scenario 10: {runs[0][2]['requests']:,} distinct users order one unit each of one voucher whose stock")
+    w("covers them all (every order is admitted: the admission path, not the sold-out one), 64 connections, the")
+    w("voucher created with `shards` 1 or 8, on the single Redis and on a local Redis Cluster of three masters")
+    w("(no replicas, append-only file, all on this machine). Ratios are to this run's ceilings: `admit.lua` on one")
+    w("Redis (redis-benchmark) and the minimal warp handler. On two cores the cluster cannot be faster (its three")
+    w("masters, the services and the load generator share the same two cores): what this shows is the cost of the")
+    w("cluster and of buckets, per admission, not their speed-up; see docs/SCALING.md for what it means on more")
+    w("machines.")
+    w("")
+    w("| Redis | shards | admissions/s | × admit.lua ceiling | × warp floor | p99 | invariants | "
+      + " | ".join(f"{p} µs/adm" for p in parts) + " |")
+    w("|---|---|---|---|---|---|---|" + "---|" * len(parts))
+    for topology, shards, run in runs:
+        admitted = run["status_counts"].get("202", 0)
+        rate = admitted / run["elapsed_s"]
+        rows = {row["process"]: row for row in cpu if row["scenario"] == f"hot_{topology}_{shards}"}
+        cost = " | ".join(
+            f"{rows[p]['cpu_s'] / admitted * 1e6:.0f}" if p in rows and admitted else "-" for p in parts)
+        w(f"| {topology} | {shards} | {rate:,.0f} | {rate / admit['rate']:.2f} | {rate / floor['rate']:.2f} "
+          f"| {ms(run['latency']['p99_ms'])} | {'PASS' if run['invariants']['passed'] else 'FAIL'} | {cost} |")
+    w("")
+
+
 def main():
     results, notes = Path(sys.argv[1]), Path(sys.argv[2])
     machine = dict(line.split("=", 1) for line in (results / "machine.env").read_text().splitlines())
@@ -272,6 +308,9 @@ def main():
     w("")
     cpu = [json.loads(line) for line in (results / "cpu.jsonl").read_text().splitlines()]
     processes = list(dict.fromkeys(row["process"] for row in cpu))
+    # The Redis Cluster runs only during the hot-voucher scenario: no column without it.
+    if not any(row["cpu_s"] > 0.05 for row in cpu if row["process"] == "redis_cluster"):
+        processes = [p for p in processes if p != "redis_cluster"]
     w("| scenario | wall | " + " | ".join(processes) + " | load generator |")
     w("|---|---" + "|---" * len(processes) + "|---|")
     loadgen_cores = {
@@ -282,6 +321,7 @@ def main():
         "e2e_sqlite": [load.get("end_to_end_sqlite")],
         "burst_memory": [load.get("admission_burst_memory")],
         "e2e_memory": [load.get("end_to_end_memory")],
+        **{f"hot_{t}_{k}": [load.get(f"hot_{t}_{k}")] for t in ("single", "cluster") for k in (1, 8)},
     }
     for scenario in dict.fromkeys(row["scenario"] for row in cpu):
         rows = {row["process"]: row for row in cpu if row["scenario"] == scenario}
@@ -291,6 +331,7 @@ def main():
         generator = ", ".join(f"{run['loadgen_cores']:.2f}" for run in own if run) if own else "wrk (not measured)"
         w(f"| {scenario} | {wall:.1f} s | {cells} | {generator} |")
     w("")
+    hot_voucher(w, results, load, admit, floor)
     pg_path = results / "postgres.jsonl"
     pg_rows = [json.loads(line) for line in pg_path.read_text().splitlines()] if pg_path.exists() else []
     # The diagnostics run the broker on another engine: PostgreSQL idles then.
@@ -316,5 +357,19 @@ def main():
     print("\n".join(out))
 
 
+def hot_only():
+    """`report.py --hot RESULTS`: the hot-voucher section alone (a
+    `BENCH_ONLY=hot` run, which writes no BENCHMARKS.md)."""
+    results = Path(sys.argv[2])
+    load = {p.stem: json.loads(p.read_text()) for p in results.glob("*.json")}
+    out = []
+    hot_voucher(out.append, results, load, redis_benchmark(results / "redis_admit.csv"),
+                median_wrk(results, "warp_floor"))
+    print("\n".join(out))
+
+
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--hot"]:
+        hot_only()
+    else:
+        main()

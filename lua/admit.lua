@@ -1,14 +1,22 @@
 -- admit.lua: the flash-sale admission gate, one atomic call per order request.
 --
--- KEYS[1]  voucher hash  <prefix>:{v:<id>}:voucher  fields: stock, remaining, begins_ms, ends_ms, limit,
---                                                    paused ("1" while paused; absent or "0" otherwise),
---                                                    keys_expire_ms (the expiry KEYS[2], [3], [5] last got)
--- KEYS[2]  bought hash   <prefix>:{v:<id>}:bought   user id -> units admitted to that user
--- KEYS[3]  orders hash   <prefix>:{v:<id>}:orders   user id -> the user's latest admitted order id
--- KEYS[4]  retries hash  <prefix>:{v:<id>}:retries  "<user id>|<Idempotency-Key>" -> order id
--- KEYS[5]  admitted hash <prefix>:{v:<id>}:admitted order id -> "<user id>|<quantity>" of every admitted
---                                                    order, or "fenced" (settle.lua: never to be admitted)
--- KEYS[6]  outbox stream <prefix>:outbox            admitted orders not yet in the log
+-- The keys are one bucket's (a voucher not split into buckets has one,
+-- tagged {v:<id>}; bucket b of a split one is tagged {v:<id>:<b>:<n>}, shown
+-- here as {t}). A user's orders always go to the user's own bucket, so the
+-- per-user limit below is exact; a bucket that runs dry answers sold_out and
+-- the caller borrows units from the other buckets (transfer_*.lua).
+--
+-- KEYS[1]  voucher hash  <prefix>:{t}:voucher  fields: stock, remaining, begins_ms, ends_ms, limit,
+--                                              paused ("1" while paused; absent or "0" otherwise),
+--                                              keys_expire_ms (the expiry KEYS[2], [3], [5] last got),
+--                                              shards (buckets of the voucher; absent: 1)
+-- KEYS[2]  bought hash   <prefix>:{t}:bought   user id -> units admitted to that user
+-- KEYS[3]  orders hash   <prefix>:{t}:orders   user id -> the user's latest admitted order id
+-- KEYS[4]  retries hash  <prefix>:{t}:retries  "<user id>|<Idempotency-Key>" -> order id
+-- KEYS[5]  admitted hash <prefix>:{t}:admitted order id -> "<user id>|<quantity>" of every admitted
+--                                              order, or "fenced" (settle.lua: never to be admitted)
+-- KEYS[6]  outbox stream admitted orders not yet in the log: <prefix>:outbox on a single Redis;
+--                        on a Redis Cluster the bucket's own <prefix>:{t}:outbox, in the same slot
 -- ARGV[1]  user id
 -- ARGV[2]  quantity, an integer >= 1
 -- ARGV[3]  the order id to record when admitted
@@ -17,9 +25,12 @@
 -- ARGV[6]  voucher id: the record's Kafka key
 -- ARGV[7]  outbox bound: at this many entries nothing more is admitted
 -- ARGV[8]  milliseconds the voucher's keys outlive its sale: each key written expires at ends_ms + this
+-- ARGV[9]  the number of buckets the caller took the voucher to have (the user's bucket follows from it)
 --
 -- Returns a two-element array {code, detail}, both strings:
---   {"admitted", remaining_after}          stock and the user's count were taken
+--   {"admitted", remaining_after}          stock and the user's count were taken (or, for an order id
+--                                          this script admitted before, had been: a repeated call, e.g.
+--                                          a retry after a dropped connection, changes nothing)
 --   {"replayed", order_id}                 this key was admitted before; nothing changed
 --   {"unknown_voucher", ""}                no such voucher loaded
 --   {"not_started", begins_ms}             before the sale window
@@ -31,6 +42,8 @@
 --   {"backlog_full", entries}              the outbox is full (the log is down); nothing changed
 --   {"fenced", ""}                         settle.lua settled this order id as not admitted (this call
 --                                          arrived after its caller gave up); nothing changed
+--   {"wrong_shards", shards}               the voucher has this many buckets, not ARGV[9]: the caller
+--                                          picked the user's bucket from a wrong count; nothing changed
 --
 -- Every admitted order id is recorded in the admitted hash, so a caller
 -- whose call timed out can find out what happened (settle.lua), and a call
@@ -46,20 +59,35 @@
 -- restore.lua set the same time on the voucher's other keys).
 --
 -- The window is judged by the Redis server clock (TIME), one clock for every
--- ingress instance. The voucher's keys share one hash tag; the outbox is one
--- stream per Redis (on Redis Cluster it would have to be one per shard). The
--- script builds no key names itself.
-if #KEYS ~= 6 or #ARGV ~= 8 then
-  return redis.error_reply("admit.lua: expects 6 KEYS and 8 ARGV")
+-- ingress instance (on a cluster, the clock of the bucket's master: keep the
+-- masters' clocks synchronised). The bucket's keys share one hash tag, and
+-- so does its outbox on a cluster. The script builds no key names itself.
+if #KEYS ~= 6 or #ARGV ~= 9 then
+  return redis.error_reply("admit.lua: expects 6 KEYS and 9 ARGV")
 end
 local quantity = tonumber(ARGV[2])
 if not quantity or quantity < 1 or quantity ~= math.floor(quantity) then
   return redis.error_reply("admit.lua: quantity must be a positive integer")
 end
 
-local voucher = redis.call("HMGET", KEYS[1], "remaining", "begins_ms", "ends_ms", "limit", "paused", "keys_expire_ms")
+local voucher = redis.call("HMGET", KEYS[1],
+  "remaining", "begins_ms", "ends_ms", "limit", "paused", "keys_expire_ms", "shards")
 if not voucher[1] then
   return {"unknown_voucher", ""}
+end
+if (voucher[7] or "1") ~= ARGV[9] then
+  return {"wrong_shards", voucher[7] or "1"}
+end
+
+-- This order id was decided before: fenced stays fenced, and a call that
+-- runs again after admitting (its answer was lost and the client library
+-- sent it once more) is told so without taking anything twice.
+local recorded = redis.call("HGET", KEYS[5], ARGV[3])
+if recorded == "fenced" then
+  return {"fenced", ""}
+end
+if recorded then
+  return {"admitted", voucher[1]}
 end
 
 -- A retry of an admitted request gets its order back, whatever happened
@@ -102,10 +130,7 @@ if backlog >= tonumber(ARGV[7]) then
   return {"backlog_full", tostring(backlog)}
 end
 
--- The first write: an id fenced by settle.lua stops here, before anything changed.
-if redis.call("HSETNX", KEYS[5], ARGV[3], ARGV[1] .. "|" .. ARGV[2]) == 0 then
-  return {"fenced", ""}
-end
+redis.call("HSET", KEYS[5], ARGV[3], ARGV[1] .. "|" .. ARGV[2])
 redis.call("XADD", KEYS[6], "*", "key", ARGV[6], "record", ARGV[5])
 redis.call("HINCRBY", KEYS[1], "remaining", -quantity)
 redis.call("HINCRBY", KEYS[2], ARGV[1], quantity)

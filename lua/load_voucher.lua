@@ -1,28 +1,39 @@
--- load_voucher.lua: makes a voucher admissible, once.
+-- load_voucher.lua: makes a voucher bucket admissible, once. A voucher not
+-- split into buckets is its bucket 0 ({t} = {v:<id>}); a split one is loaded
+-- bucket by bucket, bucket 0 last, so a voucher whose bucket 0 is in Redis
+-- has all of its buckets.
 --
--- KEYS[1]  voucher hash   <prefix>:{v:<id>}:voucher
--- KEYS[2]  bought hash    <prefix>:{v:<id>}:bought
--- KEYS[3]  orders hash    <prefix>:{v:<id>}:orders
--- KEYS[4]  released set   <prefix>:{v:<id>}:released
--- KEYS[5]  retries hash   <prefix>:{v:<id>}:retries
--- KEYS[6]  updates set    <prefix>:{v:<id>}:updates
--- KEYS[7]  admitted hash  <prefix>:{v:<id>}:admitted
--- KEYS[8]  added hash     <prefix>:{v:<id>}:added
--- ARGV[1]  stock (integer >= 0)
+-- KEYS[1]  voucher hash   <prefix>:{t}:voucher
+-- KEYS[2]  bought hash    <prefix>:{t}:bought
+-- KEYS[3]  orders hash    <prefix>:{t}:orders
+-- KEYS[4]  released set   <prefix>:{t}:released
+-- KEYS[5]  retries hash   <prefix>:{t}:retries
+-- KEYS[6]  updates set    <prefix>:{t}:updates
+-- KEYS[7]  admitted hash  <prefix>:{t}:admitted
+-- KEYS[8]  added hash     <prefix>:{t}:added
+-- KEYS[9]  transfers hash <prefix>:{t}:transfers
+-- ARGV[1]  stock: the bucket's share of the voucher's units (integer >= 0)
 -- ARGV[2]  begins_ms (Unix milliseconds)
 -- ARGV[3]  ends_ms (Unix milliseconds, > begins_ms)
 -- ARGV[4]  per-user limit (integer >= 1)
 -- ARGV[5]  hold_seconds (integer >= 0): shown to readers, not used here
 -- ARGV[6]  milliseconds the voucher's keys outlive its sale (integer >= 1)
+-- ARGV[7]  shards: the voucher's number of buckets (integer >= 1)
+-- ARGV[8]  the voucher's units in all (the sum of every bucket's share)
+--
+-- A bucket of a split voucher also keeps shards and voucher_stock (the
+-- voucher's units in all, which update_voucher.lua grows with added stock);
+-- its stock is its allotment, which transfers between buckets move. A
+-- voucher of one bucket is written exactly as before buckets existed.
 --
 -- Returns 1 when the voucher was loaded, 0 when it already existed (nothing
 -- changes: loading again never resets a sale's remaining stock) or when its
 -- sale ended more than ARGV[6] ms ago by the Redis clock (its keys expired;
 -- a definition delivered again never brings an old sale back). Every key
--- of the voucher expires at ends_ms + ARGV[6]; KEYS[2..8] are passed so a
+-- of the voucher expires at ends_ms + ARGV[6]; KEYS[2..9] are passed so a
 -- key written before the voucher (a fence of settle.lua) gets that time too.
-if #KEYS ~= 8 or #ARGV ~= 6 then
-  return redis.error_reply("load_voucher.lua: expects 8 KEYS and 6 ARGV")
+if #KEYS ~= 9 or #ARGV ~= 8 then
+  return redis.error_reply("load_voucher.lua: expects 9 KEYS and 8 ARGV")
 end
 local ends = tonumber(ARGV[3])
 local ttl = tonumber(ARGV[6])
@@ -40,6 +51,9 @@ end
 redis.call("HSET", KEYS[1],
   "stock", ARGV[1], "remaining", ARGV[1],
   "begins_ms", ARGV[2], "ends_ms", ARGV[3], "limit", ARGV[4], "hold_seconds", ARGV[5])
+if ARGV[7] ~= "1" then
+  redis.call("HSET", KEYS[1], "shards", ARGV[7], "voucher_stock", ARGV[8])
+end
 for _, key in ipairs(KEYS) do
   redis.call("PEXPIREAT", key, ends + ttl)
 end

@@ -1,7 +1,9 @@
 -- release.lua: gives an admitted order's units back to the gate, exactly once.
 -- Used by the ingress when an admitted order cannot be published, and by the
 -- processor when it fails an order Redis had admitted, so the stock it took
--- can be sold again.
+-- can be sold again. The keys are those of the order's bucket, its user's
+-- own ({v:<id>} for a voucher not split into buckets), so the units go back
+-- where they were taken and the user's count is the one admit.lua checks.
 --
 -- KEYS[1]  voucher hash   <prefix>:{v:<id>}:voucher
 -- KEYS[2]  bought hash    <prefix>:{v:<id>}:bought

@@ -1,18 +1,22 @@
--- restore.lua: rebuilds one voucher's admission state from what the log (and
--- the outbox) say, atomically, while the platform keeps running
+-- restore.lua: rebuilds one voucher bucket's admission state from what the
+-- log (and the outbox) say, atomically, while the platform keeps running
 -- (`seckill reconcile`); or, in "check" mode, only says whether and how the
--- state in Redis differs.
+-- state in Redis differs. A voucher not split into buckets is its bucket 0
+-- ({t} = {v:<id>}); a split one is restored bucket by bucket, each with the
+-- orders of its own users and its allotment of the stock.
 --
--- KEYS[1]  voucher hash   <prefix>:{v:<id>}:voucher
--- KEYS[2]  bought hash    <prefix>:{v:<id>}:bought     user id -> units held
--- KEYS[3]  orders hash    <prefix>:{v:<id>}:orders     user id -> latest holding order
--- KEYS[4]  released set   <prefix>:{v:<id>}:released
--- KEYS[5]  retries hash   <prefix>:{v:<id>}:retries    (not in the log: kept, given the expiry)
--- KEYS[6]  updates set    <prefix>:{v:<id>}:updates
--- KEYS[7]  admitted hash  <prefix>:{v:<id>}:admitted   order id -> "<user id>|<quantity>", or "fenced"
--- KEYS[8]  added hash     <prefix>:{v:<id>}:added      update id -> units it added
+-- KEYS[1]  voucher hash   <prefix>:{t}:voucher
+-- KEYS[2]  bought hash    <prefix>:{t}:bought     user id -> units held
+-- KEYS[3]  orders hash    <prefix>:{t}:orders     user id -> latest holding order
+-- KEYS[4]  released set   <prefix>:{t}:released
+-- KEYS[5]  retries hash   <prefix>:{t}:retries    (not in the log: kept, given the expiry)
+-- KEYS[6]  updates set    <prefix>:{t}:updates
+-- KEYS[7]  admitted hash  <prefix>:{t}:admitted   order id -> "<user id>|<quantity>", or "fenced"
+-- KEYS[8]  added hash     <prefix>:{t}:added      update id -> units it added to this bucket
+-- KEYS[9]  transfers hash <prefix>:{t}:transfers  (not in the log: kept, given the expiry)
 -- ARGV[1]  "write" or "check"
--- ARGV[2]  stock: the definition's plus what the log's updates added
+-- ARGV[2]  stock: the bucket's allotment as of the log (unsplit: the
+--          definition's units plus what the log's updates added)
 -- ARGV[3]  begins_ms
 -- ARGV[4]  ends_ms, as the log's newest settings update has it
 -- ARGV[5]  per-user limit
@@ -22,10 +26,14 @@
 -- ARGV[9]  milliseconds the voucher's keys outlive its sale (integer >= 1)
 -- ARGV[10] R: how many released order ids follow
 -- ARGV[11] U: how many applied update ids follow them
--- ARGV[12 .. 11+R]         the order ids the log says gave their units back
--- ARGV[12+R .. 11+R+U]     the update ids in the log
--- ARGV[12+R+U ..]          every order the log and the outbox know, held or
---                          not, as triples: order id, user id, quantity
+-- ARGV[12] shards: the voucher's number of buckets
+-- ARGV[13] the voucher's units in all as of the log (written to a bucket of a
+--          split voucher as voucher_stock)
+-- ARGV[14 .. 13+R]         the order ids the log says gave their units back
+-- ARGV[14+R .. 13+R+U]     the update ids in the log
+-- ARGV[14+R+U ..]          every order of the bucket's users the log and the
+--                          outbox know, held or not, as triples: order id,
+--                          user id, quantity
 --
 -- What landed in Redis after the log was read stays, because this runs as
 -- one atomic step after whatever did, and counts it:
@@ -36,6 +44,9 @@
 --   * an update update_voucher.lua applied that the log did not have: its
 --     units (the added hash) stay added; a newer pause or end
 --     (settings_version) stays.
+-- Transfers between buckets are not in the log: the caller completes the
+-- ones under way and stops new ones before restoring a split voucher, and
+-- passes each bucket's allotment as of the log.
 --
 -- Returns {action, remaining_before, remaining_after, users_fixed}, strings:
 --   action "unchanged"  every field it would write is already so (the
@@ -47,8 +58,8 @@
 --                       nothing is restored ("write" removes what is left)
 --   remaining_before is "" when the voucher was missing; remaining_after is
 --   "" for "expired"; users_fixed counts users whose units differ.
-if #KEYS ~= 8 or #ARGV < 11 then
-  return redis.error_reply("restore.lua: expects 8 KEYS and at least 11 ARGV")
+if #KEYS ~= 9 or #ARGV < 13 then
+  return redis.error_reply("restore.lua: expects 9 KEYS and at least 13 ARGV")
 end
 local mode = ARGV[1]
 if mode ~= "write" and mode ~= "check" then
@@ -60,7 +71,8 @@ local update_count = tonumber(ARGV[11])
 if not ttl or ttl < 1 or not released_count or not update_count then
   return redis.error_reply("restore.lua: the TTL and the counts must be numbers")
 end
-local first_order = 12 + released_count + update_count
+local shards = ARGV[12]
+local first_order = 14 + released_count + update_count
 if first_order - 1 > #ARGV or (#ARGV - first_order + 1) % 3 ~= 0 then
   return redis.error_reply("restore.lua: the counts do not match the arguments")
 end
@@ -89,7 +101,8 @@ local function as_set(list)
 end
 
 local current = redis.call("HMGET", KEYS[1],
-  "stock", "remaining", "begins_ms", "ends_ms", "limit", "hold_seconds", "paused", "settings_version")
+  "stock", "remaining", "begins_ms", "ends_ms", "limit", "hold_seconds", "paused", "settings_version",
+  "shards", "voucher_stock")
 local existed = current[1] ~= false
 local before = current[2] or ""
 
@@ -110,7 +123,7 @@ end
 
 -- Given back: what the log says, and whatever release.lua did since.
 local log_released = {}
-for i = 12, 11 + released_count do
+for i = 14, 13 + released_count do
   log_released[#log_released + 1] = ARGV[i]
 end
 local in_redis_released = as_set(redis.call("SMEMBERS", KEYS[4]))
@@ -121,17 +134,20 @@ end
 
 -- Stock: the log's, plus the units of updates applied since it was read.
 local log_updates = {}
-for i = 12 + released_count, 11 + released_count + update_count do
+for i = 14 + released_count, 13 + released_count + update_count do
   log_updates[#log_updates + 1] = ARGV[i]
 end
 local known_updates = as_set(log_updates)
 local in_redis_updates = as_set(redis.call("SMEMBERS", KEYS[6]))
 local stock = tonumber(ARGV[2])
+local voucher_stock = tonumber(ARGV[13])
 for id in pairs(in_redis_updates) do
   if not known_updates[id] then
     stock = stock + tonumber(redis.call("HGET", KEYS[8], id) or "0")
+    voucher_stock = voucher_stock + tonumber(redis.call("HGET", KEYS[8], id .. ":total") or "0")
   end
 end
+local split = shards ~= "1"
 
 -- Holders: every order known and not given back, plus orders admitted
 -- since the log and the outbox were read.
@@ -174,6 +190,11 @@ for i = 1, #target do
 end
 same = same and tonumber(current[1]) == stock and tonumber(current[2]) == remaining
 same = same and (current[7] or "0") == paused and (current[8] or "") == version
+if split then
+  same = same and current[9] == shards and tonumber(current[10]) == voucher_stock
+else
+  same = same and not current[9] and not current[10]
+end
 local in_redis_bought = as_map(redis.call("HGETALL", KEYS[2]))
 local users_fixed = 0
 for user, units in pairs(bought) do
@@ -221,6 +242,11 @@ if write and not same then
     redis.call("HSET", KEYS[1], "settings_version", version)
   else
     redis.call("HDEL", KEYS[1], "settings_version")
+  end
+  if split then
+    redis.call("HSET", KEYS[1], "shards", shards, "voucher_stock", voucher_stock)
+  else
+    redis.call("HDEL", KEYS[1], "shards", "voucher_stock")
   end
   -- The holders' hashes may stay empty (gone): admit.lua sets their expiry.
   redis.call("HDEL", KEYS[1], "keys_expire_ms")

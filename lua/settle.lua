@@ -2,6 +2,7 @@
 -- final. The ingress calls it when its admit.lua call failed without an
 -- answer (a timeout, a dropped connection): the script may have run, or may
 -- still run later (the call is in flight, or queued behind a slow Redis).
+-- The keys are those of the bucket the call went to: the user's own.
 --
 -- KEYS[1]  voucher hash   <prefix>:{v:<id>}:voucher   (read: ends_ms)
 -- KEYS[2]  admitted hash  <prefix>:{v:<id>}:admitted  order id -> "<user id>|<quantity>", or "fenced"

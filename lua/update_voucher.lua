@@ -1,44 +1,53 @@
 -- update_voucher.lua: applies one admin update (VoucherUpdated) to the gate,
 -- exactly once. Both the ingress (at once) and the processor (following the
 -- log, so an update survives an ingress crash) call it with the same update.
+-- A voucher split into buckets gets the update in every bucket ({t} is the
+-- bucket's tag), each bucket applying it once; the added units are split
+-- between the buckets like the stock.
 --
--- KEYS[1]  voucher hash   <prefix>:{v:<id>}:voucher
--- KEYS[2]  updates set    <prefix>:{v:<id>}:updates   ids of the updates applied
--- KEYS[3]  bought hash    <prefix>:{v:<id>}:bought
--- KEYS[4]  orders hash    <prefix>:{v:<id>}:orders
--- KEYS[5]  released set   <prefix>:{v:<id>}:released
--- KEYS[6]  retries hash   <prefix>:{v:<id>}:retries
--- KEYS[7]  admitted hash  <prefix>:{v:<id>}:admitted
--- KEYS[8]  added hash     <prefix>:{v:<id>}:added     update id -> units it added (updates adding any)
+-- KEYS[1]  voucher hash   <prefix>:{t}:voucher
+-- KEYS[2]  updates set    <prefix>:{t}:updates   ids of the updates applied
+-- KEYS[3]  bought hash    <prefix>:{t}:bought
+-- KEYS[4]  orders hash    <prefix>:{t}:orders
+-- KEYS[5]  released set   <prefix>:{t}:released
+-- KEYS[6]  retries hash   <prefix>:{t}:retries
+-- KEYS[7]  admitted hash  <prefix>:{t}:admitted
+-- KEYS[8]  added hash     <prefix>:{t}:added     update id -> units it added to this bucket (and, in a
+--                                                bucket of a split voucher, "<update id>:total" -> to the voucher)
+-- KEYS[9]  transfers hash <prefix>:{t}:transfers
 -- ARGV[1]  update id: the record's event id, a UUIDv7, so ids of later
 --          updates compare greater as strings
 -- ARGV[2]  paused: "1", "0", or "" to leave it
 -- ARGV[3]  ends_ms: Unix milliseconds, or "" to leave it
--- ARGV[4]  units to add to stock and remaining (integer >= 0)
+-- ARGV[4]  units to add to this bucket's stock and remaining (integer >= 0)
 -- ARGV[5]  milliseconds the voucher's keys outlive its sale (integer >= 1)
+-- ARGV[6]  units the update adds to the whole voucher: added to voucher_stock
+--          when the bucket has one (a bucket of a split voucher)
 --
--- Returns {code, stock, remaining, paused, begins_ms, ends_ms}, all strings:
+-- Returns {code, stock, remaining, paused, begins_ms, ends_ms, voucher_stock},
+-- all strings (voucher_stock "" for a voucher not split):
 --   code "applied"          the update took effect now
 --   code "repeated"         it had been applied before; nothing changed
---   code "unknown_voucher"  no such voucher (the other fields are "")
+--   code "unknown_voucher"  no such voucher bucket (the other fields are "")
 -- Pause and end time only move to a newer update's values (settings_version),
 -- so an older update applied late never undoes a newer one; added units are
 -- added once per update id whatever the order, and recorded by id (KEYS[8]),
 -- so restore.lua can count an update applied after the log it restores from
--- was read. Every key of the voucher (KEYS[3..7] are passed for this alone)
+-- was read. Every key of the voucher (KEYS[3..7] and [9] are passed for this alone)
 -- then expires ARGV[5] ms after the sale's end as it now stands, so moving
 -- the end moves the cleaning; an end moved so far back that this time has
 -- passed removes the sale's keys.
-if #KEYS ~= 8 or #ARGV ~= 5 then
-  return redis.error_reply("update_voucher.lua: expects 8 KEYS and 5 ARGV")
+if #KEYS ~= 9 or #ARGV ~= 6 then
+  return redis.error_reply("update_voucher.lua: expects 9 KEYS and 6 ARGV")
 end
 local ttl = tonumber(ARGV[5])
 if not ttl or ttl < 1 then
   return redis.error_reply("update_voucher.lua: the TTL must be a number, at least 1")
 end
 local add = tonumber(ARGV[4])
-if not add or add < 0 or add ~= math.floor(add) then
-  return redis.error_reply("update_voucher.lua: units to add must be a non-negative integer")
+local add_total = tonumber(ARGV[6])
+if not add or add < 0 or add ~= math.floor(add) or not add_total or add_total < add then
+  return redis.error_reply("update_voucher.lua: units to add must be non-negative integers, the total at least the bucket's")
 end
 if ARGV[2] ~= "" and ARGV[2] ~= "0" and ARGV[2] ~= "1" then
   return redis.error_reply("update_voucher.lua: paused must be 1, 0 or empty")
@@ -48,12 +57,12 @@ if ARGV[3] ~= "" and not tonumber(ARGV[3]) then
 end
 
 local function state(code)
-  local v = redis.call("HMGET", KEYS[1], "stock", "remaining", "paused", "begins_ms", "ends_ms")
-  return {code, v[1], v[2], v[3] or "0", v[4], v[5]}
+  local v = redis.call("HMGET", KEYS[1], "stock", "remaining", "paused", "begins_ms", "ends_ms", "voucher_stock")
+  return {code, v[1], v[2], v[3] or "0", v[4], v[5], v[6] or ""}
 end
 
 if redis.call("EXISTS", KEYS[1]) == 0 then
-  return {"unknown_voucher", "", "", "", "", ""}
+  return {"unknown_voucher", "", "", "", "", "", ""}
 end
 if redis.call("SADD", KEYS[2], ARGV[1]) == 0 then
   return state("repeated")
@@ -62,6 +71,11 @@ if add > 0 then
   redis.call("HINCRBY", KEYS[1], "stock", add)
   redis.call("HINCRBY", KEYS[1], "remaining", add)
   redis.call("HSET", KEYS[8], ARGV[1], add)
+end
+if add_total > 0 and redis.call("HEXISTS", KEYS[1], "voucher_stock") == 1 then
+  redis.call("HINCRBY", KEYS[1], "voucher_stock", add_total)
+  -- For restore.lua, like the bucket's own share above.
+  redis.call("HSET", KEYS[8], ARGV[1] .. ":total", add_total)
 end
 local newest = redis.call("HGET", KEYS[1], "settings_version")
 if (ARGV[2] ~= "" or ARGV[3] ~= "") and (not newest or ARGV[1] > newest) then

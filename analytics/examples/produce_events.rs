@@ -51,6 +51,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 begins_at: now,
                 ends_at: now + chrono::Duration::hours(1),
                 hold_seconds: 0,
+                shards: 1,
             })
         } else if let Some(order) = pending.take() {
             Event::OrderCreated(OrderCreated { order, decided_at: now, remaining: 1_000_000 - (i as u64 / 2) })

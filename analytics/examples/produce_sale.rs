@@ -149,6 +149,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         begins_at,
         ends_at: begins_at + TimeDelta::hours(2),
         hold_seconds: HOLD_SECONDS as u32,
+        shards: 1,
     }))?;
 
     let mut random = Random(0x5EC0_0C1D_2026_1123);

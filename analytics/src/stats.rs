@@ -352,6 +352,7 @@ mod tests {
                 begins_at: at(-1_000),
                 ends_at: at(3_600_000),
                 hold_seconds: 0,
+                shards: 1,
             }));
             sale
         }

@@ -47,6 +47,10 @@ pub(crate) struct LoadgenArgs {
     /// Most units per user (L).
     #[arg(long, default_value_t = 1)]
     limit: u32,
+    /// Buckets to split the voucher's stock into (a hot voucher on a Redis
+    /// Cluster; 1 to 64).
+    #[arg(long, default_value_t = 1)]
+    shards: u32,
     /// Order requests to send (R).
     #[arg(long, default_value_t = 10_000)]
     requests: usize,
@@ -72,8 +76,11 @@ pub(crate) struct LoadgenArgs {
     #[arg(long)]
     processor_url: Option<String>,
     /// The gate's Redis, to compare its remaining stock.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "redis_cluster_nodes")]
     redis_url: Option<String>,
+    /// Or the seed nodes of the gate's Redis Cluster, comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    redis_cluster_nodes: Vec<String>,
     /// The platform's Redis key prefix.
     #[arg(long, default_value = "seckill")]
     redis_prefix: String,
@@ -108,6 +115,7 @@ pub(crate) async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
         credentials,
         stock: args.stock,
         per_user_limit: args.limit,
+        shards: args.shards,
         requests: args.requests,
         users: args.users,
         quantity: args.quantity,
@@ -117,8 +125,12 @@ pub(crate) async fn run(args: LoadgenArgs) -> anyhow::Result<()> {
         settle_timeout: Duration::from_secs(args.settle_seconds),
         visibility_sample: args.visibility_sample,
     };
-    let checks =
-        Checks { processor_url: args.processor_url, redis_url: args.redis_url, redis_prefix: args.redis_prefix };
+    let checks = Checks {
+        processor_url: args.processor_url,
+        redis_url: args.redis_url,
+        redis_cluster_nodes: args.redis_cluster_nodes,
+        redis_prefix: args.redis_prefix,
+    };
     let report = seckill_loadgen::run(&plan, &checks, !args.json).await.context("running the load")?;
     let text = if args.json { format!("{}\n", serde_json::to_string_pretty(&report)?) } else { report.to_string() };
     crate::output::emit(&text)?;

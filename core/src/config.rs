@@ -196,8 +196,12 @@ impl Validate for KafkaConfig {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RedisConfig {
-    /// `redis://host:port/db`.
+    /// `redis://host:port/db`: the one Redis, unless `cluster_nodes` is set.
     pub url: String,
+    /// Seed nodes of a Redis Cluster (`redis://host:port` each); when set,
+    /// the services speak to the cluster (`url` is then not used) and find
+    /// the other nodes from these. Empty: one Redis at `url`.
+    pub cluster_nodes: Vec<String>,
     /// Prepended to every key, so several platforms (or tests) share a server.
     pub key_prefix: String,
     /// How long a call may wait for Redis's answer (and a connection for
@@ -219,6 +223,7 @@ impl Default for RedisConfig {
     fn default() -> Self {
         Self {
             url: "redis://127.0.0.1:16379/".to_owned(),
+            cluster_nodes: Vec::new(),
             key_prefix: "seckill".to_owned(),
             response_timeout_ms: 2_000,
             ended_sale_ttl_seconds: DEFAULT_ENDED_SALE_TTL_SECONDS,
@@ -231,6 +236,17 @@ impl RedisConfig {
     pub fn new(url: impl Into<String>, key_prefix: impl Into<String>) -> Self {
         Self { url: url.into(), key_prefix: key_prefix.into(), ..Self::default() }
     }
+
+    /// A Redis Cluster reached through `seed_nodes`, under `key_prefix`,
+    /// with the default timeouts.
+    pub fn cluster(seed_nodes: Vec<String>, key_prefix: impl Into<String>) -> Self {
+        Self { cluster_nodes: seed_nodes, key_prefix: key_prefix.into(), ..Self::default() }
+    }
+
+    /// Whether the services speak to a Redis Cluster.
+    pub fn is_cluster(&self) -> bool {
+        !self.cluster_nodes.is_empty()
+    }
 }
 
 impl Validate for RedisConfig {
@@ -239,6 +255,12 @@ impl Validate for RedisConfig {
             self.url.starts_with("redis://") || self.url.starts_with("rediss://"),
             "redis.url",
             "must start with redis:// or rediss://",
+        )?;
+        ensure(self.cluster_nodes.len() <= 100, "redis.cluster_nodes", "must name at most 100 seed nodes")?;
+        ensure(
+            self.cluster_nodes.iter().all(|node| node.starts_with("redis://") || node.starts_with("rediss://")),
+            "redis.cluster_nodes",
+            "each must start with redis:// or rediss://",
         )?;
         ensure(
             !self.key_prefix.is_empty() && !self.key_prefix.contains(['{', '}', ' ']),
@@ -452,6 +474,18 @@ mod tests {
 
         let err = load::<Sample>(Some(&dir.path().join("absent.toml"))).expect_err("missing");
         assert!(matches!(err, ConfigError::MissingFile(_)));
+    }
+
+    #[test]
+    fn a_redis_cluster_is_named_by_its_seed_nodes() {
+        let overrides = [("redis.cluster_nodes", r#"["redis://127.0.0.1:7000", "redis://127.0.0.1:7001"]"#)];
+        let sample: Sample = load_with(None, &overrides).expect("loads");
+        assert!(sample.redis.is_cluster());
+        assert_eq!(sample.redis.cluster_nodes, vec!["redis://127.0.0.1:7000", "redis://127.0.0.1:7001"]);
+        assert!(!Sample::default().redis.is_cluster(), "one Redis unless seed nodes are given");
+        let error =
+            load_with::<Sample>(None, &[("redis.cluster_nodes", r#"["127.0.0.1:7000"]"#)]).expect_err("refused");
+        assert!(error.to_string().contains("redis.cluster_nodes"), "{error}");
     }
 
     #[test]

@@ -29,6 +29,8 @@ pub const MAX_QUANTITY: u32 = 10_000;
 pub const MAX_EVENT_BYTES: usize = 64 * 1024;
 /// Longest time a voucher may hold an unconfirmed order (seven days).
 pub const MAX_HOLD_SECONDS: u32 = 7 * 24 * 3600;
+/// Most buckets a voucher's stock may be split into (`shards`).
+pub const MAX_SHARDS: u32 = 64;
 
 /// One record on a topic: metadata plus the event itself.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -83,6 +85,21 @@ pub struct VoucherCreated {
     /// as `expired`; 0 (the default) keeps orders without confirmation.
     #[serde(default)]
     pub hold_seconds: u32,
+    /// Buckets the admission gate splits the stock into (1 to
+    /// [`MAX_SHARDS`]), each on its own Redis Cluster slot, so one hot
+    /// voucher is admitted by several Redis cores. Only the gate reads it:
+    /// decisions are per voucher whatever it is. Absent (records written
+    /// before it existed) means 1, and 1 is not written.
+    #[serde(default = "one_shard", skip_serializing_if = "is_one_shard")]
+    pub shards: u32,
+}
+
+fn one_shard() -> u32 {
+    1
+}
+
+fn is_one_shard(shards: &u32) -> bool {
+    *shards == 1
 }
 
 /// A change to a running sale. Each field left out stays as it was.
@@ -374,6 +391,7 @@ impl VoucherCreated {
         check(self.stock <= MAX_STOCK, "stock exceeds 1000000000")?;
         check((1..=MAX_QUANTITY).contains(&self.per_user_limit), "per_user_limit must be 1 to 10000")?;
         check(self.hold_seconds <= MAX_HOLD_SECONDS, "hold_seconds must be 0 to 604800")?;
+        check((1..=MAX_SHARDS).contains(&self.shards), "shards must be 1 to 64")?;
         check(within_supported_years(self.begins_at), "begins_at must be in the years 1970 to 9999")?;
         check(within_supported_years(self.ends_at), "ends_at must be in the years 1970 to 9999")?;
         check(self.ends_at > self.begins_at, "ends_at must be after begins_at")
@@ -523,5 +541,22 @@ mod tests {
             panic!("a voucher definition")
         };
         assert_eq!(voucher.hold_seconds, 0);
+        assert_eq!(voucher.shards, 1, "written before buckets existed: one bucket");
+    }
+
+    #[test]
+    fn one_bucket_is_not_written_and_more_round_trip() {
+        let old = br#"{"schema":1,"event_id":"0192f0c4-7a7e-7cc1-8000-000000000000","emitted_at":"2026-01-01T00:00:00Z","type":"VoucherCreated","voucher_id":"0192f0c4-7a7e-7cc1-8000-000000000001","stock":5,"per_user_limit":1,"begins_at":"2026-01-01T00:00:00Z","ends_at":"2026-01-02T00:00:00Z"}"#;
+        let Event::VoucherCreated(mut voucher) = Envelope::decode(old).expect("decodes").event else {
+            panic!("a voucher definition")
+        };
+        let json = serde_json::to_value(&voucher).expect("serializes");
+        assert!(json.get("shards").is_none(), "readers of the old schema see the same record: {json}");
+        voucher.shards = 8;
+        let written = Envelope::new(Event::VoucherCreated(voucher.clone())).encode();
+        let Event::VoucherCreated(read) = Envelope::decode(&written).expect("decodes").event else {
+            panic!("a voucher definition")
+        };
+        assert_eq!(read, voucher);
     }
 }

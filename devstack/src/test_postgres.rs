@@ -7,14 +7,11 @@
 //! directory when the process exits, however it exits: a test process never
 //! drops its statics, so nothing else would.
 
-use std::io::Write;
-use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
-use std::process::{ChildStdin, Command, Stdio};
 use std::sync::OnceLock;
 
 use crate::pg_admin::PgAdmin;
 use crate::postgres::{PgSettings, Postgres};
+use crate::watchdog::Watchdog;
 use crate::DevstackError;
 
 /// `postgres://postgres@127.0.0.1:PORT`: the server `scripts/test` started.
@@ -50,47 +47,10 @@ impl Shared {
             std::env::var_os("SECKILL_TEST_DIR").map(std::path::PathBuf::from).unwrap_or_else(std::env::temp_dir);
         let dir = base.join(format!("pg-{}", uuid::Uuid::now_v7().simple()));
         let postgres = Postgres::start(&dir, 0, PgSettings::TEST)?;
-        let watchdog = Watchdog::spawn(postgres.pid().unwrap_or_default(), dir)?;
+        // SIGINT: PostgreSQL's fast shutdown.
+        let watchdog = Watchdog::spawn("PostgreSQL", "INT", &[postgres.pid().unwrap_or_default()], dir)?;
         tracing::info!(server = postgres.admin().server_url(), "Started the tests' PostgreSQL server.");
         Ok(Self { admin: postgres.admin().clone(), _own: Some((postgres, watchdog)) })
-    }
-}
-
-/// A shell that waits for end of input on a pipe only this process holds
-/// open; the kernel closes it when the process exits, and the shell then
-/// shuts the server down (SIGINT: fast shutdown) and removes its directory.
-#[derive(Debug)]
-struct Watchdog {
-    _pipe: ChildStdin,
-}
-
-impl Watchdog {
-    /// The shell's script: `$1` the server's pid, `$2` its directory. It
-    /// waits at most 30 s for the server to exit before removing the
-    /// directory (an exited server nobody reaps still answers `kill -0`).
-    const SCRIPT: &str = r#"read -r _ || :
-kill -INT "$1" 2>/dev/null
-i=0
-while [ "$i" -lt 300 ] && kill -0 "$1" 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
-rm -rf "$2""#;
-
-    fn spawn(pid: u32, dir: PathBuf) -> Result<Self, DevstackError> {
-        let mut child = Command::new("sh")
-            .args(["-c", Self::SCRIPT, "sh"])
-            .arg(pid.to_string())
-            .arg(dir)
-            // Its own process group: a Ctrl-C on the test run must reach the
-            // test process, not kill the watchdog before it can act.
-            .process_group(0)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|source| DevstackError::Spawn { what: "the PostgreSQL watchdog".into(), source })?;
-        let mut pipe = child.stdin.take().expect("stdin was piped");
-        // Nothing is written until exit; a flush proves the pipe is open.
-        pipe.flush().map_err(|source| DevstackError::Spawn { what: "the PostgreSQL watchdog".into(), source })?;
-        Ok(Self { _pipe: pipe })
     }
 }
 

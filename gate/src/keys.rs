@@ -1,9 +1,10 @@
 //! Redis key layout.
 //!
-//! Every key of one voucher carries the hash tag `{v:<voucher id>}`, so a
-//! voucher's keys live in one Redis Cluster slot and one script can touch
-//! them all atomically. Scripts receive every key in KEYS; none is built in
-//! Lua.
+//! Every key of one voucher bucket carries the bucket's hash tag (bucket 0,
+//! the only one of a voucher that is not split: `{v:<voucher id>}`; see
+//! [`crate::Layout`] for the others), so a bucket's keys live in one Redis
+//! Cluster slot and one script can touch them all atomically. Scripts
+//! receive every key in KEYS; none is built in Lua.
 
 use seckill_core::{OrderId, UserId, VoucherId};
 
@@ -32,14 +33,22 @@ pub struct VoucherKeys {
     /// Hash: update id → units it added, for updates that added stock (so
     /// `restore.lua` can count an update applied after the log was read).
     pub added: String,
+    /// Hash: transfer id → its record in this bucket (`out|<to>|<units>|
+    /// pending|done|returned`, `in|<from>|<units>` or `fenced|<from>|<units>`):
+    /// the journal that makes transfers between buckets exactly-once.
+    pub transfers: String,
+    /// Stream: this bucket's outbox on a Redis Cluster (a single Redis has
+    /// one outbox for everything, [`outbox_key`]).
+    pub outbox: String,
 }
 
 /// The `admitted` value of an order id that was settled as not admitted.
 pub const FENCED: &str = "fenced";
 
 impl VoucherKeys {
-    /// Every key of the voucher.
-    pub fn all(&self) -> [&str; 8] {
+    /// Every key of the bucket that expires with its sale (not the outbox:
+    /// the relays remove an outbox once it is empty and its bucket gone).
+    pub fn all(&self) -> [&str; 9] {
         [
             &self.voucher,
             &self.bought,
@@ -49,12 +58,19 @@ impl VoucherKeys {
             &self.updates,
             &self.admitted,
             &self.added,
+            &self.transfers,
         ]
     }
 
-    /// The keys of `voucher` under `prefix`.
+    /// The keys of `voucher` (its bucket 0, the only one of a voucher not
+    /// split into buckets) under `prefix`.
     pub fn new(prefix: &str, voucher: VoucherId) -> Self {
-        let base = format!("{prefix}:{{v:{voucher}}}");
+        Self::tagged(prefix, &format!("v:{voucher}"))
+    }
+
+    /// The keys under `prefix` and the hash tag `{tag}`.
+    pub(crate) fn tagged(prefix: &str, tag: &str) -> Self {
+        let base = format!("{prefix}:{{{tag}}}");
         Self {
             voucher: format!("{base}:voucher"),
             bought: format!("{base}:bought"),
@@ -64,8 +80,22 @@ impl VoucherKeys {
             updates: format!("{base}:updates"),
             admitted: format!("{base}:admitted"),
             added: format!("{base}:added"),
+            transfers: format!("{base}:transfers"),
+            outbox: format!("{base}:outbox"),
         }
     }
+}
+
+/// What the outbox streams of a cluster are called: `<prefix>:{v:…}:outbox`,
+/// as a SCAN pattern.
+pub(crate) fn bucket_outbox_pattern(prefix: &str) -> String {
+    format!("{prefix}:{{v:*}}:outbox")
+}
+
+/// The voucher hash of the bucket whose outbox is `outbox` (same tag, so
+/// same slot), if `outbox` is a bucket's outbox.
+pub(crate) fn voucher_of_outbox(outbox: &str) -> Option<String> {
+    outbox.strip_suffix(":outbox").map(|base| format!("{base}:voucher"))
 }
 
 /// The record of an admitted order, readable by its id alone until the log
@@ -121,7 +151,7 @@ mod tests {
         let voucher = VoucherId::generate();
         let keys = VoucherKeys::new("t1", voucher);
         let tag = format!("{{v:{voucher}}}");
-        for key in keys.all() {
+        for key in keys.all().into_iter().chain([keys.outbox.as_str()]) {
             assert!(key.starts_with("t1:"), "{key}");
             assert_eq!(key.matches('{').count(), 1, "{key}");
             assert!(key.contains(&tag), "{key}");

@@ -24,6 +24,8 @@ pub struct VoucherAdmission {
     pub ends_ms: i64,
     pub limit: u32,
     pub hold_seconds: u32,
+    /// Buckets the gate splits the stock into.
+    pub shards: u32,
     pub paused: bool,
     /// The newest update whose settings apply, if any.
     pub settings_version: Option<Uuid>,
@@ -141,6 +143,7 @@ impl VoucherFold {
             ends_ms: self.ends_ms.unwrap_or_else(|| definition.ends_at.timestamp_millis()),
             limit: definition.per_user_limit,
             hold_seconds: definition.hold_seconds,
+            shards: definition.shards,
             paused: self.paused,
             settings_version: self.settings,
             updates,
@@ -167,6 +170,7 @@ mod tests {
             begins_at: now,
             ends_at: now + chrono::Duration::hours(1),
             hold_seconds: 0,
+            shards: 1,
         };
         let order = |user: &str, quantity| OrderAccepted {
             order_id: OrderId::generate(),

@@ -1,5 +1,8 @@
 //! What the read side asks of Redis: the server clock admission judges the
-//! sale window by, and admitted orders the log does not have yet.
+//! sale window by, admitted orders the log does not have yet, and sales as
+//! the gate holds them (every bucket of a voucher split across shards
+//! together: what it still admits is the sum of what each bucket has and
+//! what is in transit between two).
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -8,7 +11,8 @@ use chrono::{DateTime, Utc};
 use seckill_core::event::OrderAccepted;
 use seckill_core::{OrderId, VoucherId};
 
-use crate::keys::pending_order_key;
+use crate::keys::{bucket_outbox_pattern, pending_order_key};
+use crate::vouchers::available;
 use crate::Gate;
 
 /// A sale as the gate holds it: what admission decides by.
@@ -36,16 +40,42 @@ pub struct AdmissionSnapshot {
     pub bought: HashMap<String, u64>,
 }
 
-/// The voucher hash's fields, in the order [`SaleState`] reads them.
-const SALE_FIELDS: [&str; 7] = ["stock", "remaining", "begins_ms", "ends_ms", "limit", "paused", "hold_seconds"];
+/// The voucher hash's fields, in the order [`SaleState`] reads them, then
+/// those of a split voucher.
+const SALE_FIELDS: [&str; 10] = [
+    "stock",
+    "remaining",
+    "begins_ms",
+    "ends_ms",
+    "limit",
+    "paused",
+    "hold_seconds",
+    "shards",
+    "voucher_stock",
+    "in_transit",
+];
 
-type SaleFields = (Option<u64>, Option<u64>, Option<i64>, Option<i64>, Option<u32>, Option<String>, Option<u32>);
+type SaleFields = (
+    Option<u64>,
+    Option<u64>,
+    Option<i64>,
+    Option<i64>,
+    Option<u32>,
+    Option<String>,
+    Option<u32>,
+    Option<u32>,
+    Option<u64>,
+    Option<i64>,
+);
 
-fn sale(fields: SaleFields) -> Option<SaleState> {
-    let (stock, available, begins_ms, ends_ms, limit, paused, hold_seconds) = fields;
+/// The sale from bucket 0's fields and, for a split voucher, what the other
+/// buckets still have.
+fn sale(fields: SaleFields, others: u64) -> Option<SaleState> {
+    let (stock, remaining, begins_ms, ends_ms, limit, paused, hold_seconds, _, voucher_stock, in_transit) = fields;
+    remaining?;
     Some(SaleState {
-        stock: stock?,
-        available: available?,
+        stock: voucher_stock.or(stock)?,
+        available: available(remaining, in_transit).saturating_add(others),
         begins_at: DateTime::from_timestamp_millis(begins_ms?)?,
         ends_at: DateTime::from_timestamp_millis(ends_ms?)?,
         per_user_limit: limit?,
@@ -55,17 +85,42 @@ fn sale(fields: SaleFields) -> Option<SaleState> {
 }
 
 impl Gate {
-    /// The sales of `vouchers` (None: not in Redis), in one round trip.
+    /// The sales of `vouchers` (None: not in Redis): one round trip, and a
+    /// second for the other buckets of split vouchers.
     pub async fn sales(&self, vouchers: &[VoucherId]) -> redis::RedisResult<Vec<Option<SaleState>>> {
-        if vouchers.is_empty() {
-            return Ok(Vec::new());
+        let commands = vouchers
+            .iter()
+            .map(|voucher| {
+                let mut command = redis::cmd("HMGET");
+                command.arg(self.keys(*voucher).voucher).arg(&SALE_FIELDS);
+                command
+            })
+            .collect();
+        let replies: Vec<SaleFields> = self.redis.query_each(commands).await?;
+        let mut others = Vec::new();
+        let mut rest = Vec::new();
+        for (voucher, reply) in vouchers.iter().zip(&replies) {
+            let shards = reply.7.unwrap_or(1);
+            if reply.0.is_some() && shards > 1 {
+                let layout = self.layouts.learn(*voucher, shards);
+                for keys in layout.all_keys(&self.prefix).into_iter().skip(1) {
+                    let mut command = redis::cmd("HMGET");
+                    command.arg(&keys.voucher).arg(&["remaining", "in_transit"]);
+                    rest.push(command);
+                    others.push(*voucher);
+                }
+            }
         }
-        let mut pipe = redis::pipe();
-        for voucher in vouchers {
-            pipe.cmd("HMGET").arg(self.keys(*voucher).voucher).arg(&SALE_FIELDS);
+        let levels: Vec<(Option<u64>, Option<i64>)> = self.redis.query_each(rest).await?;
+        let mut elsewhere: HashMap<VoucherId, u64> = HashMap::new();
+        for (voucher, (remaining, in_transit)) in others.into_iter().zip(levels) {
+            *elsewhere.entry(voucher).or_default() += available(remaining, in_transit);
         }
-        let replies: Vec<SaleFields> = pipe.query_async(&mut self.redis.clone()).await?;
-        Ok(replies.into_iter().map(sale).collect())
+        Ok(vouchers
+            .iter()
+            .zip(replies)
+            .map(|(voucher, reply)| sale(reply, elsewhere.get(voucher).copied().unwrap_or(0)))
+            .collect())
     }
 
     /// The Redis server's clock (`TIME`): `admit.lua` judges every sale
@@ -76,22 +131,63 @@ impl Gate {
             .ok_or_else(|| redis::RedisError::from((redis::ErrorKind::Parse, "TIME answered an impossible time")))
     }
 
-    /// What Redis holds for `voucher` now: stock, remaining and units per
-    /// user (None: not loaded), read in one round trip.
+    /// What Redis holds for `voucher` now, every bucket together: stock,
+    /// remaining (with units in transit between buckets) and units per user
+    /// (None: not loaded).
     pub async fn admission_snapshot(&self, voucher: VoucherId) -> redis::RedisResult<Option<AdmissionSnapshot>> {
-        let keys = self.keys(voucher);
-        let ((stock, remaining), bought): ((Option<u64>, Option<u64>), HashMap<String, u64>) = redis::pipe()
-            .cmd("HMGET")
-            .arg(&keys.voucher)
-            .arg(&["stock", "remaining"])
-            .cmd("HGETALL")
-            .arg(&keys.bought)
-            .query_async(&mut self.redis.clone())
+        let Some(layout) = self.layout(voucher).await? else { return Ok(None) };
+        let all = layout.all_keys(&self.prefix);
+        let command = |name: &str, key: &str, fields: &[&str]| {
+            let mut command = redis::cmd(name);
+            command.arg(key).arg(fields);
+            command
+        };
+        type Figures = (Option<u64>, Option<u64>, Option<u64>, Option<i64>);
+        let figures: Vec<Figures> = self
+            .redis
+            .query_each(
+                all.iter()
+                    .map(|keys| command("HMGET", &keys.voucher, &["stock", "voucher_stock", "remaining", "in_transit"]))
+                    .collect(),
+            )
             .await?;
-        Ok(match (stock, remaining) {
-            (Some(stock), Some(remaining)) => Some(AdmissionSnapshot { stock, remaining, bought }),
-            _ => None,
-        })
+        let bought: Vec<HashMap<String, u64>> =
+            self.redis.query_each(all.iter().map(|keys| command("HGETALL", &keys.bought, &[])).collect()).await?;
+        let Some((Some(stock), voucher_stock, Some(_), _)) = figures.first().copied() else { return Ok(None) };
+        Ok(Some(AdmissionSnapshot {
+            stock: voucher_stock.unwrap_or(stock),
+            remaining: figures.iter().map(|(_, _, remaining, in_transit)| available(*remaining, *in_transit)).sum(),
+            bought: bought.into_iter().flatten().collect(),
+        }))
+    }
+
+    /// The records in the outbox (admitted, not yet published), oldest
+    /// first per outbox, at most `limit`: the one stream of a single Redis,
+    /// or every bucket's on a cluster.
+    pub async fn outbox_records(&self, limit: usize) -> redis::RedisResult<Vec<Vec<u8>>> {
+        let streams = match self.single_outbox() {
+            Some(stream) => vec![stream.to_owned()],
+            None => self.redis.scan(&bucket_outbox_pattern(&self.prefix), "stream").await?,
+        };
+        let mut records = Vec::new();
+        for stream in streams {
+            if records.len() >= limit {
+                break;
+            }
+            let reply: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
+                .arg(&stream)
+                .arg("-")
+                .arg("+")
+                .arg("COUNT")
+                .arg(limit - records.len())
+                .query_async(&mut self.redis.clone())
+                .await?;
+            records.extend(reply.ids.into_iter().filter_map(|entry| match entry.map.get("record") {
+                Some(redis::Value::BulkString(bytes)) => Some(bytes.clone()),
+                _ => None,
+            }));
+        }
+        Ok(records)
     }
 
     /// Keeps an admitted order readable by its id for `ttl`, until the log

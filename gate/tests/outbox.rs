@@ -114,9 +114,9 @@ async fn claiming_continues_past_a_head_of_entries_that_are_not_idle() {
     let claimer = h.relay("relay-claimer").await;
     let mut claimed = Vec::new();
     for _ in 0..6 {
-        claimed.extend(ids_of(&claimer.claim_idle(Duration::from_secs(60), 2).await.expect("claims")));
+        claimed.extend(claimer.claim_idle(Duration::from_secs(60), 2).await.expect("claims"));
     }
-    assert_eq!(claimed, stranded, "every stranded entry claimed once, none of the live relay's");
+    assert_eq!(ids_of(&claimed), stranded, "every stranded entry claimed once, none of the live relay's");
 
     // The scan wraps around: once those are published and removed, entries
     // stranded at the head are found again.
@@ -140,14 +140,15 @@ async fn consumers_of_gone_relays_leave_the_group_once_nothing_is_pending_for_th
     // holding entries.
     h.append(2).await;
     let published = gone_empty.read_new(2, BLOCK).await.expect("reads");
-    gone_empty.remove(&ids_of(&published)).await.expect("removes");
+    gone_empty.remove(&published).await.expect("removes");
     let stranded = h.append(3).await;
-    assert_eq!(ids_of(&gone_pending.read_new(10, BLOCK).await.expect("reads")), stranded);
+    let stranded_entries = gone_pending.read_new(10, BLOCK).await.expect("reads");
+    assert_eq!(ids_of(&stranded_entries), stranded);
     // The live relay has published what it read: nothing pending.
     h.append(1).await;
     let read = live.read_new(10, BLOCK).await.expect("reads");
     assert_eq!(read.len(), 1);
-    live.remove(&ids_of(&read)).await.expect("removes");
+    live.remove(&read).await.expect("removes");
 
     // None has been idle for an hour: nothing goes.
     assert!(live.retire_idle_consumers(Duration::from_secs(3600)).await.expect("retires").is_empty());
@@ -170,7 +171,7 @@ async fn consumers_of_gone_relays_leave_the_group_once_nothing_is_pending_for_th
     h.pend_as_if_idle("relay-gone-pending", &stranded, Duration::from_secs(3600)).await;
     let claimed = live.claim_idle(Duration::from_secs(60), 10).await.expect("claims");
     assert_eq!(ids_of(&claimed), stranded);
-    live.remove(&stranded).await.expect("removes");
+    live.remove(&stranded_entries).await.expect("removes");
     let deadline = Instant::now() + Duration::from_secs(5);
     let removed = loop {
         let removed = live.retire_idle_consumers(Duration::ZERO).await.expect("retires");
@@ -181,4 +182,120 @@ async fn consumers_of_gone_relays_leave_the_group_once_nothing_is_pending_for_th
     assert_eq!(removed, vec!["relay-gone-pending".to_owned()]);
     assert_eq!(h.consumers().await, vec![("relay-live".to_owned(), 0)], "the caller is never removed");
     assert_eq!(live.len().await.expect("len"), 0, "nothing was lost on the way");
+}
+
+/// Relays on a Redis Cluster: one outbox per voucher bucket, on every
+/// master, found and drained; a dead relay's entries claimed; outboxes of
+/// sales that are gone removed.
+mod across_shards {
+    use std::collections::{BTreeSet, HashMap};
+    use std::time::{Duration, Instant};
+
+    use chrono::Utc;
+    use seckill_core::config::RedisConfig;
+    use seckill_core::event::VoucherCreated;
+    use seckill_core::{Envelope, Event, OrderId, UserId, VoucherId};
+    use seckill_devstack::shared_test_cluster;
+    use seckill_gate::{Admission, Gate, Outbox, OutboxEntry, OutboxHints};
+
+    use super::BLOCK;
+
+    fn order_of(entry: &OutboxEntry) -> OrderId {
+        match Envelope::decode(&entry.record).expect("an event").event {
+            Event::OrderAccepted(order) => order.order_id,
+            other => panic!("not an order: {other:?}"),
+        }
+    }
+
+    async fn split_voucher(gate: &Gate, shards: u32) -> VoucherId {
+        let now = Utc::now();
+        let definition = VoucherCreated {
+            voucher_id: VoucherId::generate(),
+            stock: 1_000,
+            per_user_limit: 1,
+            begins_at: now - chrono::Duration::minutes(1),
+            ends_at: now + chrono::Duration::hours(1),
+            hold_seconds: 0,
+            shards,
+        };
+        assert!(gate.load_voucher(&definition).await.expect("loads"));
+        definition.voucher_id
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn every_outbox_on_every_master_is_relayed_and_a_dead_relays_entries_are_claimed() {
+        let cluster = shared_test_cluster().expect("the Redis Cluster starts (run scripts/setup)");
+        let prefix = format!("relay{}", &uuid::Uuid::now_v7().simple().to_string()[20..]);
+        let config = RedisConfig::cluster(cluster.seed_urls(), prefix.clone());
+        let gate = Gate::connect(&config).await.expect("connects");
+        let vouchers = [split_voucher(&gate, 4).await, split_voucher(&gate, 4).await, split_voucher(&gate, 1).await];
+        let mut admitted = BTreeSet::new();
+        for i in 0..60 {
+            let voucher = vouchers[i % 3];
+            let (order, user) = (OrderId::generate(), UserId::parse(&format!("u{i}")).expect("valid"));
+            assert!(matches!(
+                gate.admit(voucher, &user, 1, order, None).await.expect("admits"),
+                Admission::Admitted { .. }
+            ));
+            admitted.insert(order);
+        }
+        // The outboxes are where their buckets are: on every master.
+        let mut masters = BTreeSet::new();
+        for voucher in vouchers {
+            let layout = gate.layout(voucher).await.expect("reads").expect("loaded");
+            for bucket in 0..layout.shards() {
+                masters.insert(cluster.master_of(layout.slot(bucket)).expect("a master serves it"));
+            }
+        }
+        assert_eq!(masters.len(), 3, "the buckets span the three masters");
+
+        // A relay reads a first batch and dies without acknowledging it.
+        let dead = Outbox::connect(&config, "relay-dead", BLOCK).await.expect("connects");
+        assert_eq!(dead.streams().len(), 9, "found by walking every master: {:?}", dead.streams());
+        let stranded = dead.read_new(7, BLOCK).await.expect("reads");
+        assert_eq!(stranded.len(), 7);
+
+        // A live relay drains the rest, then claims the dead one's once idle.
+        let live = Outbox::connect(&config, "relay-live", BLOCK).await.expect("connects");
+        let mut relayed: HashMap<OrderId, usize> = HashMap::new();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while relayed.len() < admitted.len() {
+            assert!(Instant::now() < deadline, "relayed {} of {}", relayed.len(), admitted.len());
+            let mut batch = live.read_new(10, BLOCK).await.expect("reads");
+            batch.extend(live.claim_idle(Duration::from_millis(200), 10).await.expect("claims"));
+            for entry in &batch {
+                *relayed.entry(order_of(entry)).or_default() += 1;
+            }
+            live.remove(&batch).await.expect("removes");
+        }
+        assert_eq!(relayed.keys().copied().collect::<BTreeSet<_>>(), admitted);
+        assert!(relayed.values().all(|times| *times == 1), "each entry relayed once: {relayed:?}");
+        assert_eq!(live.len().await.expect("len"), 0, "every outbox drained");
+
+        // An ingress's own admissions are read at once, through its hints,
+        // from an outbox no walk has found yet.
+        let hints = OutboxHints::new();
+        let hinting = gate.clone().with_outbox_hints(hints.clone());
+        let relay = Outbox::connect(&config, "relay-hinted", BLOCK).await.expect("connects").with_hints(hints);
+        assert!(relay.read_new(10, BLOCK).await.expect("reads").is_empty(), "the first full read");
+        let fresh = split_voucher(&gate, 1).await;
+        let order = OrderId::generate();
+        let buyer = UserId::parse("hinted").expect("valid");
+        assert!(matches!(
+            hinting.admit(fresh, &buyer, 1, order, None).await.expect("admits"),
+            Admission::Admitted { .. }
+        ));
+        let read = relay.read_new(10, Duration::from_millis(900)).await.expect("reads");
+        assert_eq!(read.iter().map(order_of).collect::<Vec<_>>(), vec![order]);
+        relay.remove(&read).await.expect("removes");
+
+        // The sale's keys expire: its empty outbox goes at the next walk.
+        let keys = gate.keys(fresh);
+        let mut connection = gate.connection().clone();
+        let _: () = redis::cmd("DEL").arg(&keys.voucher).query_async(&mut connection).await.expect("DEL");
+        relay.discover().await.expect("walks");
+        let left: u32 = redis::cmd("EXISTS").arg(&keys.outbox).query_async(&mut connection).await.expect("EXISTS");
+        assert_eq!(left, 0);
+        assert!(!relay.streams().contains(&keys.outbox));
+    }
 }

@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use crate::live::{self, Live};
 use crate::relay::Relay;
 use crate::sold_out::SoldOutMemo;
-use seckill_gate::{Gate, Outbox};
+use seckill_gate::{Gate, Outbox, OutboxHints};
 
 /// Most vouchers the sold-out memo remembers at once.
 const SOLD_OUT_MEMO_CAPACITY: usize = 10_000;
@@ -59,23 +59,29 @@ impl App {
     /// topics), and binds the HTTP listener.
     pub async fn build(config: IngressConfig, deps: Dependencies) -> Result<Self, IngressError> {
         let metrics = AdmissionMetrics::register(&deps.registry);
+        // The gate tells the relay which outboxes admissions wrote to (on a
+        // cluster, where the relay cannot block on them all).
+        let hints = OutboxHints::new();
         let gate = Gate::connect(&config.redis)
             .await?
             .with_metrics(metrics.clone())
-            .with_outbox_limit(config.max_outbox_entries);
+            .with_outbox_limit(config.max_outbox_entries)
+            .with_outbox_hints(hints.clone());
 
         register_start_time(&deps.registry, "ingress");
         let (topics, producer) = seckill_kafka::connect(&config.kafka).await?;
         let producer = producer.with_in_flight_gauge(metrics.produce_in_flight.clone());
         let relay_name = format!("ingress-{}", uuid::Uuid::now_v7().simple());
         let relay = Relay {
-            outbox: Outbox::connect(&config.redis, &relay_name, RELAY_READ_BLOCK).await?,
+            outbox: Outbox::connect(&config.redis, &relay_name, RELAY_READ_BLOCK).await?.with_hints(hints),
             producer: producer.clone(),
             topics: topics.clone(),
             metrics: metrics.clone(),
             claim_idle: Duration::from_millis(config.outbox_claim_idle_ms),
             retire_consumer_after: Duration::from_millis(config.outbox_retire_consumer_ms),
+            discover_every: Duration::from_millis(config.outbox_discovery_ms),
         };
+        metrics.outbox_streams.set(i64::try_from(relay.outbox.streams().len()).unwrap_or(i64::MAX));
 
         if config.auth.insecure_dev_user_header {
             tracing::warn!(

@@ -33,8 +33,10 @@ pub struct IngressConfig {
     /// How long a sell-out seen in Redis is answered from memory (0: never):
     /// also the longest a returned unit can go unnoticed.
     pub sold_out_memo_ms: u64,
-    /// Most admitted orders the Redis outbox may hold before new orders are
-    /// refused with `503` (the log is down or far behind).
+    /// Most admitted orders an outbox may hold before new orders are
+    /// refused with `503` (the log is down or far behind): on a single Redis
+    /// its one outbox, so the whole backlog; on a Redis Cluster each voucher
+    /// bucket's own outbox.
     pub max_outbox_entries: u64,
     /// How long an outbox entry may stay unacknowledged by the relay that
     /// read it before another relay publishes it (its process died).
@@ -42,6 +44,10 @@ pub struct IngressConfig {
     /// How long a relay consumer with no pending entry may stay idle in the
     /// outbox group before a live relay removes it (its process is gone).
     pub outbox_retire_consumer_ms: u64,
+    /// On a Redis Cluster, how often the relay walks every master for
+    /// outboxes (those its own ingress writes to it reads at once): how late
+    /// the orders of an ingress that died before relaying them may be found.
+    pub outbox_discovery_ms: u64,
     /// How long an admin's `Idempotency-Key` is remembered: a retry within
     /// it completes the first request's change and answers its answer.
     pub admin_idempotency_ttl_seconds: u64,
@@ -63,6 +69,7 @@ impl Default for IngressConfig {
             max_outbox_entries: 100_000,
             outbox_claim_idle_ms: 5_000,
             outbox_retire_consumer_ms: 600_000,
+            outbox_discovery_ms: 5_000,
             admin_idempotency_ttl_seconds: 86_400,
         }
     }
@@ -90,6 +97,7 @@ impl Validate for IngressConfig {
             "outbox_retire_consumer_ms",
             "must be 10000 to 86400000",
         )?;
+        ensure((100..=600_000).contains(&self.outbox_discovery_ms), "outbox_discovery_ms", "must be 100 to 600000")?;
         ensure(
             (60..=30 * 86_400).contains(&self.admin_idempotency_ttl_seconds),
             "admin_idempotency_ttl_seconds",

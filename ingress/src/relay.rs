@@ -1,6 +1,12 @@
 //! The outbox relay: publishes admitted orders from the Redis outbox to the
 //! sales topic, and only then removes them.
 //!
+//! On a single Redis there is one outbox; on a Redis Cluster one per voucher
+//! bucket, which the relay reads as its own ingress's admissions write them
+//! and finds by walking every master every `discover_every` (see
+//! `seckill_gate::Outbox`), so outboxes written by ingresses that died are
+//! relayed too.
+//!
 //! One batch at a time: a batch is retried until every record of it is
 //! acknowledged, and no new entries are read meanwhile, so a broker outage
 //! makes the backlog grow in Redis (bounded by the gate's outbox limit, past
@@ -39,6 +45,8 @@ pub(crate) struct Relay {
     /// How long a consumer with nothing pending stays idle before it is
     /// taken for a dead relay's and removed.
     pub(crate) retire_consumer_after: Duration,
+    /// How often every master of a cluster is walked for outboxes.
+    pub(crate) discover_every: Duration,
 }
 
 impl Relay {
@@ -48,7 +56,12 @@ impl Relay {
     pub(crate) async fn run(self, shutdown: CancellationToken) {
         let mut last_claim = Instant::now() - CLAIM_EVERY;
         let mut last_retire = Instant::now();
+        let mut last_discovery = Instant::now();
         while !shutdown.is_cancelled() {
+            if self.outbox.is_cluster() && last_discovery.elapsed() >= self.discover_every {
+                last_discovery = Instant::now();
+                self.discover().await;
+            }
             if last_retire.elapsed() >= RETIRE_EVERY {
                 last_retire = Instant::now();
                 self.retire_dead_consumers().await;
@@ -88,6 +101,15 @@ impl Relay {
         tracing::info!("Outbox relay stopped.");
     }
 
+    /// Walks the cluster's masters for outboxes; a failure is only logged
+    /// (the outboxes known are still drained) and retried at the next round.
+    async fn discover(&self) {
+        match self.outbox.discover().await {
+            Ok(streams) => self.metrics.outbox_streams.set(i64::try_from(streams).unwrap_or(i64::MAX)),
+            Err(error) => tracing::warn!(%error, "Could not walk the Redis Cluster for outboxes; retrying."),
+        }
+    }
+
     /// Removes the consumers dead relays left in the group; a failure is
     /// only logged (they harm nothing but the group's size) and retried at
     /// the next round.
@@ -113,7 +135,7 @@ impl Relay {
                 match result {
                     Ok(took) => {
                         self.metrics.produce_duration.observe(took.as_secs_f64());
-                        published.push(entry.id);
+                        published.push(entry);
                     }
                     Err(error) => {
                         self.metrics.produce_errors.inc();

@@ -4,7 +4,9 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use futures::stream::{self, StreamExt};
+use seckill_core::config::RedisConfig;
 use seckill_core::UserId;
+use seckill_gate::Gate;
 use serde_json::Value;
 
 use crate::run::{Checks, LoadgenError};
@@ -121,8 +123,8 @@ pub(crate) async fn remaining(
 ) -> Result<(Option<u64>, Option<u64>), LoadgenError> {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     loop {
-        let redis = match &checks.redis_url {
-            Some(url) => Some(redis_remaining(url, &checks.redis_prefix, voucher).await?),
+        let redis = match redis_config(checks) {
+            Some(config) => Some(redis_remaining(&config, voucher).await?),
             None => None,
         };
         let persistent = match &checks.processor_url {
@@ -140,11 +142,20 @@ pub(crate) async fn remaining(
     }
 }
 
-async fn redis_remaining(url: &str, prefix: &str, voucher: &str) -> Result<u64, LoadgenError> {
-    let client = redis::Client::open(url)?;
-    let mut connection = client.get_multiplexed_async_connection().await?;
+/// The gate's Redis (or Redis Cluster), when the checks name one.
+fn redis_config(checks: &Checks) -> Option<RedisConfig> {
+    if !checks.redis_cluster_nodes.is_empty() {
+        return Some(RedisConfig::cluster(checks.redis_cluster_nodes.clone(), checks.redis_prefix.clone()));
+    }
+    Some(RedisConfig::new(checks.redis_url.clone()?, checks.redis_prefix.clone()))
+}
+
+/// What the gate still admits of `voucher`: every bucket together.
+async fn redis_remaining(config: &RedisConfig, voucher: &str) -> Result<u64, LoadgenError> {
+    let gate = Gate::connect(config).await?;
     let voucher_id = voucher.parse().map_err(|e| LoadgenError::Invalid(format!("voucher id {voucher}: {e}")))?;
-    let key = seckill_gate::VoucherKeys::new(prefix, voucher_id).voucher;
-    let remaining: Option<u64> = redis::cmd("HGET").arg(key).arg("remaining").query_async(&mut connection).await?;
-    remaining.ok_or_else(|| LoadgenError::Invalid(format!("Redis has no voucher {voucher} under prefix {prefix}")))
+    let remaining = gate.remaining(voucher_id).await?;
+    remaining.ok_or_else(|| {
+        LoadgenError::Invalid(format!("Redis has no voucher {voucher} under prefix {}", config.key_prefix))
+    })
 }

@@ -29,6 +29,8 @@ pub struct Plan {
     pub stock: u64,
     /// Most units per user (L).
     pub per_user_limit: u32,
+    /// Buckets the gate splits the voucher's stock into (1: not split).
+    pub shards: u32,
     /// Order requests to send (R).
     pub requests: usize,
     /// Distinct users (U); request i is sent by user i mod U, so R > U

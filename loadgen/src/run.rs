@@ -26,6 +26,8 @@ pub struct Checks {
     pub processor_url: Option<String>,
     /// The gate's Redis, for its remaining stock.
     pub redis_url: Option<String>,
+    /// Or the seed nodes of the gate's Redis Cluster.
+    pub redis_cluster_nodes: Vec<String>,
     /// The platform's Redis key prefix.
     pub redis_prefix: String,
 }
@@ -182,12 +184,15 @@ async fn invariants(
 
 async fn create_voucher(http: &reqwest::Client, plan: &Plan) -> Result<String, LoadgenError> {
     let now = chrono::Utc::now();
-    let body = json!({
+    let mut body = json!({
         "stock": plan.stock,
         "per_user_limit": plan.per_user_limit,
         "begins_at": now - chrono::Duration::seconds(1),
         "ends_at": now + chrono::Duration::hours(1),
     });
+    if plan.shards != 1 {
+        body["shards"] = plan.shards.into();
+    }
     let mut request = http.post(format!("{}/api/v1/vouchers", plan.base_url)).json(&body);
     if let Some(token) = &plan.admin_token {
         request = request.bearer_auth(token);

@@ -388,6 +388,7 @@ mod tests {
             begins_at: now,
             ends_at: now + chrono::Duration::hours(1),
             hold_seconds: 0,
+            shards: 1,
         };
         let (older, newer) = (Uuid::now_v7(), Uuid::now_v7());
         let pause =

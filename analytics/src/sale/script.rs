@@ -50,6 +50,7 @@ impl Script {
             begins_at: at(-1_000),
             ends_at: at(3_600_000),
             hold_seconds: hold,
+            shards: 1,
         }));
         script
     }

@@ -145,6 +145,12 @@ pub struct AdmissionMetrics {
     pub outbox_entries: IntGauge,
     /// `seckill_outbox_published_total`: outbox entries published and removed.
     pub outbox_published: IntCounter,
+    /// `seckill_outbox_streams`: outbox streams this ingress's relay drains
+    /// (one on a single Redis; one per voucher bucket in use on a cluster).
+    pub outbox_streams: IntGauge,
+    /// `seckill_gate_transfers_total{outcome}`: transfers of units between a
+    /// hot voucher's buckets, by [`TransferOutcome`].
+    pub transfers: IntCounterVec,
     /// `seckill_requests_refused_total{reason}`: requests turned away before
     /// any work, by [`RefusalReason`].
     pub refused: IntCounterVec,
@@ -171,6 +177,30 @@ impl RefusalReason {
             Self::Forbidden => "forbidden",
             Self::RateLimitedUser => "rate_limited_user",
             Self::RateLimitedIp => "rate_limited_ip",
+        }
+    }
+}
+
+/// What became of a transfer between buckets (the `outcome` label).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TransferOutcome {
+    /// Units moved to a bucket that ran dry, by the request that needed them.
+    Moved,
+    /// A transfer its starter did not finish (it died, or its call failed),
+    /// completed by another.
+    Recovered,
+    /// Units given back to the bucket they came from: the receiving bucket
+    /// was not in Redis.
+    Returned,
+}
+
+impl TransferOutcome {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Moved => "moved",
+            Self::Recovered => "recovered",
+            Self::Returned => "returned",
         }
     }
 }
@@ -232,6 +262,27 @@ impl AdmissionMetrics {
                     "seckill_outbox_published_total",
                     "Outbox entries published to the log and removed.",
                 ))
+                .expect("valid metric"),
+            ),
+            outbox_streams: register(
+                registry,
+                IntGauge::with_opts(opts(
+                    service,
+                    "seckill_outbox_streams",
+                    "Outbox streams the relay drains: one on a single Redis, one per voucher bucket on a cluster.",
+                ))
+                .expect("valid metric"),
+            ),
+            transfers: register(
+                registry,
+                IntCounterVec::new(
+                    opts(
+                        service,
+                        "seckill_gate_transfers_total",
+                        "Transfers of units between the buckets of a voucher split across shards, by outcome.",
+                    ),
+                    &["outcome"],
+                )
                 .expect("valid metric"),
             ),
             refused: register(

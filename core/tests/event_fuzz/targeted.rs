@@ -8,7 +8,7 @@ use seckill_core::decision::StockLevel;
 use seckill_core::event::{
     CancelReason, Envelope, Event, EventError, FailReason, OrderAccepted, OrderCancelled, OrderConfirmed, OrderCreated,
     OrderFailed, OrderRequest, VoucherCreated, VoucherUpdated, MAX_EVENT_BYTES, MAX_HOLD_SECONDS, MAX_QUANTITY,
-    MAX_STOCK, SCHEMA_VERSION,
+    MAX_SHARDS, MAX_STOCK, SCHEMA_VERSION,
 };
 use seckill_core::ids::MAX_USER_ID_LEN;
 use seckill_core::UserId;
@@ -37,6 +37,7 @@ fn fixture_voucher() -> VoucherCreated {
         begins_at: at("2026-11-21T10:00:00Z"),
         ends_at: at("2026-11-21T11:00:00Z"),
         hold_seconds: 0,
+        shards: 1,
     }
 }
 
@@ -145,6 +146,9 @@ fn per_user_limit_outside_one_to_max_is_refused() {
     }
     let hold_seconds = MAX_HOLD_SECONDS + 1;
     assert_out_of_range(Event::VoucherCreated(VoucherCreated { hold_seconds, ..fixture_voucher() }));
+    for shards in [0, MAX_SHARDS + 1] {
+        assert_out_of_range(Event::VoucherCreated(VoucherCreated { shards, ..fixture_voucher() }));
+    }
 }
 
 #[test]

@@ -137,8 +137,8 @@ pub(crate) fn fail_reason() -> impl Strategy<Value = FailReason> {
 }
 
 pub(crate) fn voucher_created() -> impl Strategy<Value = Event> {
-    (voucher_id(), stock(), quantity(), hold_seconds(), ordered_instants(sale_start(), true)).prop_map(
-        |(voucher_id, stock, per_user_limit, hold_seconds, (begins_at, ends_at))| {
+    (voucher_id(), stock(), quantity(), hold_seconds(), 1u32..=64, ordered_instants(sale_start(), true)).prop_map(
+        |(voucher_id, stock, per_user_limit, hold_seconds, shards, (begins_at, ends_at))| {
             Event::VoucherCreated(VoucherCreated {
                 voucher_id,
                 stock,
@@ -146,6 +146,7 @@ pub(crate) fn voucher_created() -> impl Strategy<Value = Event> {
                 begins_at,
                 ends_at,
                 hold_seconds,
+                shards,
             })
         },
     )

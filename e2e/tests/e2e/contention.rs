@@ -43,7 +43,7 @@ async fn two_processors_on_cql_sell_exactly_the_stock() {
 
 /// `users` distinct buyers plus `repeaters` of them again, all at once, on
 /// one voucher of STOCK units: exactly the stock is sold, once per user.
-async fn sell_out(platform: Arc<Platform>, users: usize, repeaters: usize) {
+pub(crate) async fn sell_out(platform: Arc<Platform>, users: usize, repeaters: usize) {
     let voucher = Arc::new(platform.create_voucher(STOCK, 1).await);
     let users: Vec<String> =
         (0..users).map(|i| format!("buyer-{i}")).chain((0..repeaters).map(|i| format!("buyer-{}", i * 7))).collect();

@@ -1,4 +1,5 @@
-//! A whole platform per test: its own Redis and broker, the three services
+//! A whole platform per test: its own Redis (or the test process's shared
+//! Redis Cluster, under its own key prefix) and broker, the three services
 //! in-process on their own ports, and typed request helpers.
 
 use std::net::SocketAddr;
@@ -11,7 +12,7 @@ use reqwest::StatusCode;
 use seckill_core::config::Secret;
 use seckill_core::config::{ConsumerConfig, HttpConfig, KafkaConfig, RedisConfig, StoreConfig};
 use seckill_devstack::{free_port, user_token, TestInfra, TEST_ADMIN_TOKEN, TEST_JWT_SECRET};
-use seckill_gate::VoucherKeys;
+use seckill_gate::{Gate, VoucherKeys};
 use seckill_ingress::{AuthConfig, Dependencies, IngressConfig, RateLimitConfig};
 use seckill_processor::ProcessorConfig;
 use seckill_projector::ProjectorConfig;
@@ -67,6 +68,8 @@ pub struct Platform {
     /// limits (every test client shares one address), unless a test
     /// changes it.
     pub ingress_config: IngressConfig,
+    /// Buckets `create_voucher` splits vouchers into (1: not split).
+    pub voucher_shards: u32,
     /// Last, so the servers outlive the services when a test ends.
     pub infra: TestInfra,
 }
@@ -89,6 +92,23 @@ impl Platform {
         shared_store: Option<StoreConfig>,
         configure: impl FnOnce(&mut IngressConfig),
     ) -> Self {
+        Self::start_full(shared_store, Vec::new(), configure).await
+    }
+
+    /// Starts the broker and the three services on the Redis Cluster of
+    /// `seed_nodes` (the test's namespace as key prefix), creating vouchers
+    /// split into `shards` buckets.
+    pub async fn start_on_cluster(seed_nodes: Vec<String>, shards: u32) -> Self {
+        let mut platform = Self::start_full(None, seed_nodes, |_| {}).await;
+        platform.voucher_shards = shards;
+        platform
+    }
+
+    async fn start_full(
+        shared_store: Option<StoreConfig>,
+        cluster_nodes: Vec<String>,
+        configure: impl FnOnce(&mut IngressConfig),
+    ) -> Self {
         let infra = TestInfra::start().expect("Redis and the broker start (run scripts/setup)");
         let kafka = KafkaConfig {
             brokers: infra.broker.brokers(),
@@ -96,7 +116,7 @@ impl Platform {
             partitions: 3,
             ..KafkaConfig::default()
         };
-        let redis = RedisConfig::new(infra.redis.url(), infra.namespace.clone());
+        let redis = RedisConfig { cluster_nodes, ..RedisConfig::new(infra.redis.url(), infra.namespace.clone()) };
         let processor_addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
         let projector_addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
         let mut ingress_config = IngressConfig {
@@ -131,6 +151,7 @@ impl Platform {
             projector_view: None,
             shared_store,
             ingress_config,
+            voucher_shards: 1,
         };
         platform.start_processor().await;
         platform.start_projector().await;
@@ -259,10 +280,12 @@ impl Platform {
         begins_at: DateTime<Utc>,
         ends_at: DateTime<Utc>,
     ) -> String {
-        self.create_voucher_from(
-            json!({"stock": stock, "per_user_limit": per_user_limit, "begins_at": begins_at, "ends_at": ends_at}),
-        )
-        .await
+        let mut request =
+            json!({"stock": stock, "per_user_limit": per_user_limit, "begins_at": begins_at, "ends_at": ends_at});
+        if self.voucher_shards != 1 {
+            request["shards"] = self.voucher_shards.into();
+        }
+        self.create_voucher_from(request).await
     }
 
     /// Creates a voucher from a full request body.
@@ -363,14 +386,15 @@ impl Platform {
         .await
     }
 
-    /// The admission gate's remaining stock in Redis.
+    /// The admission gate's remaining stock in Redis (every bucket of a
+    /// split voucher together).
     pub async fn redis_remaining(&self, voucher: &str) -> u64 {
-        redis::cmd("HGET")
-            .arg(self.voucher_key(voucher))
-            .arg("remaining")
-            .query_async(&mut self.redis_connection().await)
-            .await
-            .expect("remaining is set")
+        self.redis_gate().await.remaining(voucher.parse().expect("voucher id")).await.expect("reads").expect("loaded")
+    }
+
+    /// A gate on the platform's Redis (or Redis Cluster), as a service has.
+    pub async fn redis_gate(&self) -> Gate {
+        Gate::connect(&self.redis).await.expect("Redis connects")
     }
 
     /// Puts `units` back into the gate behind the platform's back.

@@ -16,6 +16,7 @@ async fn a_small_load_run_reports_every_answer_and_passing_invariants() {
     let checks = Checks {
         processor_url: Some(format!("http://{}", platform.processor_addr)),
         redis_url: Some(platform.redis.url.clone()),
+        redis_cluster_nodes: platform.redis.cluster_nodes.clone(),
         redis_prefix: platform.redis.key_prefix.clone(),
     };
     let closed = Plan {
@@ -24,6 +25,7 @@ async fn a_small_load_run_reports_every_answer_and_passing_invariants() {
         credentials: Credentials::Tokens(JwtKey::new(&Secret::new(TEST_JWT_SECRET))),
         stock: 100,
         per_user_limit: 2,
+        shards: 1,
         requests: 3_000,
         users: 1_200,
         quantity: 1,

@@ -9,6 +9,7 @@ mod admission_timeout;
 mod api_fuzz;
 mod audit;
 mod browser;
+mod cluster;
 mod contention;
 mod dead_letters;
 mod decisions;

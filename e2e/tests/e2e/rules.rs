@@ -9,7 +9,11 @@ use crate::helpers::{eventually, Platform};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_limit_of_three_counts_units_across_orders() {
-    let platform = Platform::start().await;
+    a_limit_of_three_counts_units_across_orders_on(Platform::start().await).await;
+}
+
+/// The scenario on `platform` (also run on a Redis Cluster: `crate::cluster`).
+pub(crate) async fn a_limit_of_three_counts_units_across_orders_on(platform: Platform) {
     let voucher = platform.create_voucher(10, 3).await;
 
     let (status, first) = platform.order_units(&voucher, "ann", 2).await;
@@ -43,7 +47,11 @@ async fn a_limit_of_three_counts_units_across_orders() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_window_pause_and_admin_updates_gate_admission() {
-    let platform = Platform::start().await;
+    the_window_pause_and_admin_updates_gate_admission_on(Platform::start().await).await;
+}
+
+/// The scenario on `platform` (also run on a Redis Cluster: `crate::cluster`).
+pub(crate) async fn the_window_pause_and_admin_updates_gate_admission_on(platform: Platform) {
     let now = Utc::now();
     let future = platform.create_voucher_between(5, 1, now + Duration::hours(1), now + Duration::hours(2)).await;
     let (status, body) = platform.order(&future, "eve").await;
@@ -94,7 +102,11 @@ async fn the_window_pause_and_admin_updates_gate_admission() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn added_stock_reaches_redis_and_the_persistent_stock() {
-    let platform = Platform::start().await;
+    added_stock_reaches_redis_and_the_persistent_stock_on(Platform::start().await).await;
+}
+
+/// The scenario on `platform` (also run on a Redis Cluster: `crate::cluster`).
+pub(crate) async fn added_stock_reaches_redis_and_the_persistent_stock_on(platform: Platform) {
     let voucher = platform.create_voucher(1, 1).await;
     assert_eq!(platform.order(&voucher, "gus").await.0, StatusCode::ACCEPTED);
     assert_eq!(platform.order(&voucher, "hal").await.0, StatusCode::CONFLICT);

@@ -6,13 +6,11 @@ use std::time::Duration;
 use futures::future::join_all;
 use seckill_gate::AdminRetryKey;
 
-use crate::harness;
+use crate::Harness;
 
 const TTL: Duration = Duration::from_secs(60);
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn one_claim_wins_and_the_first_answer_is_kept() {
-    let h = harness().await;
+async fn one_claim_wins_and_the_first_answer_is_kept(h: &Harness) {
     let key = AdminRetryKey::new(h.gate.prefix(), "restock-{42}").expect("valid");
     assert_eq!(h.gate.admin_request(&key).await.expect("reads"), None);
 
@@ -52,4 +50,11 @@ fn admin_keys_follow_the_idempotency_key_rules_and_keep_one_hash_tag() {
     assert!(AdminRetryKey::new("p", &"k".repeat(129)).is_err());
     let braces = format!("{:?}", AdminRetryKey::new("p", "a}{b").expect("valid"));
     assert_eq!(braces.matches('{').count(), 3, "the key's braces are hex-encoded: {braces}");
+}
+
+crate::on_single_and_cluster! {
+    single_only: [],
+    both: [
+        one_claim_wins_and_the_first_answer_is_kept,
+    ],
 }

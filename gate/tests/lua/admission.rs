@@ -8,11 +8,9 @@ use seckill_core::event::VoucherUpdated;
 use seckill_core::{OrderId, VoucherId};
 use seckill_gate::{Admission, Outbox, Rejection, RetryKey, UpdateResult};
 
-use crate::{definition, harness, open_window, user, voucher};
+use crate::{definition, open_window, user, voucher, Harness};
 
-#[tokio::test]
-async fn admits_until_exactly_zero_then_sold_out() {
-    let h = harness().await;
+async fn admits_until_exactly_zero_then_sold_out(h: &Harness) {
     let v = voucher(&h.gate, 3, 1).await;
     for (i, left) in [2, 1, 0].into_iter().enumerate() {
         let admitted = h.gate.admit(v, &user(&format!("u{i}")), 1, OrderId::generate(), None).await.expect("admit");
@@ -23,9 +21,7 @@ async fn admits_until_exactly_zero_then_sold_out() {
     assert_eq!(h.gate.remaining(v).await.expect("read"), Some(0), "never below zero");
 }
 
-#[tokio::test]
-async fn a_second_order_by_the_same_user_is_a_duplicate_naming_the_first() {
-    let h = harness().await;
+async fn a_second_order_by_the_same_user_is_a_duplicate_naming_the_first(h: &Harness) {
     let v = voucher(&h.gate, 5, 1).await;
     let first = OrderId::generate();
     assert!(matches!(
@@ -37,9 +33,7 @@ async fn a_second_order_by_the_same_user_is_a_duplicate_naming_the_first() {
     assert_eq!(h.gate.remaining(v).await.expect("read"), Some(4), "the duplicate took nothing");
 }
 
-#[tokio::test]
-async fn outside_the_window_nothing_is_admitted() {
-    let h = harness().await;
+async fn outside_the_window_nothing_is_admitted(h: &Harness) {
     let now = Utc::now();
     let early = definition(5, 1, (now + chrono::Duration::minutes(5), now + chrono::Duration::hours(1)));
     h.gate.load_voucher(&early).await.expect("loads");
@@ -60,9 +54,7 @@ async fn outside_the_window_nothing_is_admitted() {
     assert_eq!(h.gate.remaining(late).await.expect("read"), Some(5));
 }
 
-#[tokio::test]
-async fn an_unknown_voucher_is_refused_and_nothing_is_written() {
-    let h = harness().await;
+async fn an_unknown_voucher_is_refused_and_nothing_is_written(h: &Harness) {
     let v = VoucherId::generate();
     let refused = h.gate.admit(v, &user("x"), 1, OrderId::generate(), None).await.expect("admit");
     assert_eq!(refused, Admission::Rejected(Rejection::UnknownVoucher));
@@ -77,9 +69,7 @@ async fn an_unknown_voucher_is_refused_and_nothing_is_written() {
     assert_eq!(exists, 0);
 }
 
-#[tokio::test]
-async fn limits_count_units_across_orders() {
-    let h = harness().await;
+async fn limits_count_units_across_orders(h: &Harness) {
     let v = voucher(&h.gate, 10, 3).await;
     let u = user("bulk");
     assert!(matches!(
@@ -98,9 +88,7 @@ async fn limits_count_units_across_orders() {
     );
 }
 
-#[tokio::test]
-async fn loading_twice_never_resets_a_running_sale() {
-    let h = harness().await;
+async fn loading_twice_never_resets_a_running_sale(h: &Harness) {
     let v = definition(2, 1, open_window());
     assert!(h.gate.load_voucher(&v).await.expect("load"));
     h.gate.admit(v.voucher_id, &user("a"), 1, OrderId::generate(), None).await.expect("admit");
@@ -109,9 +97,7 @@ async fn loading_twice_never_resets_a_running_sale() {
     assert_eq!(h.gate.remaining(v).await.expect("read"), Some(1));
 }
 
-#[tokio::test]
-async fn release_returns_units_exactly_once() {
-    let h = harness().await;
+async fn release_returns_units_exactly_once(h: &Harness) {
     let v = voucher(&h.gate, 1, 1).await;
     let (u, order) = (user("r"), OrderId::generate());
     h.gate.admit(v, &u, 1, order, None).await.expect("admit");
@@ -124,9 +110,7 @@ async fn release_returns_units_exactly_once() {
     );
 }
 
-#[tokio::test]
-async fn a_flushed_script_cache_is_recovered_transparently() {
-    let h = harness().await;
+async fn a_flushed_script_cache_is_recovered_transparently(h: &Harness) {
     let v = voucher(&h.gate, 2, 1).await;
     // What a Redis restart or failover does to the script cache.
     let _: () = redis::cmd("SCRIPT").arg("FLUSH").query_async(&mut h.connection.clone()).await.expect("flush");
@@ -135,9 +119,7 @@ async fn a_flushed_script_cache_is_recovered_transparently() {
     assert_eq!(admitted, Admission::Admitted { remaining: 1 });
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn concurrent_buyers_take_exactly_the_stock() {
-    let h = harness().await;
+async fn concurrent_buyers_take_exactly_the_stock(h: &Harness) {
     let v = voucher(&h.gate, 10, 1).await;
     let attempts = (0..500).map(|i| {
         let gate = h.gate.clone();
@@ -152,9 +134,7 @@ async fn concurrent_buyers_take_exactly_the_stock() {
     assert_eq!(h.gate.remaining(v).await.expect("read"), Some(0));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn concurrent_retries_with_one_key_admit_one_order() {
-    let h = harness().await;
+async fn concurrent_retries_with_one_key_admit_one_order(h: &Harness) {
     let v = voucher(&h.gate, 5, 3).await;
     let u = user("retrier");
     let key = RetryKey::new(&u, "checkout-7f3a").expect("valid key");
@@ -179,9 +159,7 @@ async fn concurrent_retries_with_one_key_admit_one_order() {
     assert!(matches!(admitted, Admission::Admitted { .. }));
 }
 
-#[tokio::test]
-async fn a_released_order_forgets_its_key_so_a_retry_is_admitted_afresh() {
-    let h = harness().await;
+async fn a_released_order_forgets_its_key_so_a_retry_is_admitted_afresh(h: &Harness) {
     let v = voucher(&h.gate, 1, 1).await;
     let u = user("unlucky");
     let key = RetryKey::new(&u, "k1").expect("valid key");
@@ -205,9 +183,7 @@ fn idempotency_keys_are_validated() {
     assert!(RetryKey::new(&u, "a-b_c.d:1").is_ok());
 }
 
-#[tokio::test]
-async fn releasing_an_order_of_an_unknown_voucher_creates_nothing_but_the_mark() {
-    let h = harness().await;
+async fn releasing_an_order_of_an_unknown_voucher_creates_nothing_but_the_mark(h: &Harness) {
     let v = VoucherId::generate();
     let order = OrderId::generate();
     assert!(!h.gate.release(v, &user("ghost"), 1, order, None).await.expect("release"));
@@ -226,9 +202,7 @@ fn update(voucher: VoucherId) -> VoucherUpdated {
     VoucherUpdated { voucher_id: voucher, paused: None, ends_at: None, add_stock: 0 }
 }
 
-#[tokio::test]
-async fn a_paused_sale_admits_nothing_until_resumed() {
-    let h = harness().await;
+async fn a_paused_sale_admits_nothing_until_resumed(h: &Harness) {
     let v = voucher(&h.gate, 5, 1).await;
     let pause = VoucherUpdated { paused: Some(true), ..update(v) };
     assert!(
@@ -248,9 +222,7 @@ async fn a_paused_sale_admits_nothing_until_resumed() {
     );
 }
 
-#[tokio::test]
-async fn updates_apply_once_and_an_older_one_never_undoes_a_newer_one() {
-    let h = harness().await;
+async fn updates_apply_once_and_an_older_one_never_undoes_a_newer_one(h: &Harness) {
     let v = voucher(&h.gate, 0, 1).await;
     let (older, newer) = (uuid::Uuid::now_v7(), uuid::Uuid::now_v7());
     let pause_and_add = VoucherUpdated { paused: Some(true), add_stock: 2, ..update(v) };
@@ -272,9 +244,7 @@ async fn updates_apply_once_and_an_older_one_never_undoes_a_newer_one() {
     assert_eq!(h.gate.voucher(unknown).await.expect("reads"), None);
 }
 
-#[tokio::test]
-async fn window_edges_follow_the_redis_clock_and_an_extended_end() {
-    let h = harness().await;
+async fn window_edges_follow_the_redis_clock_and_an_extended_end(h: &Harness) {
     let now = Utc::now();
     // Ends one second ago: ended. Begins in 300 ms: not started, then open.
     let ended = definition(5, 1, (now - chrono::Duration::hours(1), now - chrono::Duration::seconds(1)));
@@ -312,9 +282,7 @@ async fn window_edges_follow_the_redis_clock_and_an_extended_end() {
     );
 }
 
-#[tokio::test]
-async fn an_admitted_order_is_in_the_outbox_and_a_full_outbox_admits_nothing() {
-    let h = harness().await;
+async fn an_admitted_order_is_in_the_outbox_and_a_full_outbox_admits_nothing(h: &Harness) {
     let gate = h.gate.clone().with_outbox_limit(2);
     let v = voucher(&gate, 10, 1).await;
     let first = OrderId::generate();
@@ -330,8 +298,7 @@ async fn an_admitted_order_is_in_the_outbox_and_a_full_outbox_admits_nothing() {
     assert_eq!(gate.remaining(v).await.expect("read"), Some(8), "a refused order takes nothing");
 
     // The relay's side: read, then remove; the next order fits again.
-    let prefix = gate.keys(v).voucher.split(':').next().expect("prefix").to_owned();
-    let config = seckill_core::config::RedisConfig::new(h.url.clone(), prefix);
+    let config = h.config.clone();
     let outbox = Outbox::connect(&config, "relay-a", Duration::from_millis(50)).await.expect("outbox");
     let read = outbox.read_new(10, Duration::from_millis(50)).await.expect("reads");
     assert_eq!(read.len(), 2);
@@ -345,10 +312,32 @@ async fn an_admitted_order_is_in_the_outbox_and_a_full_outbox_admits_nothing() {
     tokio::time::sleep(Duration::from_millis(20)).await;
     let claimed = other.claim_idle(Duration::from_millis(10), 10).await.expect("claims");
     assert_eq!(claimed, read);
-    other.remove(&claimed.iter().map(|e| e.id.clone()).collect::<Vec<_>>()).await.expect("removes");
+    other.remove(&claimed).await.expect("removes");
     assert_eq!(other.len().await.expect("len"), 0);
     assert!(matches!(
         gate.admit(v, &user("o3"), 1, OrderId::generate(), None).await.expect("admit"),
         Admission::Admitted { .. }
     ));
+}
+
+crate::on_single_and_cluster! {
+    single_only: [],
+    both: [
+        admits_until_exactly_zero_then_sold_out,
+        a_second_order_by_the_same_user_is_a_duplicate_naming_the_first,
+        outside_the_window_nothing_is_admitted,
+        an_unknown_voucher_is_refused_and_nothing_is_written,
+        limits_count_units_across_orders,
+        loading_twice_never_resets_a_running_sale,
+        release_returns_units_exactly_once,
+        a_flushed_script_cache_is_recovered_transparently,
+        concurrent_buyers_take_exactly_the_stock,
+        concurrent_retries_with_one_key_admit_one_order,
+        a_released_order_forgets_its_key_so_a_retry_is_admitted_afresh,
+        releasing_an_order_of_an_unknown_voucher_creates_nothing_but_the_mark,
+        a_paused_sale_admits_nothing_until_resumed,
+        updates_apply_once_and_an_older_one_never_undoes_a_newer_one,
+        window_edges_follow_the_redis_clock_and_an_extended_end,
+        an_admitted_order_is_in_the_outbox_and_a_full_outbox_admits_nothing,
+    ],
 }

@@ -9,7 +9,7 @@ use seckill_core::event::VoucherUpdated;
 use seckill_core::{OrderId, VoucherId};
 use seckill_gate::{Gate, RetryKey, Settlement, VoucherKeys};
 
-use crate::{definition, harness, user, Harness};
+use crate::{definition, user, Harness};
 
 /// How long the keys outlive the sale in these tests.
 const TTL: Duration = Duration::from_secs(1);
@@ -44,35 +44,31 @@ async fn busy_sale(gate: &Gate, ends_at: DateTime<Utc>) -> VoucherId {
     gate.admit(v, &user("keeper"), 1, kept, Some(&key)).await.expect("admits");
     gate.admit(v, &user("giver"), 1, given_back, None).await.expect("admits");
     assert!(gate.release(v, &user("giver"), 1, given_back, None).await.expect("releases"));
-    assert_eq!(gate.settle(v, OrderId::generate()).await.expect("settles"), Settlement::NotAdmitted);
+    assert_eq!(gate.settle(v, &user("nobody"), OrderId::generate()).await.expect("settles"), Settlement::NotAdmitted);
     let update = VoucherUpdated { voucher_id: v, paused: None, ends_at: None, add_stock: 1 };
     gate.update_voucher(uuid::Uuid::now_v7(), &update).await.expect("updates");
     v
 }
 
-#[tokio::test]
-async fn every_key_of_a_sale_expires_its_ttl_after_the_end() {
-    let h = harness().await;
+async fn every_key_of_a_sale_expires_its_ttl_after_the_end(h: &Harness) {
     let gate = h.gate.clone().with_ended_sale_ttl(TTL);
     let ends_at = Utc::now() + chrono::Duration::milliseconds(1_500);
     let keys = gate.keys(busy_sale(&gate, ends_at).await);
-    let written = expiries(&h, &keys).await;
+    let written = expiries(h, &keys).await;
     assert_eq!(written.len(), 8, "the sale wrote every key: {written:?}");
     let expected = ends_at.timestamp_millis() + 1_000;
     assert!(written.iter().all(|(_, at)| *at == expected), "each expires at the end plus the TTL: {written:?}");
 
     // The cleaning itself: gone once Redis's clock passes that time.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    while !expiries(&h, &keys).await.is_empty() {
-        assert!(tokio::time::Instant::now() < deadline, "still there: {:?}", expiries(&h, &keys).await);
+    while !expiries(h, &keys).await.is_empty() {
+        assert!(tokio::time::Instant::now() < deadline, "still there: {:?}", expiries(h, &keys).await);
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert!(redis_now_ms(&h).await >= expected);
+    assert!(redis_now_ms(h).await >= expected);
 }
 
-#[tokio::test]
-async fn moving_the_end_moves_the_expiry_of_every_key() {
-    let h = harness().await;
+async fn moving_the_end_moves_the_expiry_of_every_key(h: &Harness) {
     let gate = h.gate.clone().with_ended_sale_ttl(TTL);
     let first_end = Utc::now() + chrono::Duration::milliseconds(1_000);
     let v = busy_sale(&gate, first_end).await;
@@ -80,47 +76,46 @@ async fn moving_the_end_moves_the_expiry_of_every_key() {
     let extend = VoucherUpdated { voucher_id: v, paused: None, ends_at: Some(later), add_stock: 0 };
     gate.update_voucher(uuid::Uuid::now_v7(), &extend).await.expect("updates");
     let keys = gate.keys(v);
-    let moved = expiries(&h, &keys).await;
+    let moved = expiries(h, &keys).await;
     assert_eq!(moved.len(), 8, "{moved:?}");
     assert!(moved.iter().all(|(_, at)| *at == later.timestamp_millis() + 1_000), "{moved:?}");
 
     // Past the first end's expiry, the sale is still there and still sells.
     let first_expiry = first_end.timestamp_millis() + 1_000;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    while redis_now_ms(&h).await <= first_expiry {
+    while redis_now_ms(h).await <= first_expiry {
         assert!(tokio::time::Instant::now() < deadline, "Redis's clock stands still");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert_eq!(expiries(&h, &keys).await.len(), 8);
+    assert_eq!(expiries(h, &keys).await.len(), 8);
     assert!(matches!(
         gate.admit(v, &user("late-comer"), 1, OrderId::generate(), None).await.expect("admits"),
         seckill_gate::Admission::Admitted { .. }
     ));
 }
 
-#[tokio::test]
-async fn a_sale_over_and_expired_is_not_loaded_again_and_a_fence_of_an_unknown_voucher_expires() {
-    let h = harness().await;
+async fn a_sale_over_and_expired_is_not_loaded_again_and_a_fence_of_an_unknown_voucher_expires(h: &Harness) {
     let gate = h.gate.clone().with_ended_sale_ttl(TTL);
     let now = Utc::now();
     // The log's definition of a sale long over, delivered again.
     let old = definition(5, 1, (now - chrono::Duration::days(30), now - chrono::Duration::days(29)));
     assert!(!gate.load_voucher(&old).await.expect("answers"), "not loaded");
-    assert!(expiries(&h, &gate.keys(old.voucher_id)).await.is_empty(), "nothing written");
+    assert!(expiries(h, &gate.keys(old.voucher_id)).await.is_empty(), "nothing written");
 
     let unknown = VoucherId::generate();
-    assert_eq!(gate.settle(unknown, OrderId::generate()).await.expect("settles"), Settlement::NotAdmitted);
-    let fenced = expiries(&h, &gate.keys(unknown)).await;
-    let now_ms = redis_now_ms(&h).await;
+    assert_eq!(
+        gate.settle(unknown, &user("nobody"), OrderId::generate()).await.expect("settles"),
+        Settlement::NotAdmitted
+    );
+    let fenced = expiries(h, &gate.keys(unknown)).await;
+    let now_ms = redis_now_ms(h).await;
     assert!(
         matches!(fenced.as_slice(), [(_, at)] if *at > now_ms && *at <= now_ms + 1_000),
         "the fence lasts the TTL: {fenced:?}"
     );
 }
 
-#[tokio::test]
-async fn holders_emptied_by_a_release_and_written_again_still_expire() {
-    let h = harness().await;
+async fn holders_emptied_by_a_release_and_written_again_still_expire(h: &Harness) {
     let gate = h.gate.clone().with_ended_sale_ttl(TTL);
     let ends_at = Utc::now() + chrono::Duration::hours(1);
     let sale = definition(3, 1, (Utc::now() - chrono::Duration::minutes(1), ends_at));
@@ -137,4 +132,14 @@ async fn holders_emptied_by_a_release_and_written_again_still_expire() {
         let at: i64 = redis::cmd("PEXPIRETIME").arg(key).query_async(&mut h.connection.clone()).await.expect("reads");
         assert_eq!(at, expected, "{key}");
     }
+}
+
+crate::on_single_and_cluster! {
+    single_only: [],
+    both: [
+        every_key_of_a_sale_expires_its_ttl_after_the_end,
+        moving_the_end_moves_the_expiry_of_every_key,
+        a_sale_over_and_expired_is_not_loaded_again_and_a_fence_of_an_unknown_voucher_expires,
+        holders_emptied_by_a_release_and_written_again_still_expire,
+    ],
 }

@@ -1,39 +1,100 @@
-//! The gate against a real Redis: the Lua scripts and what admin requests
-//! remember, one module per concern; the harness and the fixtures every
-//! module uses are here.
+//! The gate against a real Redis and a real local Redis Cluster: the Lua
+//! scripts, vouchers split into buckets, transfers between them and what
+//! admin requests remember, one module per concern; the harness and the
+//! fixtures every module uses are here. Most scenarios run twice, on one
+//! Redis of their own and on the test process's shared cluster (three
+//! masters) under a key prefix of their own ([`on_single_and_cluster`]).
 
 // Test helpers are `pub(crate)` for the modules; nothing is exported.
 #![allow(unreachable_pub)]
 
 mod admin_requests;
 mod admission;
+mod buckets;
 mod expiry;
+mod failover;
 mod restore;
 mod settle;
+mod transfers;
 
 use chrono::{DateTime, Utc};
-use redis::aio::ConnectionManager;
+use seckill_core::config::RedisConfig;
 use seckill_core::event::VoucherCreated;
 use seckill_core::{UserId, VoucherId};
-use seckill_devstack::{Redis, RedisPersistence, TempDir};
-use seckill_gate::Gate;
+use seckill_devstack::{shared_test_cluster, Redis, RedisPersistence, TempDir};
+use seckill_gate::{outbox_key, Gate, GateConnection};
 
 pub(crate) struct Harness {
     pub(crate) gate: Gate,
-    pub(crate) url: String,
-    pub(crate) connection: ConnectionManager,
-    _redis: Redis,
-    _dir: TempDir,
+    /// What a service would be configured with to reach the same keys.
+    pub(crate) config: RedisConfig,
+    pub(crate) connection: GateConnection,
+    _redis: Option<(Redis, TempDir)>,
 }
 
+impl Harness {
+    /// The outbox an order of `voucher` (one bucket) goes to.
+    pub(crate) fn outbox_of(&self, voucher: VoucherId) -> String {
+        if self.config.is_cluster() {
+            self.gate.keys(voucher).outbox
+        } else {
+            outbox_key(&self.config.key_prefix)
+        }
+    }
+}
+
+pub(crate) fn unique_prefix() -> String {
+    format!("lua{}", &uuid::Uuid::now_v7().simple().to_string()[20..])
+}
+
+/// A Redis of the test's own.
 pub(crate) async fn harness() -> Harness {
     let dir = TempDir::new().expect("temp dir");
     let redis = Redis::start(dir.path(), 0, RedisPersistence::None).expect("redis starts (run scripts/setup)");
-    let connection =
-        redis::Client::open(redis.url()).expect("url").get_connection_manager().await.expect("redis connects");
-    let prefix = format!("lua{}", &uuid::Uuid::now_v7().simple().to_string()[20..]);
-    let gate = Gate::new(connection.clone(), &prefix).await.expect("scripts load");
-    Harness { gate, connection, url: redis.url(), _redis: redis, _dir: dir }
+    let config = RedisConfig::new(redis.url(), unique_prefix());
+    connect(config, Some((redis, dir))).await
+}
+
+/// The process's shared Redis Cluster, under a prefix of the test's own.
+pub(crate) async fn cluster_harness() -> Harness {
+    let cluster = shared_test_cluster().expect("the Redis Cluster starts (run scripts/setup)");
+    connect(RedisConfig::cluster(cluster.seed_urls(), unique_prefix()), None).await
+}
+
+async fn connect(config: RedisConfig, redis: Option<(Redis, TempDir)>) -> Harness {
+    let connection = GateConnection::open(&config, std::time::Duration::from_secs(5)).await.expect("redis connects");
+    let gate = Gate::new(connection.clone(), &config.key_prefix).await.expect("scripts load");
+    Harness { gate, config, connection, _redis: redis }
+}
+
+/// Runs each scenario (`async fn(&Harness)`) as a test on a Redis of its
+/// own and, unless `single_only`, as a test on the shared Redis Cluster.
+#[macro_export]
+macro_rules! on_single_and_cluster {
+    (single_only: [$($single:ident),* $(,)?], both: [$($both:ident),* $(,)?] $(,)?) => {
+        mod on_one_redis {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $both() {
+                    super::$both(&$crate::harness().await).await
+                }
+            )*
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $single() {
+                    super::$single(&$crate::harness().await).await
+                }
+            )*
+        }
+        mod on_the_cluster {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $both() {
+                    super::$both(&$crate::cluster_harness().await).await
+                }
+            )*
+        }
+    };
 }
 
 pub(crate) fn user(name: &str) -> UserId {
@@ -58,7 +119,13 @@ pub(crate) fn definition(
         begins_at,
         ends_at,
         hold_seconds: 0,
+        shards: 1,
     }
+}
+
+/// `definition` split into `shards` buckets.
+pub(crate) fn split(definition: VoucherCreated, shards: u32) -> VoucherCreated {
+    VoucherCreated { shards, ..definition }
 }
 
 pub(crate) async fn voucher(gate: &Gate, stock: u64, limit: u32) -> VoucherId {

@@ -12,7 +12,7 @@ use seckill_core::event::{
 use seckill_core::{Envelope, OrderId};
 use seckill_gate::{Admission, Gate, Ledger, RestoreAction, RestoreMode, VoucherAdmission};
 
-use crate::{definition, harness, open_window, user, Harness};
+use crate::{definition, open_window, user, Harness};
 
 /// The log of a sale of 5 units, 2 per user: `a` holds 2 units, `b` holds 1
 /// and `c` cancelled theirs.
@@ -74,9 +74,7 @@ async fn bought(h: &Harness, gate: &Gate, state: &VoucherAdmission) -> HashMap<S
         .expect("HGETALL")
 }
 
-#[tokio::test]
-async fn a_lost_voucher_is_restored_and_then_unchanged() {
-    let h = harness().await;
+async fn a_lost_voucher_is_restored_and_then_unchanged(h: &Harness) {
     let log = sale_log(open_window());
     let state = state_of(&log.events);
     let checked = h.gate.restore(&state, RestoreMode::Check).await.expect("checks");
@@ -88,7 +86,7 @@ async fn a_lost_voucher_is_restored_and_then_unchanged() {
         (restored.action, restored.remaining_after, restored.users_fixed),
         (RestoreAction::Restored, Some(2), 2)
     );
-    assert_eq!(bought(&h, &h.gate, &state).await, HashMap::from([("a".to_owned(), 2), ("b".to_owned(), 1)]));
+    assert_eq!(bought(h, &h.gate, &state).await, HashMap::from([("a".to_owned(), 2), ("b".to_owned(), 1)]));
     let again = h.gate.restore(&state, RestoreMode::Check).await.expect("checks");
     assert_eq!(again.action, RestoreAction::Unchanged);
 
@@ -107,9 +105,7 @@ async fn a_lost_voucher_is_restored_and_then_unchanged() {
     assert!(!h.gate.release(v, &user("c"), 1, c, None).await.expect("releases"));
 }
 
-#[tokio::test]
-async fn what_redis_did_after_the_log_was_read_is_kept() {
-    let h = harness().await;
+async fn what_redis_did_after_the_log_was_read_is_kept(h: &Harness) {
     let log = sale_log(open_window());
     let stale = state_of(&log.events);
     let v = stale.voucher_id;
@@ -130,7 +126,7 @@ async fn what_redis_did_after_the_log_was_read_is_kept() {
     assert_eq!(outcome.action, RestoreAction::Unchanged, "the stale log changes nothing: {outcome:?}");
     let after = h.gate.voucher(v).await.expect("reads").expect("there");
     assert_eq!(after, live);
-    assert_eq!(bought(&h, &h.gate, &stale).await, HashMap::from([("a".to_owned(), 2), ("d".to_owned(), 2)]));
+    assert_eq!(bought(h, &h.gate, &stale).await, HashMap::from([("a".to_owned(), 2), ("d".to_owned(), 2)]));
 
     // Even after a loss of everything but those records, the same counts.
     for key in [h.gate.keys(v).voucher, h.gate.keys(v).bought, h.gate.keys(v).orders] {
@@ -140,12 +136,10 @@ async fn what_redis_did_after_the_log_was_read_is_kept() {
     assert_eq!(outcome.action, RestoreAction::Restored);
     let rebuilt = h.gate.voucher(v).await.expect("reads").expect("there");
     assert_eq!((rebuilt.stock, rebuilt.remaining), (8, 4));
-    assert_eq!(bought(&h, &h.gate, &stale).await, HashMap::from([("a".to_owned(), 2), ("d".to_owned(), 2)]));
+    assert_eq!(bought(h, &h.gate, &stale).await, HashMap::from([("a".to_owned(), 2), ("d".to_owned(), 2)]));
 }
 
-#[tokio::test]
-async fn a_sale_past_its_expiry_is_not_restored_and_what_is_left_of_it_goes() {
-    let h = harness().await;
+async fn a_sale_past_its_expiry_is_not_restored_and_what_is_left_of_it_goes(h: &Harness) {
     let gate = h.gate.clone().with_ended_sale_ttl(Duration::from_secs(60));
     let now = Utc::now();
     let log = sale_log((now - chrono::Duration::hours(2), now - chrono::Duration::hours(1)));
@@ -183,9 +177,7 @@ async fn a_sale_past_its_expiry_is_not_restored_and_what_is_left_of_it_goes() {
 /// restore from a log read before that cancellation must still count the
 /// order's units as returned (found by the fault suite: they were held for
 /// good, and Redis and the persistent stock disagreed).
-#[tokio::test]
-async fn a_release_while_the_voucher_was_lost_is_kept_by_a_later_restore() {
-    let h = harness().await;
+async fn a_release_while_the_voucher_was_lost_is_kept_by_a_later_restore(h: &Harness) {
     let log = sale_log(open_window());
     let stale = state_of(&log.events);
     let v = stale.voucher_id;
@@ -194,5 +186,15 @@ async fn a_release_while_the_voucher_was_lost_is_kept_by_a_later_restore() {
     h.gate.restore(&stale, RestoreMode::Write).await.expect("restores");
     let restored = h.gate.voucher(v).await.expect("reads").expect("there");
     assert_eq!(restored.remaining, 3, "b's unit stays returned: only a's 2 are held");
-    assert_eq!(bought(&h, &h.gate, &stale).await, HashMap::from([("a".to_owned(), 2)]));
+    assert_eq!(bought(h, &h.gate, &stale).await, HashMap::from([("a".to_owned(), 2)]));
+}
+
+crate::on_single_and_cluster! {
+    single_only: [],
+    both: [
+        a_lost_voucher_is_restored_and_then_unchanged,
+        what_redis_did_after_the_log_was_read_is_kept,
+        a_sale_past_its_expiry_is_not_restored_and_what_is_left_of_it_goes,
+        a_release_while_the_voucher_was_lost_is_kept_by_a_later_restore,
+    ],
 }

@@ -174,7 +174,7 @@ async fn settle(
         if attempt > 0 {
             tokio::time::sleep(SETTLE_PAUSE).await;
         }
-        match ingress.gate.settle(order.voucher_id, order.order_id).await {
+        match ingress.gate.settle(order.voucher_id, &order.user_id, order.order_id).await {
             Ok(Settlement::Admitted) => {
                 ingress.metrics.outcomes.with_label_values(&["admitted"]).inc();
                 tracing::info!(order_id = %order.order_id, "The admission had run: the order is admitted.");

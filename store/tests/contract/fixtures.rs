@@ -14,6 +14,7 @@ pub fn voucher(stock: u64) -> VoucherCreated {
         begins_at: now,
         ends_at: now + Duration::hours(1),
         hold_seconds: 0,
+        shards: 1,
     }
 }
 

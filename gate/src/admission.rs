@@ -1,0 +1,238 @@
+//! Admitting an order, settling a call that failed without an answer, and
+//! giving an order's units back: each in the order's bucket, its user's.
+//!
+//! The caller's count of a voucher's buckets is checked by `admit.lua`
+//! itself (a wrong one is answered `wrong_shards` before anything changes),
+//! so the hot path asks nothing before admitting: a voucher this process
+//! has not seen is taken to have one bucket, and learned on the first
+//! answer. When the user's bucket is dry and the voucher has others, units
+//! are borrowed from them (`crate::transfers`) and the order is tried again;
+//! `sold_out` is answered only once every bucket is found dry. The requests
+//! of one process that find the same bucket dry borrow one at a time
+//! (`crate::borrowers`): the others wait and try their bucket again, instead
+//! of all reading every bucket and racing for the same units.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use chrono::Utc;
+use seckill_core::event::{Event, OrderAccepted};
+use seckill_core::{Envelope, OrderId, UserId, VoucherId};
+
+use crate::connection::through_moving_slots;
+use crate::gate::unexpected;
+use crate::layout::Layout;
+use crate::transfers::Borrowed;
+use crate::{Admission, Gate, Rejection, RetryKey, Settlement};
+
+/// How many times one request borrows units (or finds them borrowed by
+/// another request) and tries again before it is answered `sold_out` with
+/// what the last look found: each round someone else took the units just
+/// moved, so the voucher is selling meanwhile.
+const BORROW_ROUNDS: u32 = 16;
+
+/// What one `admit.lua` call answered.
+enum Reply {
+    Decided(Admission),
+    /// The voucher has this many buckets, not the number assumed.
+    WrongShards(u32),
+}
+
+impl Gate {
+    /// Runs the admission check for one request, accepted now. When
+    /// admitted, the order's `OrderAccepted` record is in the outbox,
+    /// written in the same script.
+    pub async fn admit(
+        &self,
+        voucher: VoucherId,
+        user: &UserId,
+        quantity: u32,
+        order: OrderId,
+        retry: Option<&RetryKey>,
+    ) -> redis::RedisResult<Admission> {
+        let order = OrderAccepted {
+            order_id: order,
+            voucher_id: voucher,
+            user_id: user.clone(),
+            quantity,
+            accepted_at: Utc::now(),
+        };
+        self.admit_order(&order, retry).await
+    }
+
+    /// Runs the admission check for `order` in its user's bucket; when
+    /// admitted, exactly this record is in that bucket's outbox, written in
+    /// the same script. An error means the script may or may not have run
+    /// (or may still run): ask [`Gate::settle`] before telling anyone it did
+    /// not.
+    pub async fn admit_order(&self, order: &OrderAccepted, retry: Option<&RetryKey>) -> redis::RedisResult<Admission> {
+        let voucher = order.voucher_id;
+        let known = self.layouts.get(voucher);
+        let mut layout = known.clone().unwrap_or_else(|| Arc::new(Layout::new(voucher, 1)));
+        let mut rounds = 0;
+        let mut recounted = false;
+        loop {
+            let bucket = layout.home(&order.user_id);
+            // Read before the call: a borrow finished after it is news.
+            let seen = self.borrowers.epoch(voucher, bucket);
+            let admission = match self.admit_in(&layout, bucket, order, retry).await? {
+                Reply::WrongShards(shards) if !recounted => {
+                    recounted = true;
+                    layout = self.layouts.learn(voucher, shards);
+                    continue;
+                }
+                Reply::WrongShards(shards) => {
+                    return Err(unexpected("admit.lua disagreed twice on the voucher's buckets", shards.to_string()))
+                }
+                Reply::Decided(admission) => admission,
+            };
+            if known.is_none() && admission != Admission::Rejected(Rejection::UnknownVoucher) {
+                layout = self.layouts.learn(voucher, layout.shards());
+            }
+            let Admission::Rejected(Rejection::SoldOut { .. }) = admission else {
+                return Ok(admission);
+            };
+            if layout.shards() == 1 {
+                return Ok(admission);
+            }
+            match self.borrow_once(&layout, bucket, u64::from(order.quantity), seen).await? {
+                Borrowed::Dry { available } => {
+                    return Ok(Admission::Rejected(Rejection::SoldOut { remaining: available }))
+                }
+                Borrowed::Moved { available } if rounds >= BORROW_ROUNDS => {
+                    return Ok(Admission::Rejected(Rejection::SoldOut { remaining: available }))
+                }
+                Borrowed::Moved { .. } => rounds += 1,
+            }
+        }
+    }
+
+    /// One `admit.lua` call in `bucket` of `layout`.
+    async fn admit_in(
+        &self,
+        layout: &Layout,
+        bucket: u32,
+        order: &OrderAccepted,
+        retry: Option<&RetryKey>,
+    ) -> redis::RedisResult<Reply> {
+        let keys = layout.keys(&self.prefix, bucket);
+        let outbox = self.outbox_of(&keys);
+        if let (Some(hints), true) = (&self.hints, self.redis.is_cluster()) {
+            // Before the call: a call that times out may still have admitted.
+            hints.touch(outbox);
+        }
+        let record = Envelope::new(Event::OrderAccepted(order.clone()));
+        let started = Instant::now();
+        let mut invocation = self.scripts.admit.prepare_invoke();
+        invocation
+            .key(&keys.voucher)
+            .key(&keys.bought)
+            .key(&keys.orders)
+            .key(&keys.retries)
+            .key(&keys.admitted)
+            .key(outbox)
+            .arg(order.user_id.as_str())
+            .arg(order.quantity)
+            .arg(order.order_id.to_string())
+            .arg(retry.map(RetryKey::field).unwrap_or_default())
+            .arg(record.encode())
+            .arg(order.voucher_id.to_string())
+            .arg(self.outbox_limit)
+            .arg(self.ended_sale_ttl_ms)
+            .arg(layout.shards());
+        let (code, detail): (String, String) = through_moving_slots(|| {
+            let (invocation, mut redis) = (&invocation, self.redis.clone());
+            async move { invocation.invoke_async(&mut redis).await }
+        })
+        .await?;
+        self.observe("admit", started);
+        let decided = |admission| Ok(Reply::Decided(admission));
+        let rejected = |rejection| Ok(Reply::Decided(Admission::Rejected(rejection)));
+        match code.as_str() {
+            "admitted" => decided(Admission::Admitted { remaining: detail.parse().unwrap_or_default() }),
+            "replayed" => match detail.parse() {
+                Ok(order) => decided(Admission::Replayed { order }),
+                Err(_) => Err(unexpected("admit.lua replayed an unreadable order id", detail)),
+            },
+            "unknown_voucher" => rejected(Rejection::UnknownVoucher),
+            "not_started" => rejected(Rejection::NotStarted),
+            "ended" => rejected(Rejection::Ended),
+            "paused" => rejected(Rejection::Paused),
+            "duplicate_order" => rejected(Rejection::DuplicateOrder { existing: detail.parse().ok() }),
+            "limit_exceeded" => rejected(Rejection::LimitExceeded { limit: detail.parse().unwrap_or_default() }),
+            "sold_out" => rejected(Rejection::SoldOut { remaining: detail.parse().unwrap_or_default() }),
+            "backlog_full" => decided(Admission::Backlogged { entries: detail.parse().unwrap_or_default() }),
+            "fenced" => decided(Admission::Fenced),
+            "wrong_shards" => match detail.parse() {
+                Ok(shards) => Ok(Reply::WrongShards(shards)),
+                Err(_) => Err(unexpected("admit.lua named an unreadable number of buckets", detail)),
+            },
+            other => Err(unexpected("admit.lua returned an unknown code", other.to_owned())),
+        }
+    }
+
+    /// Whether `order` of `user` for `voucher` was admitted, after an
+    /// admission call for it failed without an answer; "not admitted" is
+    /// made final (a late call with that id is refused), so the answer is
+    /// exact even if the failed call is still on its way to Redis.
+    pub async fn settle(&self, voucher: VoucherId, user: &UserId, order: OrderId) -> redis::RedisResult<Settlement> {
+        let layout = self.layout_or_single(voucher).await?;
+        let keys = layout.keys(&self.prefix, layout.home(user));
+        let started = Instant::now();
+        let mut invocation = self.scripts.settle.prepare_invoke();
+        invocation.key(&keys.voucher).key(&keys.admitted).arg(order.to_string()).arg(self.ended_sale_ttl_ms);
+        let settled: String = through_moving_slots(|| {
+            let (invocation, mut redis) = (&invocation, self.redis.clone());
+            async move { invocation.invoke_async(&mut redis).await }
+        })
+        .await?;
+        self.observe("settle", started);
+        match settled.as_str() {
+            "admitted" => Ok(Settlement::Admitted),
+            "not_admitted" => Ok(Settlement::NotAdmitted),
+            other => Err(unexpected("settle.lua returned an unknown answer", other.to_owned())),
+        }
+    }
+
+    /// Gives an admitted order's units back to its bucket (its user's);
+    /// false if it was released before. `retry` is the key that admitted
+    /// it, when the order never reached the log (a retry must then admit
+    /// afresh).
+    pub async fn release(
+        &self,
+        voucher: VoucherId,
+        user: &UserId,
+        quantity: u32,
+        order: OrderId,
+        retry: Option<&RetryKey>,
+    ) -> redis::RedisResult<bool> {
+        let layout = self.layout_or_single(voucher).await?;
+        let keys = layout.keys(&self.prefix, layout.home(user));
+        let started = Instant::now();
+        let mut invocation = self.scripts.release.prepare_invoke();
+        invocation
+            .key(&keys.voucher)
+            .key(&keys.bought)
+            .key(&keys.orders)
+            .key(&keys.released)
+            .key(&keys.retries)
+            .arg(user.as_str())
+            .arg(quantity)
+            .arg(order.to_string())
+            .arg(retry.map(RetryKey::field).unwrap_or_default())
+            .arg(self.ended_sale_ttl_ms);
+        let released: i64 = through_moving_slots(|| {
+            let (invocation, mut redis) = (&invocation, self.redis.clone());
+            async move { invocation.invoke_async(&mut redis).await }
+        })
+        .await?;
+        self.observe("release", started);
+        Ok(released == 1)
+    }
+
+    /// The layout of `voucher`, or one bucket when Redis does not have it
+    /// (the scripts then find nothing, as for any unknown voucher).
+    pub(crate) async fn layout_or_single(&self, voucher: VoucherId) -> redis::RedisResult<Arc<Layout>> {
+        Ok(self.layout(voucher).await?.unwrap_or_else(|| Arc::new(Layout::new(voucher, 1))))
+    }
+}
