@@ -20,8 +20,13 @@
 //! the inputs its own earlier batches committed is what it decided then
 //! ([`FirstDecisions`]), not a replay of itself.
 
+use std::future::Future;
+
 use seckill_core::config::{StoreConfig, DEFAULT_BATCH_MAX_BYTES, DEFAULT_BATCH_MAX_ROWS};
+use seckill_core::VoucherId;
 use uuid::Uuid;
+
+use crate::StoreError;
 
 /// A row of a voucher's partition: its kind and id.
 pub(super) type RowKey = (&'static str, Uuid);
@@ -75,6 +80,38 @@ pub(super) struct Chunk<S> {
     pub(super) rows: Vec<RowWrite>,
     /// The static values after the chunk's last step.
     pub(super) statics: S,
+}
+
+/// Writes `chunks` in order with `write_chunk(expected version, chunk)`,
+/// each conditioned on the version the one before wrote (`expected` for the
+/// first), stopping at the first one refused. Returns how many steps
+/// committed: fewer than all when another writer got there first (the
+/// chunks before it stay: they hold whole steps and the statics after them,
+/// which the next attempt reads).
+pub(super) async fn write_in_sequence<S, F, Fut>(
+    voucher: VoucherId,
+    mut expected: i64,
+    chunks: Vec<Chunk<S>>,
+    mut write_chunk: F,
+) -> Result<usize, StoreError>
+where
+    F: FnMut(i64, Chunk<S>) -> Fut,
+    Fut: Future<Output = Result<bool, StoreError>>,
+{
+    let batches = chunks.len();
+    let mut committed = 0;
+    for (index, chunk) in chunks.into_iter().enumerate() {
+        let steps = chunk.steps;
+        if !write_chunk(expected, chunk).await? {
+            if index > 0 {
+                tracing::debug!(%voucher, index, batches, "Another writer changed the voucher between batches.");
+            }
+            break;
+        }
+        committed += steps;
+        expected += 1;
+    }
+    Ok(committed)
 }
 
 /// Splits `steps` into chunks within `limits`, in order, never splitting a

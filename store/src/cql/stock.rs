@@ -27,7 +27,7 @@ use seckill_core::event::{CancelReason, Event, OrderRequest};
 use seckill_core::{OrderId, UserId, VoucherId};
 use uuid::Uuid;
 
-use super::chunks::{into_chunks, BatchLimits, Chunk, FirstDecisions, RowWrite, Step};
+use super::chunks::{into_chunks, write_in_sequence, BatchLimits, Chunk, FirstDecisions, RowWrite, Step};
 use super::{
     expected_version, group_by_voucher, refused_too_often, same_partition, unreadable, user_row_id, was_applied,
     MAX_ATTEMPTS, ORDER, UPDATE, USER, VOUCHER,
@@ -268,22 +268,9 @@ impl CqlStockStore {
     /// (the batches before it stay: they hold whole decisions and the level
     /// after them, which the next attempt reads).
     async fn write(&self, voucher: VoucherId, read: Option<i64>, steps: Vec<Step<Level>>) -> Result<usize, StoreError> {
-        let mut expected = expected_version(&self.session, &self.statements.init_version, voucher, read).await?;
+        let expected = expected_version(&self.session, &self.statements.init_version, voucher, read).await?;
         let chunks = into_chunks(steps, self.limits, |_| LEVEL_BYTES);
-        let batches = chunks.len();
-        let mut committed = 0;
-        for (index, chunk) in chunks.into_iter().enumerate() {
-            let steps = chunk.steps;
-            if !self.write_chunk(voucher, expected, chunk).await? {
-                if index > 0 {
-                    tracing::debug!(%voucher, index, batches, "Another writer changed the voucher between batches.");
-                }
-                break;
-            }
-            committed += steps;
-            expected += 1;
-        }
-        Ok(committed)
+        write_in_sequence(voucher, expected, chunks, |expected, chunk| self.write_chunk(voucher, expected, chunk)).await
     }
 
     /// One conditional batch: the level after the chunk's decisions and

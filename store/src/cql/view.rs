@@ -22,7 +22,7 @@ use seckill_core::event::Event;
 use seckill_core::{Envelope, OrderId, UserId, VoucherId};
 use uuid::Uuid;
 
-use super::chunks::{into_chunks, BatchLimits, Chunk, FirstDecisions, RowWrite, Step};
+use super::chunks::{into_chunks, write_in_sequence, BatchLimits, Chunk, FirstDecisions, RowWrite, Step};
 use super::{
     expected_version, group_by_voucher, refused_too_often, same_partition, unreadable, was_applied, MAX_ATTEMPTS,
     ORDER, UPDATE,
@@ -217,22 +217,9 @@ impl CqlViewStore {
         read: Option<i64>,
         steps: Vec<Step<Statics>>,
     ) -> Result<usize, StoreError> {
-        let mut expected = expected_version(&self.session, &self.statements.init_version, voucher, read).await?;
+        let expected = expected_version(&self.session, &self.statements.init_version, voucher, read).await?;
         let chunks = into_chunks(steps, self.limits, |_| STATICS_BYTES);
-        let batches = chunks.len();
-        let mut committed = 0;
-        for (index, chunk) in chunks.into_iter().enumerate() {
-            let steps = chunk.steps;
-            if !self.write_chunk(voucher, expected, chunk).await? {
-                if index > 0 {
-                    tracing::debug!(%voucher, index, batches, "Another projector changed the voucher between batches.");
-                }
-                break;
-            }
-            committed += steps;
-            expected += 1;
-        }
-        Ok(committed)
+        write_in_sequence(voucher, expected, chunks, |expected, chunk| self.write_chunk(voucher, expected, chunk)).await
     }
 
     /// One conditional batch: the statics after the chunk's events and their
