@@ -63,7 +63,10 @@ pg_start() { # dir port [setting...]
     fi
     mv "$dir/data.initdb" "$dir/data"
   fi
-  local settings=(-c listen_addresses=127.0.0.1 -c unix_socket_permissions=0700) setting
+  # plan_cache_mode: see PgSettings::options in devstack/src/postgres.rs (the broker's header
+  # fetch degrades to a scan of the whole partition under custom plans).
+  local settings=(-c listen_addresses=127.0.0.1 -c unix_socket_permissions=0700
+    -c plan_cache_mode=force_generic_plan) setting
   for setting in "$@"; do settings+=(-c "$setting"); done
   pg_as_server "$bin/postgres" -D "$dir/data" -p "$port" -k "$dir" "${settings[@]}" \
     >>"$dir/postgres.log" 2>&1 </dev/null &
