@@ -411,6 +411,12 @@ impl VoucherUpdated {
 }
 
 impl OrderAccepted {
+    /// A new order of `user_id` for `voucher_id`, accepted now, under a
+    /// fresh id.
+    pub fn now(voucher_id: VoucherId, user_id: UserId, quantity: u32) -> Self {
+        Self { order_id: OrderId::generate(), voucher_id, user_id, quantity, accepted_at: Utc::now() }
+    }
+
     fn validate(&self) -> Result<(), EventError> {
         check((1..=MAX_QUANTITY).contains(&self.quantity), "quantity must be 1 to 10000")?;
         check(within_supported_years(self.accepted_at), "accepted_at must be in the years 1970 to 9999")
@@ -445,13 +451,7 @@ mod tests {
     use super::*;
 
     fn accepted() -> OrderAccepted {
-        OrderAccepted {
-            order_id: OrderId::generate(),
-            voucher_id: VoucherId::generate(),
-            user_id: UserId::parse("alice").expect("valid"),
-            quantity: 1,
-            accepted_at: Utc::now(),
-        }
+        OrderAccepted::now(VoucherId::generate(), UserId::parse("alice").expect("valid"), 1)
     }
 
     #[test]

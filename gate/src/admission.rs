@@ -107,6 +107,23 @@ impl Gate {
         }
     }
 
+    /// Runs a request-path script call, patient with slots that are moving
+    /// between masters, and records its duration under `script`.
+    async fn invoke<T: redis::FromRedisValue>(
+        &self,
+        script: &'static str,
+        invocation: &redis::ScriptInvocation<'_>,
+    ) -> redis::RedisResult<T> {
+        let started = Instant::now();
+        let answer = through_moving_slots(|| {
+            let mut redis = self.redis.clone();
+            async move { invocation.invoke_async(&mut redis).await }
+        })
+        .await?;
+        self.observe(script, started);
+        Ok(answer)
+    }
+
     /// One `admit.lua` call in `bucket` of `layout`.
     async fn admit_in(
         &self,
@@ -122,7 +139,6 @@ impl Gate {
             hints.touch(outbox);
         }
         let record = Envelope::new(Event::OrderAccepted(order.clone()));
-        let started = Instant::now();
         let mut invocation = self.scripts.admit.prepare_invoke();
         invocation
             .key(&keys.voucher)
@@ -140,12 +156,7 @@ impl Gate {
             .arg(self.outbox_limit)
             .arg(self.ended_sale_ttl_ms)
             .arg(layout.shards());
-        let (code, detail): (String, String) = through_moving_slots(|| {
-            let (invocation, mut redis) = (&invocation, self.redis.clone());
-            async move { invocation.invoke_async(&mut redis).await }
-        })
-        .await?;
-        self.observe("admit", started);
+        let (code, detail): (String, String) = self.invoke("admit", &invocation).await?;
         let decided = |admission| Ok(Reply::Decided(admission));
         let rejected = |rejection| Ok(Reply::Decided(Admission::Rejected(rejection)));
         match code.as_str() {
@@ -178,15 +189,9 @@ impl Gate {
     pub async fn settle(&self, voucher: VoucherId, user: &UserId, order: OrderId) -> redis::RedisResult<Settlement> {
         let layout = self.layout_or_single(voucher).await?;
         let keys = layout.keys(&self.prefix, layout.home(user));
-        let started = Instant::now();
         let mut invocation = self.scripts.settle.prepare_invoke();
         invocation.key(&keys.voucher).key(&keys.admitted).arg(order.to_string()).arg(self.ended_sale_ttl_ms);
-        let settled: String = through_moving_slots(|| {
-            let (invocation, mut redis) = (&invocation, self.redis.clone());
-            async move { invocation.invoke_async(&mut redis).await }
-        })
-        .await?;
-        self.observe("settle", started);
+        let settled: String = self.invoke("settle", &invocation).await?;
         match settled.as_str() {
             "admitted" => Ok(Settlement::Admitted),
             "not_admitted" => Ok(Settlement::NotAdmitted),
@@ -208,7 +213,6 @@ impl Gate {
     ) -> redis::RedisResult<bool> {
         let layout = self.layout_or_single(voucher).await?;
         let keys = layout.keys(&self.prefix, layout.home(user));
-        let started = Instant::now();
         let mut invocation = self.scripts.release.prepare_invoke();
         invocation
             .key(&keys.voucher)
@@ -221,12 +225,7 @@ impl Gate {
             .arg(order.to_string())
             .arg(retry.map(RetryKey::field).unwrap_or_default())
             .arg(self.ended_sale_ttl_ms);
-        let released: i64 = through_moving_slots(|| {
-            let (invocation, mut redis) = (&invocation, self.redis.clone());
-            async move { invocation.invoke_async(&mut redis).await }
-        })
-        .await?;
-        self.observe("release", started);
+        let released: i64 = self.invoke("release", &invocation).await?;
         Ok(released == 1)
     }
 

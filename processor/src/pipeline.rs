@@ -221,18 +221,12 @@ fn request_kind(outcome: &Event) -> &'static str {
 mod tests {
     use chrono::Utc;
     use seckill_core::event::{CancelReason, OrderAccepted, OrderCancelled, OrderConfirmed, OrderCreated};
-    use seckill_core::{Envelope, OrderId, UserId, VoucherId};
+    use seckill_core::{Envelope, UserId, VoucherId};
 
     use super::*;
 
     fn order() -> OrderAccepted {
-        OrderAccepted {
-            order_id: OrderId::generate(),
-            voucher_id: VoucherId::generate(),
-            user_id: UserId::parse("u").expect("valid"),
-            quantity: 1,
-            accepted_at: Utc::now(),
-        }
+        OrderAccepted::now(VoucherId::generate(), UserId::parse("u").expect("valid"), 1)
     }
 
     fn decided(event: Event) -> Decided {

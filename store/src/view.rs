@@ -316,13 +316,7 @@ mod tests {
     use seckill_core::event::{OrderCancelled, OrderCreated, OrderFailed};
 
     fn accepted() -> OrderAccepted {
-        OrderAccepted {
-            order_id: OrderId::generate(),
-            voucher_id: VoucherId::generate(),
-            user_id: UserId::parse("bob").expect("valid"),
-            quantity: 2,
-            accepted_at: Utc::now(),
-        }
+        OrderAccepted::now(VoucherId::generate(), UserId::parse("bob").expect("valid"), 2)
     }
 
     fn row(event: Event) -> OrderView {

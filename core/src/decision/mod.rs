@@ -164,13 +164,7 @@ mod tests {
     use crate::ids::{OrderId, UserId, VoucherId};
 
     fn order(quantity: u32) -> OrderAccepted {
-        OrderAccepted {
-            order_id: OrderId::generate(),
-            voucher_id: VoucherId::generate(),
-            user_id: UserId::parse("u1").expect("valid"),
-            quantity,
-            accepted_at: Utc::now(),
-        }
+        OrderAccepted::now(VoucherId::generate(), UserId::parse("u1").expect("valid"), quantity)
     }
 
     fn level(stock: u64, hold_seconds: u32, per_user_limit: u32) -> StockLevel {

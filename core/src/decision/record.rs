@@ -97,16 +97,10 @@ mod tests {
 
     use super::*;
     use crate::event::{OrderAccepted, OrderConfirmed, OrderCreated};
-    use crate::ids::{OrderId, UserId, VoucherId};
+    use crate::ids::{UserId, VoucherId};
 
     fn order() -> OrderAccepted {
-        OrderAccepted {
-            order_id: OrderId::generate(),
-            voucher_id: VoucherId::generate(),
-            user_id: UserId::parse("u").expect("valid"),
-            quantity: 1,
-            accepted_at: Utc::now(),
-        }
+        OrderAccepted::now(VoucherId::generate(), UserId::parse("u").expect("valid"), 1)
     }
 
     #[test]

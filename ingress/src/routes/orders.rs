@@ -14,7 +14,6 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Instant;
 
-use chrono::Utc;
 use seckill_core::event::{OrderAccepted, MAX_QUANTITY};
 use seckill_core::{OrderId, UserId, VoucherId};
 use seckill_web::ApiError;
@@ -108,13 +107,7 @@ async fn place_order(
         return Err(rejection_error(rejection));
     }
 
-    let order = OrderAccepted {
-        order_id: OrderId::generate(),
-        voucher_id: voucher,
-        user_id: user,
-        quantity: request.quantity,
-        accepted_at: Utc::now(),
-    };
+    let order = OrderAccepted::now(voucher, user, request.quantity);
     let admission = match ingress.gate.admit_order(&order, retry.as_ref()).await {
         Ok(admission) => admission,
         Err(error) => return settle(&ingress, &order, &error).await,

@@ -19,6 +19,10 @@ pub use view::CqlViewStore;
 use scylla::client::session::Session;
 use scylla::errors::{ExecutionError, NewSessionError, PrepareError};
 use scylla::response::query_result::QueryResult;
+use scylla::serialize::row::{RowSerializationContext, SerializeRow};
+use scylla::serialize::writers::RowWriter;
+use scylla::serialize::SerializationError;
+use scylla::statement::batch::{Batch, BatchType};
 use scylla::statement::prepared::PreparedStatement;
 use scylla::value::{CqlValue, Row};
 use seckill_core::VoucherId;
@@ -122,5 +126,47 @@ fn was_applied(result: QueryResult) -> Result<bool, StoreError> {
     match first.and_then(|row| row.columns.into_iter().next().flatten()) {
         Some(CqlValue::Boolean(applied)) => Ok(applied),
         other => Err(unreadable(format!("a conditional write answered {other:?}"))),
+    }
+}
+
+/// Writes one conditional batch on `voucher`'s partition: `write_statics`
+/// with `statics` (its values end `IF version = ?`), then `write_row` once
+/// per row; false when the condition refused it.
+async fn write_conditional_batch<S: SerializeRow>(
+    session: &Session,
+    write_statics: &PreparedStatement,
+    statics: S,
+    write_row: &PreparedStatement,
+    voucher: VoucherId,
+    rows: Vec<chunks::RowWrite>,
+) -> Result<bool, StoreError> {
+    let mut batch = Batch::new(BatchType::Logged);
+    let mut values: Vec<BatchValues<S>> = Vec::with_capacity(rows.len() + 1);
+    batch.append_statement(write_statics.clone());
+    values.push(BatchValues::Statics(statics));
+    for ((kind, id), value) in rows {
+        batch.append_statement(write_row.clone());
+        values.push(BatchValues::Row(voucher.as_uuid(), kind, id, value));
+    }
+    was_applied(session.batch(&batch, values).await?)
+}
+
+/// One statement's values in a conditional batch: the partition's statics,
+/// or a row (voucher, kind, id, value).
+enum BatchValues<S> {
+    Statics(S),
+    Row(uuid::Uuid, &'static str, uuid::Uuid, Option<Vec<u8>>),
+}
+
+impl<S: SerializeRow> SerializeRow for BatchValues<S> {
+    fn serialize(&self, ctx: &RowSerializationContext<'_>, writer: &mut RowWriter) -> Result<(), SerializationError> {
+        match self {
+            Self::Statics(statics) => statics.serialize(ctx, writer),
+            Self::Row(voucher, kind, id, value) => (voucher, kind, id, value).serialize(ctx, writer),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        false
     }
 }

@@ -20,7 +20,6 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use futures::future::try_join_all;
 use scylla::client::session::Session;
-use scylla::statement::batch::{Batch, BatchType};
 use scylla::statement::prepared::PreparedStatement;
 use seckill_core::decision::{OrderRecord, StockLevel};
 use seckill_core::event::{CancelReason, Event, OrderRequest};
@@ -29,8 +28,8 @@ use uuid::Uuid;
 
 use super::chunks::{into_chunks, write_in_sequence, BatchLimits, Chunk, FirstDecisions, RowWrite, Step};
 use super::{
-    expected_version, group_by_voucher, refused_too_often, same_partition, unreadable, user_row_id, was_applied,
-    MAX_ATTEMPTS, ORDER, UPDATE, USER, VOUCHER,
+    expected_version, group_by_voucher, refused_too_often, same_partition, unreadable, user_row_id,
+    write_conditional_batch, MAX_ATTEMPTS, ORDER, UPDATE, USER, VOUCHER,
 };
 use crate::stock::MAX_EXPIRED_PAGE;
 use crate::stock_rules::{apply_input, Outcomes, StockState};
@@ -276,49 +275,26 @@ impl CqlStockStore {
     /// One conditional batch: the level after the chunk's decisions and
     /// their rows, `IF version = expected`; false when refused.
     async fn write_chunk(&self, voucher: VoucherId, expected: i64, chunk: Chunk<Level>) -> Result<bool, StoreError> {
-        let mut batch = Batch::new(BatchType::Logged);
-        let mut values: Vec<BatchValues> = Vec::with_capacity(chunk.rows.len() + 1);
         let level = chunk.statics.as_ref();
         let as_i64 = |n: u64| i64::try_from(n).map_err(unreadable);
-        batch.append_statement(self.statements.write_level.clone());
-        values.push(BatchValues::Level(
+        let statics = (
             level.map(|l| as_i64(l.stock)).transpose()?,
             level.map(|l| as_i64(l.remaining)).transpose()?,
             level.map(|l| i32::try_from(l.hold_seconds).map_err(unreadable)).transpose()?,
             expected + 1,
             voucher.as_uuid(),
             expected,
-        ));
-        for ((kind, id), outcome) in chunk.rows {
-            batch.append_statement(self.statements.write_row.clone());
-            values.push(BatchValues::Row(voucher.as_uuid(), kind, id, outcome));
-        }
-        was_applied(self.session.batch(&batch, values).await?)
-    }
-}
-
-/// One statement's values in the conditional batch.
-enum BatchValues {
-    Level(Option<i64>, Option<i64>, Option<i32>, i64, Uuid, i64),
-    Row(Uuid, &'static str, Uuid, Option<Vec<u8>>),
-}
-
-impl scylla::serialize::row::SerializeRow for BatchValues {
-    fn serialize(
-        &self,
-        ctx: &scylla::serialize::row::RowSerializationContext<'_>,
-        writer: &mut scylla::serialize::writers::RowWriter,
-    ) -> Result<(), scylla::serialize::SerializationError> {
-        match self {
-            Self::Level(stock, remaining, hold, version, voucher, expected) => {
-                (stock, remaining, hold, version, voucher, expected).serialize(ctx, writer)
-            }
-            Self::Row(voucher, kind, id, outcome) => (voucher, kind, id, outcome).serialize(ctx, writer),
-        }
-    }
-
-    fn is_empty(&self) -> bool {
-        false
+        );
+        let statements = &self.statements;
+        write_conditional_batch(
+            &self.session,
+            &statements.write_level,
+            statics,
+            &statements.write_row,
+            voucher,
+            chunk.rows,
+        )
+        .await
     }
 }
 

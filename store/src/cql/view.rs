@@ -16,7 +16,6 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use futures::future::try_join_all;
 use scylla::client::session::Session;
-use scylla::statement::batch::{Batch, BatchType};
 use scylla::statement::prepared::PreparedStatement;
 use seckill_core::event::Event;
 use seckill_core::{Envelope, OrderId, UserId, VoucherId};
@@ -24,8 +23,8 @@ use uuid::Uuid;
 
 use super::chunks::{into_chunks, write_in_sequence, BatchLimits, Chunk, FirstDecisions, RowWrite, Step};
 use super::{
-    expected_version, group_by_voucher, refused_too_often, same_partition, unreadable, was_applied, MAX_ATTEMPTS,
-    ORDER, UPDATE,
+    expected_version, group_by_voucher, refused_too_often, same_partition, unreadable, write_conditional_batch,
+    MAX_ATTEMPTS, ORDER, UPDATE,
 };
 use crate::view::{OrderView, VoucherCounters, VoucherRecord, VoucherView, MAX_PAGE};
 use crate::view_rules::{apply_event, ViewState};
@@ -226,51 +225,28 @@ impl CqlViewStore {
     /// rows, `IF version = expected`; false when refused.
     async fn write_chunk(&self, voucher: VoucherId, expected: i64, chunk: Chunk<Statics>) -> Result<bool, StoreError> {
         let (record, counters) = &chunk.statics;
-        let mut batch = Batch::new(BatchType::Logged);
-        let mut values: Vec<ViewValues> = Vec::with_capacity(chunk.rows.len() + 1);
-        batch.append_statement(self.statements.write_statics.clone());
-        values.push(ViewValues::Statics(
+        let statics = (
             record.as_ref().map(serde_json::to_vec).transpose()?,
             serde_json::to_vec(counters)?,
             expected + 1,
             voucher.as_uuid(),
             expected,
-        ));
-        for ((kind, id), row) in chunk.rows {
-            batch.append_statement(self.statements.write_row.clone());
-            values.push(ViewValues::Row(voucher.as_uuid(), kind, id, row));
-        }
-        was_applied(self.session.batch(&batch, values).await?)
+        );
+        let statements = &self.statements;
+        write_conditional_batch(
+            &self.session,
+            &statements.write_statics,
+            statics,
+            &statements.write_row,
+            voucher,
+            chunk.rows,
+        )
+        .await
     }
 
     async fn voucher_view(&self, voucher: VoucherId) -> Result<Option<VoucherView>, StoreError> {
         let (record, counters, _) = self.read_statics(voucher).await?;
         Ok(record.map(|record| VoucherView::new(&record, counters)))
-    }
-}
-
-/// One statement's values in the conditional batch.
-enum ViewValues {
-    Statics(Option<Vec<u8>>, Vec<u8>, i64, Uuid, i64),
-    Row(Uuid, &'static str, Uuid, Option<Vec<u8>>),
-}
-
-impl scylla::serialize::row::SerializeRow for ViewValues {
-    fn serialize(
-        &self,
-        ctx: &scylla::serialize::row::RowSerializationContext<'_>,
-        writer: &mut scylla::serialize::writers::RowWriter,
-    ) -> Result<(), scylla::serialize::SerializationError> {
-        match self {
-            Self::Statics(record, counters, version, voucher, expected) => {
-                (record, counters, version, voucher, expected).serialize(ctx, writer)
-            }
-            Self::Row(voucher, kind, id, row) => (voucher, kind, id, row).serialize(ctx, writer),
-        }
-    }
-
-    fn is_empty(&self) -> bool {
-        false
     }
 }
 

@@ -4,8 +4,8 @@
 use plotters::prelude::*;
 
 use super::{
-    axis_style, bucket_start, bucket_title, chart_error, headroom, label_style, palette, per_bucket, span, time_label,
-    time_ticks, Chart, KeyEntry, Mark, GRID, SIZE,
+    bucket_start, bucket_title, chart_error, framed, headroom, palette, per_bucket, span, time_label, time_ticks, Axes,
+    Chart, KeyEntry, Mark, SIZE,
 };
 use crate::report::overlay::Overlay;
 use crate::sale::{Buckets, FinalStatus, LatencyBin, Timeline};
@@ -66,31 +66,18 @@ fn stacked(
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
-        root.fill(&WHITE).map_err(chart_error)?;
-        let mut chart = ChartBuilder::on(&root)
-            .margin(14)
-            .margin_right(36)
-            .x_label_area_size(52)
-            .y_label_area_size(72)
-            .build_cartesian_2d(0f64..span(buckets), 0u64..headroom(tallest))
-            .map_err(chart_error)?;
         let x_label = |x: &f64| time_label(buckets, *x);
         let y_label = |y: &u64| y.to_string();
-        chart
-            .configure_mesh()
-            .x_desc("time (UTC)")
-            .y_desc(format!("{unit} {}", per_bucket(buckets)))
-            .x_label_formatter(&x_label)
-            .y_label_formatter(&y_label)
-            .x_labels(time_ticks(buckets))
-            .y_labels(6)
-            .disable_x_mesh()
-            .light_line_style(WHITE)
-            .bold_line_style(GRID)
-            .label_style(label_style())
-            .axis_desc_style(axis_style())
-            .draw()
-            .map_err(chart_error)?;
+        let y_desc = format!("{unit} {}", per_bucket(buckets));
+        let axes = Axes {
+            x_desc: "time (UTC)",
+            y_desc: &y_desc,
+            x_ticks: time_ticks(buckets),
+            y_ticks: 6,
+            x_label: &x_label,
+            y_label: &y_label,
+        };
+        let mut chart = framed(&root, 0f64..span(buckets), 0u64..headroom(tallest), axes)?;
         let width = buckets.width_s as f64;
         // A gap between neighbouring bars, when there is room for one.
         let gap = width * 0.12;
@@ -134,14 +121,6 @@ pub(in crate::report) fn latency_distribution(bins: &[LatencyBin]) -> Result<Cha
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
-        root.fill(&WHITE).map_err(chart_error)?;
-        let mut chart = ChartBuilder::on(&root)
-            .margin(14)
-            .margin_right(36)
-            .x_label_area_size(52)
-            .y_label_area_size(72)
-            .build_cartesian_2d(0u32..count, 0u64..headroom(tallest))
-            .map_err(chart_error)?;
         let edge = |index: &u32| {
             let index = *index as usize;
             match bins.get(index) {
@@ -150,21 +129,15 @@ pub(in crate::report) fn latency_distribution(bins: &[LatencyBin]) -> Result<Cha
             }
         };
         let y_label = |y: &u64| y.to_string();
-        chart
-            .configure_mesh()
-            .x_desc("accept → decision latency (bins from each tick to the next)")
-            .y_desc("orders")
-            .x_label_formatter(&edge)
-            .y_label_formatter(&y_label)
-            .x_labels(count as usize + 1)
-            .y_labels(6)
-            .disable_x_mesh()
-            .light_line_style(WHITE)
-            .bold_line_style(GRID)
-            .label_style(label_style())
-            .axis_desc_style(axis_style())
-            .draw()
-            .map_err(chart_error)?;
+        let axes = Axes {
+            x_desc: "accept → decision latency (bins from each tick to the next)",
+            y_desc: "orders",
+            x_ticks: count as usize + 1,
+            y_ticks: 6,
+            x_label: &edge,
+            y_label: &y_label,
+        };
+        let mut chart = framed(&root, 0u32..count, 0u64..headroom(tallest), axes)?;
         let mut bars = Vec::new();
         for (index, bin) in bins.iter().enumerate() {
             let (x0, x1) = (index as u32, index as u32 + 1);

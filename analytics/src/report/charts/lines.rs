@@ -7,8 +7,8 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::{
-    axis_style, bucket_start, bucket_title, chart_error, label_style, palette, per_bucket, span, step_points,
-    time_label, time_ticks, value_before, x_of, Chart, KeyEntry, Mark, GRID, MARKER, SIZE,
+    bucket_start, bucket_title, chart_error, framed, label_style, palette, per_bucket, span, step_points, time_label,
+    time_ticks, value_before, x_of, Axes, Chart, KeyEntry, Mark, MARKER, SIZE,
 };
 use crate::report::overlay::Overlay;
 use crate::sale::{Buckets, LatencyPoint, Step, Timeline};
@@ -93,31 +93,17 @@ fn steps_chart(
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
-        root.fill(&WHITE).map_err(chart_error)?;
-        let mut chart = ChartBuilder::on(&root)
-            .margin(14)
-            .margin_right(36)
-            .x_label_area_size(52)
-            .y_label_area_size(72)
-            .build_cartesian_2d(0f64..span(buckets), y_low..y_high)
-            .map_err(chart_error)?;
         let x_label = |x: &f64| time_label(buckets, *x);
         let y_label = |y: &f64| format!("{y:.0}");
-        chart
-            .configure_mesh()
-            .x_desc("time (UTC)")
-            .y_desc("units")
-            .x_label_formatter(&x_label)
-            .y_label_formatter(&y_label)
-            .x_labels(time_ticks(buckets))
-            .y_labels(6)
-            .disable_x_mesh()
-            .light_line_style(WHITE)
-            .bold_line_style(GRID)
-            .label_style(label_style())
-            .axis_desc_style(axis_style())
-            .draw()
-            .map_err(chart_error)?;
+        let axes = Axes {
+            x_desc: "time (UTC)",
+            y_desc: "units",
+            x_ticks: time_ticks(buckets),
+            y_ticks: 6,
+            x_label: &x_label,
+            y_label: &y_label,
+        };
+        let mut chart = framed(&root, 0f64..span(buckets), y_low..y_high, axes)?;
         for marker in markers {
             let x = x_of(buckets, marker.at);
             let style = marker.color.stroke_width(2);
@@ -174,31 +160,17 @@ pub(in crate::report) fn latency_over_time(timeline: &Timeline) -> Result<Chart,
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
-        root.fill(&WHITE).map_err(chart_error)?;
-        let mut chart = ChartBuilder::on(&root)
-            .margin(14)
-            .margin_right(36)
-            .x_label_area_size(52)
-            .y_label_area_size(72)
-            .build_cartesian_2d(0f64..span(buckets), (y_low..y_high).log_scale())
-            .map_err(chart_error)?;
         let x_label = |x: &f64| time_label(buckets, *x);
         let y_label = |y: &f64| format!("{y}");
-        chart
-            .configure_mesh()
-            .x_desc("time of acceptance (UTC)")
-            .y_desc("milliseconds (log scale)")
-            .x_label_formatter(&x_label)
-            .y_label_formatter(&y_label)
-            .x_labels(time_ticks(buckets))
-            .y_labels(8)
-            .disable_x_mesh()
-            .light_line_style(WHITE)
-            .bold_line_style(GRID)
-            .label_style(label_style())
-            .axis_desc_style(axis_style())
-            .draw()
-            .map_err(chart_error)?;
+        let axes = Axes {
+            x_desc: "time of acceptance (UTC)",
+            y_desc: "milliseconds (log scale)",
+            x_ticks: time_ticks(buckets),
+            y_ticks: 8,
+            x_label: &x_label,
+            y_label: &y_label,
+        };
+        let mut chart = framed(&root, 0f64..span(buckets), (y_low..y_high).log_scale(), axes)?;
         let width = buckets.width_s as f64;
         let centre = |index: usize| (index as f64 + 0.5) * width;
         for percentile in PERCENTILES {

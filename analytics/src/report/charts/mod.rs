@@ -9,6 +9,8 @@ mod bars;
 mod lines;
 
 use chrono::{DateTime, TimeDelta, Utc};
+use plotters::coord::ranged1d::{AsRangedCoord, ValueFormatter};
+use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use crate::sale::{Buckets, Step};
@@ -76,6 +78,65 @@ impl KeyEntry {
     fn new(name: &str, color: RGBColor, mark: Mark) -> Self {
         Self { name: name.to_owned(), color: format!("#{:02X}{:02X}{:02X}", color.0, color.1, color.2), mark }
     }
+}
+
+/// What sets one chart's axes apart from another's: their descriptions,
+/// how many ticks each gets and how a tick is labelled.
+struct Axes<'f, XT, YT> {
+    x_desc: &'f str,
+    y_desc: &'f str,
+    x_ticks: usize,
+    y_ticks: usize,
+    x_label: &'f dyn Fn(&XT) -> String,
+    y_label: &'f dyn Fn(&YT) -> String,
+}
+
+/// A chart of [`framed`]: on an SVG, over the coordinates `X` × `Y`.
+type Framed<'a, 's, X, Y> = ChartContext<
+    'a,
+    SVGBackend<'s>,
+    Cartesian2d<<X as AsRangedCoord>::CoordDescType, <Y as AsRangedCoord>::CoordDescType>,
+>;
+
+/// A white chart over `x` × `y` on `root`, drawn the way every chart of the
+/// report is: the same margins and label areas, horizontal grid lines only,
+/// the same fonts.
+fn framed<'a, 's, X, Y>(
+    root: &'a DrawingArea<SVGBackend<'s>, Shift>,
+    x: X,
+    y: Y,
+    axes: Axes<'_, X::Value, Y::Value>,
+) -> Result<Framed<'a, 's, X, Y>, AnalyticsError>
+where
+    X: AsRangedCoord,
+    Y: AsRangedCoord,
+    X::CoordDescType: ValueFormatter<X::Value>,
+    Y::CoordDescType: ValueFormatter<Y::Value>,
+{
+    root.fill(&WHITE).map_err(chart_error)?;
+    let mut chart = ChartBuilder::on(root)
+        .margin(14)
+        .margin_right(36)
+        .x_label_area_size(52)
+        .y_label_area_size(72)
+        .build_cartesian_2d(x, y)
+        .map_err(chart_error)?;
+    chart
+        .configure_mesh()
+        .x_desc(axes.x_desc)
+        .y_desc(axes.y_desc)
+        .x_label_formatter(axes.x_label)
+        .y_label_formatter(axes.y_label)
+        .x_labels(axes.x_ticks)
+        .y_labels(axes.y_ticks)
+        .disable_x_mesh()
+        .light_line_style(WHITE)
+        .bold_line_style(GRID)
+        .label_style(label_style())
+        .axis_desc_style(axis_style())
+        .draw()
+        .map_err(chart_error)?;
+    Ok(chart)
 }
 
 fn chart_error(error: impl std::fmt::Display) -> AnalyticsError {
