@@ -13,7 +13,6 @@
 //! of all reading every bucket and racing for the same units.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use chrono::Utc;
 use seckill_core::event::{Event, OrderAccepted};
@@ -114,14 +113,11 @@ impl Gate {
         script: &'static str,
         invocation: &redis::ScriptInvocation<'_>,
     ) -> redis::RedisResult<T> {
-        let started = Instant::now();
-        let answer = through_moving_slots(|| {
+        let call = through_moving_slots(|| {
             let mut redis = self.redis.clone();
             async move { invocation.invoke_async(&mut redis).await }
-        })
-        .await?;
-        self.observe(script, started);
-        Ok(answer)
+        });
+        self.timed(script, call).await
     }
 
     /// One `admit.lua` call in `bucket` of `layout`.

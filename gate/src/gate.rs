@@ -332,10 +332,19 @@ impl Gate {
         Ok(stock.map(|_| self.layouts.learn(voucher, shards.unwrap_or(1))))
     }
 
-    pub(crate) fn observe(&self, script: &str, started: Instant) {
+    /// Awaits `call` and records how long it took under `script` (the
+    /// calls that answered; a failed call is counted by its caller's error).
+    pub(crate) async fn timed<T>(
+        &self,
+        script: &'static str,
+        call: impl std::future::Future<Output = redis::RedisResult<T>>,
+    ) -> redis::RedisResult<T> {
+        let started = Instant::now();
+        let answer = call.await?;
         if let Some(metrics) = &self.metrics {
             metrics.script_duration.with_label_values(&[script]).observe(started.elapsed().as_secs_f64());
         }
+        Ok(answer)
     }
 }
 

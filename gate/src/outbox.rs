@@ -284,22 +284,7 @@ impl Outbox {
     /// [`FULL_READ_EVERY`], every outbox followed).
     pub async fn read_new(&self, count: usize, block: Duration) -> redis::RedisResult<Vec<OutboxEntry>> {
         let last_full_read = match &*self.streams {
-            Streams::One(stream) => {
-                let reply: Option<StreamReadReply> = redis::cmd("XREADGROUP")
-                    .arg("GROUP")
-                    .arg(GROUP)
-                    .arg(&self.consumer)
-                    .arg("COUNT")
-                    .arg(count)
-                    .arg("BLOCK")
-                    .arg(block.as_millis() as u64)
-                    .arg("STREAMS")
-                    .arg(stream)
-                    .arg(">")
-                    .query_async(&mut self.redis.clone())
-                    .await?;
-                return Ok(entries_of(reply));
-            }
+            Streams::One(stream) => return self.read_stream(stream, count, Some(block)).await,
             Streams::Discovered { last_full_read, .. } => last_full_read,
         };
         let hints = &self.hints;
@@ -333,7 +318,7 @@ impl Outbox {
                 continue;
             }
             let wanted = count - entries.len();
-            let read = match self.read_stream(stream, wanted).await {
+            let read = match self.read_stream(stream, wanted, None).await {
                 Ok(read) => read,
                 Err(error) if error.code() == Some("NOGROUP") => {
                     // Lost with its data, or deleted and written again: start over.
@@ -353,18 +338,21 @@ impl Outbox {
         Ok(entries)
     }
 
-    async fn read_stream(&self, stream: &str, count: usize) -> redis::RedisResult<Vec<OutboxEntry>> {
-        let reply: Option<StreamReadReply> = redis::cmd("XREADGROUP")
-            .arg("GROUP")
-            .arg(GROUP)
-            .arg(&self.consumer)
-            .arg("COUNT")
-            .arg(count)
-            .arg("STREAMS")
-            .arg(stream)
-            .arg(">")
-            .query_async(&mut self.redis.clone())
-            .await?;
+    /// Up to `count` entries of `stream` no relay has read yet, waiting up
+    /// to `block` for some (None: answers at once).
+    async fn read_stream(
+        &self,
+        stream: &str,
+        count: usize,
+        block: Option<Duration>,
+    ) -> redis::RedisResult<Vec<OutboxEntry>> {
+        let mut read = redis::cmd("XREADGROUP");
+        read.arg("GROUP").arg(GROUP).arg(&self.consumer).arg("COUNT").arg(count);
+        if let Some(block) = block {
+            read.arg("BLOCK").arg(block.as_millis() as u64);
+        }
+        let reply: Option<StreamReadReply> =
+            read.arg("STREAMS").arg(stream).arg(">").query_async(&mut self.redis.clone()).await?;
         Ok(entries_of(reply))
     }
 

@@ -20,7 +20,7 @@
 //! 4. transfers go on again.
 
 use std::collections::{HashMap, HashSet};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use redis::RedisResult;
 use seckill_core::event::OrderAccepted;
@@ -184,10 +184,8 @@ impl Gate {
         for order in orders {
             call.arg(order.order_id.to_string()).arg(order.user_id.as_str()).arg(order.quantity);
         }
-        let started = Instant::now();
         let (action, before, after, users_fixed): (String, String, String, String) =
-            call.invoke_async(&mut self.redis.clone()).await?;
-        self.observe("restore", started);
+            self.timed("restore", call.invoke_async(&mut self.redis.clone())).await?;
         let action = match action.as_str() {
             "unchanged" => RestoreAction::Unchanged,
             "corrected" => RestoreAction::Corrected,

@@ -34,7 +34,7 @@
 //! restores the buckets ([`Gate::freeze_transfers`]): a dry bucket does not
 //! borrow meanwhile.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use redis::RedisResult;
 use seckill_core::metrics::TransferOutcome;
@@ -103,20 +103,22 @@ impl<'gate> Transfer<'gate> {
     /// how many (0: it had none, or transfers are frozen).
     pub async fn debit(&self, wanted: u64) -> RedisResult<u64> {
         let keys = self.layout.keys(&self.gate.prefix, self.from);
-        let started = Instant::now();
         let (code, units): (String, String) = self
             .gate
-            .scripts
-            .transfer_debit
-            .key(&keys.voucher)
-            .key(&keys.transfers)
-            .arg(self.id.to_string())
-            .arg(self.to)
-            .arg(wanted.max(1))
-            .arg(self.gate.ended_sale_ttl_ms)
-            .invoke_async(&mut self.gate.redis.clone())
+            .timed(
+                "transfer_debit",
+                self.gate
+                    .scripts
+                    .transfer_debit
+                    .key(&keys.voucher)
+                    .key(&keys.transfers)
+                    .arg(self.id.to_string())
+                    .arg(self.to)
+                    .arg(wanted.max(1))
+                    .arg(self.gate.ended_sale_ttl_ms)
+                    .invoke_async(&mut self.gate.redis.clone()),
+            )
             .await?;
-        self.gate.observe("transfer_debit", started);
         match code.as_str() {
             "debited" | "repeated" => Ok(units.parse().unwrap_or_default()),
             "dry" | "frozen" | "unknown_voucher" => Ok(0),
@@ -128,20 +130,22 @@ impl<'gate> Transfer<'gate> {
     /// the transfer if it is not in Redis; the decision is recorded once.
     pub async fn settle(&self, units: u64) -> RedisResult<TransferDecision> {
         let keys = self.layout.keys(&self.gate.prefix, self.to);
-        let started = Instant::now();
         let decision: String = self
             .gate
-            .scripts
-            .transfer_settle
-            .key(&keys.voucher)
-            .key(&keys.transfers)
-            .arg(self.id.to_string())
-            .arg(self.from)
-            .arg(units)
-            .arg(self.gate.ended_sale_ttl_ms)
-            .invoke_async(&mut self.gate.redis.clone())
+            .timed(
+                "transfer_settle",
+                self.gate
+                    .scripts
+                    .transfer_settle
+                    .key(&keys.voucher)
+                    .key(&keys.transfers)
+                    .arg(self.id.to_string())
+                    .arg(self.from)
+                    .arg(units)
+                    .arg(self.gate.ended_sale_ttl_ms)
+                    .invoke_async(&mut self.gate.redis.clone()),
+            )
             .await?;
-        self.gate.observe("transfer_settle", started);
         match decision.as_str() {
             "credited" => Ok(TransferDecision::Credited),
             "fenced" => Ok(TransferDecision::Fenced),
@@ -153,18 +157,20 @@ impl<'gate> Transfer<'gate> {
     /// if it was closed before.
     pub async fn finish(&self, decision: TransferDecision) -> RedisResult<bool> {
         let keys = self.layout.keys(&self.gate.prefix, self.from);
-        let started = Instant::now();
         let finished: String = self
             .gate
-            .scripts
-            .transfer_finish
-            .key(&keys.voucher)
-            .key(&keys.transfers)
-            .arg(self.id.to_string())
-            .arg(decision.as_str())
-            .invoke_async(&mut self.gate.redis.clone())
+            .timed(
+                "transfer_finish",
+                self.gate
+                    .scripts
+                    .transfer_finish
+                    .key(&keys.voucher)
+                    .key(&keys.transfers)
+                    .arg(self.id.to_string())
+                    .arg(decision.as_str())
+                    .invoke_async(&mut self.gate.redis.clone()),
+            )
             .await?;
-        self.gate.observe("transfer_finish", started);
         match finished.as_str() {
             "done" | "returned" => Ok(true),
             "repeated" | "unknown" => Ok(false),

@@ -11,7 +11,6 @@
 //! so an update stopped half-way is completed.
 
 use std::collections::HashMap;
-use std::time::Instant;
 
 use futures::future::try_join_all;
 use seckill_core::event::{VoucherCreated, VoucherUpdated};
@@ -29,12 +28,12 @@ impl Gate {
     /// again never brings an old sale back).
     pub async fn load_voucher(&self, definition: &VoucherCreated) -> redis::RedisResult<bool> {
         let layout = self.layouts.learn(definition.voucher_id, definition.shards);
-        let started = Instant::now();
-        let others = try_join_all((1..layout.shards()).map(|bucket| self.load_bucket(&layout, bucket, definition)));
-        let mut loaded = others.await?.into_iter().any(|loaded| loaded);
-        loaded |= self.load_bucket(&layout, 0, definition).await?;
-        self.observe("load_voucher", started);
-        Ok(loaded)
+        self.timed("load_voucher", async {
+            let others = try_join_all((1..layout.shards()).map(|bucket| self.load_bucket(&layout, bucket, definition)));
+            let loaded = others.await?.into_iter().any(|loaded| loaded);
+            Ok(self.load_bucket(&layout, 0, definition).await? || loaded)
+        })
+        .await
     }
 
     async fn load_bucket(&self, layout: &Layout, bucket: u32, definition: &VoucherCreated) -> redis::RedisResult<bool> {
@@ -62,11 +61,8 @@ impl Gate {
         let Some(layout) = self.layout(update.voucher_id).await? else {
             return Ok(UpdateResult::UnknownVoucher);
         };
-        let started = Instant::now();
-        let replies =
-            try_join_all((0..layout.shards()).map(|bucket| self.update_bucket(&layout, bucket, update_id, update)))
-                .await?;
-        self.observe("update_voucher", started);
+        let buckets = (0..layout.shards()).map(|bucket| self.update_bucket(&layout, bucket, update_id, update));
+        let replies = self.timed("update_voucher", try_join_all(buckets)).await?;
         let Some(first) = replies.first().filter(|reply| reply.0 != "unknown_voucher") else {
             return Ok(UpdateResult::UnknownVoucher);
         };
