@@ -14,6 +14,9 @@ use serde_json::{json, Value};
 
 use crate::TURN;
 
+/// How much of the run's log a failure message shows.
+const LOG_TAIL_LINES: usize = 120;
+
 /// `seckill dev` on `data`, its ports fixed so a second run uses the same.
 struct DevRun {
     ports: [u16; 6],
@@ -46,6 +49,13 @@ impl DevRun {
         std::fs::read_to_string(self.run_dir.join("dev.log")).unwrap_or_default()
     }
 
+    /// The last lines of the run's log, for a failure message.
+    fn log_tail(&self) -> String {
+        let log = self.log();
+        let lines: Vec<&str> = log.lines().collect();
+        lines[lines.len().saturating_sub(LOG_TAIL_LINES)..].join("\n")
+    }
+
     /// The pids in the servers' pid files.
     fn server_pids(&self) -> [Option<u32>; 3] {
         let pid = |file: &str| {
@@ -63,22 +73,22 @@ fn running(pid: u32) -> bool {
 }
 
 /// Places an order as `user` and waits until the view has it final.
-async fn order(http: &reqwest::Client, base: &str, voucher: &str, user: &str) -> Value {
+async fn order(http: &reqwest::Client, run: &DevRun, voucher: &str, user: &str) -> Value {
     let answer = http
-        .post(format!("{base}/api/v1/vouchers/{voucher}/orders"))
+        .post(format!("{}/api/v1/vouchers/{voucher}/orders", run.base()))
         .header("x-user-id", user)
         .send()
         .await
         .expect("ingress answers");
     assert_eq!(answer.status(), StatusCode::ACCEPTED);
     let order: Value = answer.json().await.expect("json");
-    read_final(http, base, order["order_id"].as_str().expect("order id"), user).await
+    read_final(http, run, order["order_id"].as_str().expect("order id"), user).await
 }
 
-async fn read_final(http: &reqwest::Client, base: &str, order: &str, user: &str) -> Value {
+async fn read_final(http: &reqwest::Client, run: &DevRun, order: &str, user: &str) -> Value {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     loop {
-        let answer = http.get(format!("{base}/api/v1/orders/{order}")).header("x-user-id", user).send().await;
+        let answer = http.get(format!("{}/api/v1/orders/{order}", run.base())).header("x-user-id", user).send().await;
         if let Ok(answer) = answer {
             if answer.status() == StatusCode::OK {
                 let body: Value = answer.json().await.expect("json");
@@ -87,7 +97,11 @@ async fn read_final(http: &reqwest::Client, base: &str, order: &str, user: &str)
                 }
             }
         }
-        assert!(tokio::time::Instant::now() < deadline, "order {order} not final within 60 s");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "order {order} not final within 60 s; the run's log ends:\n{}",
+            run.log_tail()
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -121,7 +135,7 @@ async fn a_killed_local_run_leaves_servers_the_next_run_stops() {
         .await
         .expect("json");
     let voucher = created["voucher_id"].as_str().expect("voucher id").to_owned();
-    let before = order(&http, &run.base(), &voucher, "alice").await;
+    let before = order(&http, &run, &voucher, "alice").await;
     assert_eq!(before["status"], "CREATED", "{before}");
 
     // The terminal closes: seckill dev dies at once, its servers run on.
@@ -139,8 +153,8 @@ async fn a_killed_local_run_leaves_servers_the_next_run_stops() {
 
     // The earlier run's data is served, and the sale goes on.
     let order_id = before["order_id"].as_str().expect("order id");
-    assert_eq!(read_final(&http, &run.base(), order_id, "alice").await["status"], "CREATED");
-    let after = order(&http, &run.base(), &voucher, "bob").await;
+    assert_eq!(read_final(&http, &run, order_id, "alice").await["status"], "CREATED");
+    let after = order(&http, &run, &voucher, "bob").await;
     assert_eq!(after["status"], "CREATED", "{after}");
 
     // Ctrl-C stops everything it started.
