@@ -1,9 +1,8 @@
 //! `seckill dev`: the all-in-one local run.
 //!
-//! Starts Redis (append-only file), a private PostgreSQL cluster and the
-//! broker (its log in that cluster, or on SQLite or in memory with
-//! `--broker-storage`) as child processes with their data under one
-//! directory (see `dev_servers`), then the three services in this process
+//! Starts Redis (append-only file) and one Apache Kafka node (KRaft) as
+//! child processes with their data under one directory (see
+//! `dev_servers`), then the three services in this process
 //! with embedded stores in the same directory. The ingress answers status
 //! queries from the projector's view directly, so one base URL serves
 //! everything. Running it again reuses the data, and first stops any server
@@ -22,18 +21,19 @@ use clap::Args;
 use prometheus::Registry;
 use seckill_core::config::{HttpConfig, KafkaConfig, RedisConfig, StoreConfig};
 use seckill_core::shutdown;
+use seckill_devstack::KafkaDurability;
 use seckill_ingress::{AuthConfig, Dependencies, IngressConfig, RateLimitConfig};
 use seckill_processor::ProcessorConfig;
 use seckill_projector::ProjectorConfig;
 use tokio::task::JoinSet;
 
-use crate::dev_servers::{LocalServers, ServerPorts, StorageChoice};
+use crate::dev_servers::{LocalServers, ServerPorts};
 use crate::secrets::{local_secret, ADMIN_TOKEN_FILE, JWT_SECRET_FILE};
 
 /// Flags of `seckill dev`.
 #[derive(Debug, Args)]
 pub(crate) struct DevArgs {
-    /// Where Redis, PostgreSQL, the broker and the stores keep their data.
+    /// Where Redis, Kafka and the stores keep their data.
     #[arg(long, default_value = ".seckill")]
     data_dir: PathBuf,
     /// Port of the public API (ingress).
@@ -48,23 +48,23 @@ pub(crate) struct DevArgs {
     /// Port of the local Redis.
     #[arg(long, default_value_t = 16379)]
     redis_port: u16,
-    /// Port of the local broker.
+    /// Port of the local Kafka broker.
     #[arg(long, default_value_t = 19092)]
     broker_port: u16,
-    /// Port of the local PostgreSQL server (the broker's log).
-    #[arg(long, default_value_t = 15432)]
-    postgres_port: u16,
-    /// Where the broker keeps the log. A data directory keeps the engine it
-    /// was first run with.
-    #[arg(long, value_enum, default_value_t = StorageChoice::Postgres)]
-    broker_storage: StorageChoice,
+    /// Make Kafka fsync every appended batch before it acknowledges, so an
+    /// acknowledged order survives a machine crash on this single node (by
+    /// default Kafka leaves that to the page cache and, in production, to
+    /// its other replicas). See the README for the measured cost.
+    #[arg(long)]
+    fsync_every_batch: bool,
 }
 
 pub(crate) async fn run(args: DevArgs) -> anyhow::Result<()> {
     let data = std::path::absolute(&args.data_dir).context("resolving --data-dir")?;
     std::fs::create_dir_all(&data).with_context(|| format!("creating {}", data.display()))?;
-    let ports = ServerPorts { redis: args.redis_port, broker: args.broker_port, postgres: args.postgres_port };
-    let servers = tokio::task::block_in_place(|| LocalServers::start(&data, ports, args.broker_storage))?;
+    let ports = ServerPorts { redis: args.redis_port, kafka: args.broker_port };
+    let durability = if args.fsync_every_batch { KafkaDurability::FlushEveryBatch } else { KafkaDurability::PageCache };
+    let servers = tokio::task::block_in_place(|| LocalServers::start(&data, ports, durability))?;
 
     let kafka = KafkaConfig { brokers: servers.brokers(), ..KafkaConfig::default() };
     let redis_config = RedisConfig { url: servers.redis_url(), ..RedisConfig::default() };

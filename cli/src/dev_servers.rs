@@ -1,115 +1,65 @@
-//! The local run's servers: Redis (append-only file), the broker, and the
-//! private PostgreSQL cluster holding the broker's log, each with its data
-//! in its own directory under the data directory.
+//! The local run's servers: Redis (append-only file) and one Apache Kafka
+//! node (KRaft, broker and controller), each with its data in its own
+//! directory under the data directory.
 //!
 //! Servers that a killed earlier run left running (`kill -9`, a closed
 //! terminal) are found by their pid files and stopped before anything
-//! starts. The log's storage engine is recorded in the data directory, so a
-//! later run cannot silently switch to another, empty log while Redis and
-//! the stores remember the old one.
+//! starts. A data directory from the Kafka-protocol stand-in the local run
+//! used before (its log in PostgreSQL or SQLite) is refused with what to do:
+//! Redis and the stores there describe a log this broker cannot read.
 
 use std::path::Path;
 
 use anyhow::{bail, Context};
-use clap::ValueEnum;
-use seckill_devstack::{Broker, BrokerStorage, Leftover, PgSettings, Postgres, Redis, RedisPersistence};
-
-/// The database holding the broker's log on the local PostgreSQL server.
-const DATABASE: &str = "seckill";
-/// The file under the broker's directory naming its storage engine.
-const STORAGE_FILE: &str = "storage";
-
-/// Where the local broker keeps the log.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub(crate) enum StorageChoice {
-    /// A private PostgreSQL cluster under the data directory: the broker's
-    /// production engine (a batch per COPY, bounded fetches).
-    Postgres,
-    /// A SQLite file: one insert per record, slower under load.
-    Sqlite,
-    /// Memory: nothing survives a restart; for a throwaway data directory.
-    Memory,
-}
-
-impl StorageChoice {
-    fn name(self) -> &'static str {
-        match self {
-            Self::Postgres => "postgres",
-            Self::Sqlite => "sqlite",
-            Self::Memory => "memory",
-        }
-    }
-
-    fn parse(name: &str) -> Option<Self> {
-        [Self::Postgres, Self::Sqlite, Self::Memory].into_iter().find(|choice| choice.name() == name.trim())
-    }
-}
+use seckill_devstack::{Kafka, KafkaDurability, KafkaSettings, Leftover, Redis, RedisPersistence};
 
 /// The ports the local servers listen on.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct ServerPorts {
     pub(crate) redis: u16,
-    pub(crate) broker: u16,
-    pub(crate) postgres: u16,
+    pub(crate) kafka: u16,
 }
 
 /// The running local servers.
 #[derive(Debug)]
 pub(crate) struct LocalServers {
     redis: Redis,
-    postgres: Option<Postgres>,
-    broker: Broker,
+    kafka: Kafka,
 }
 
-impl LocalServers {
-    /// Stops what an earlier run left running, then starts Redis,
-    /// PostgreSQL (for that engine) and the broker on `data`.
-    pub(crate) fn start(data: &Path, ports: ServerPorts, storage: StorageChoice) -> anyhow::Result<Self> {
-        let broker_dir = data.join("broker");
-        check_storage(data, &broker_dir, storage)?;
-        stop_leftovers(data)?;
+/// The local broker's heap: the measured working set of a sale on one node
+/// is well under it.
+const KAFKA_HEAP_MB: u32 = 512;
 
+impl LocalServers {
+    /// Stops what an earlier run left running, then starts Redis and Kafka
+    /// on `data`.
+    pub(crate) fn start(data: &Path, ports: ServerPorts, durability: KafkaDurability) -> anyhow::Result<Self> {
+        refuse_stand_in_data(data)?;
+        stop_leftovers(data)?;
         let mut redis =
             Redis::start(&data.join("redis"), ports.redis, RedisPersistence::AppendOnly).context("starting Redis")?;
-        let (postgres, broker_storage) = match storage {
-            StorageChoice::Postgres => match start_postgres(data, ports.postgres) {
-                Ok((postgres, url)) => (Some(postgres), BrokerStorage::Postgres(url)),
-                Err(error) => {
-                    redis.stop();
-                    return Err(error);
-                }
-            },
-            StorageChoice::Sqlite => (None, BrokerStorage::Sqlite),
-            StorageChoice::Memory => (None, BrokerStorage::Memory),
-        };
-        let started = Broker::start(&broker_dir, ports.broker, broker_storage).context("starting the broker").and_then(
-            |broker| {
-                std::fs::write(broker_dir.join(STORAGE_FILE), storage.name())
-                    .context("recording the broker's storage engine")?;
-                Ok(broker)
-            },
-        );
-        let broker = match started {
-            Ok(broker) => broker,
+        let settings = KafkaSettings { port: ports.kafka, heap_mb: KAFKA_HEAP_MB, durability, ..KafkaSettings::SINGLE };
+        let kafka = match Kafka::start(&data.join("kafka"), settings).context("starting Kafka") {
+            Ok(kafka) => kafka,
             Err(error) => {
-                Self::stop_servers(None, postgres, redis);
+                redis.stop();
                 return Err(error);
             }
         };
         tracing::info!(
             redis = %redis.url(),
-            broker = %broker.brokers(),
-            storage = storage.name(),
-            postgres = postgres.as_ref().map(|pg| pg.database_url(DATABASE)),
+            kafka = %kafka.brokers(),
+            ?durability,
             data = %data.display(),
             "The local servers are up."
         );
-        Ok(Self { redis, postgres, broker })
+        Ok(Self { redis, kafka })
     }
 
-    /// The broker's bootstrap servers.
+    /// Kafka's bootstrap servers.
     pub(crate) fn brokers(&self) -> String {
-        self.broker.brokers()
+        self.kafka.brokers()
     }
 
     /// Redis's URL.
@@ -117,48 +67,18 @@ impl LocalServers {
         self.redis.url()
     }
 
-    /// Stops the broker, then PostgreSQL, then Redis, each cleanly.
-    pub(crate) fn stop(self) {
-        Self::stop_servers(Some(self.broker), self.postgres, self.redis);
-    }
-
-    fn stop_servers(broker: Option<Broker>, postgres: Option<Postgres>, mut redis: Redis) {
-        if let Some(mut broker) = broker {
-            broker.stop();
-        }
-        if let Some(mut postgres) = postgres {
-            postgres.stop();
-        }
-        redis.stop();
+    /// Stops Kafka, then Redis, each cleanly.
+    pub(crate) fn stop(mut self) {
+        self.kafka.stop();
+        self.redis.stop();
     }
 }
 
-fn start_postgres(data: &Path, port: u16) -> anyhow::Result<(Postgres, String)> {
-    let postgres = Postgres::start(&data.join("postgres"), port, PgSettings::DURABLE).context("starting PostgreSQL")?;
-    match postgres.admin().create_database(DATABASE) {
-        Ok(created) => {
-            if created {
-                tracing::info!(database = DATABASE, "Created the broker's database.");
-            }
-            let url = postgres.database_url(DATABASE);
-            Ok((postgres, url))
-        }
-        Err(error) => {
-            let mut postgres = postgres;
-            postgres.stop();
-            Err(error).context("creating the broker's database")
-        }
-    }
-}
-
-/// Stops the servers a killed earlier run left running: the broker first
-/// (it uses PostgreSQL), then PostgreSQL, then Redis.
+/// Stops the servers a killed earlier run left running: Kafka first, then
+/// Redis.
 fn stop_leftovers(data: &Path) -> anyhow::Result<()> {
-    let found = [
-        ("broker", Broker::stop_leftover(&data.join("broker"))?),
-        ("postgres", Postgres::stop_leftover(&data.join("postgres"))?),
-        ("redis", Redis::stop_leftover(&data.join("redis"))?),
-    ];
+    let found =
+        [("kafka", Kafka::stop_leftover(&data.join("kafka"))?), ("redis", Redis::stop_leftover(&data.join("redis"))?)];
     let stopped: Vec<String> = found
         .iter()
         .filter_map(|(what, leftover)| match leftover {
@@ -176,36 +96,20 @@ fn stop_leftovers(data: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Refuses a storage engine other than the one this data directory's log
-/// is on (Redis and the stores describe that log), and a memory log on a
-/// directory with an earlier run's state.
-fn check_storage(data: &Path, broker_dir: &Path, storage: StorageChoice) -> anyhow::Result<()> {
-    let marker = broker_dir.join(STORAGE_FILE);
-    let recorded = match std::fs::read_to_string(&marker) {
-        Ok(text) => Some(
-            StorageChoice::parse(&text)
-                .with_context(|| format!("{} names no storage engine: {text:?}", marker.display()))?,
-        ),
-        // Data directories from before the engine was recorded were SQLite's.
-        Err(_) if broker_dir.join("broker.db").exists() => Some(StorageChoice::Sqlite),
-        Err(_) => None,
-    };
-    match recorded {
-        None => Ok(()),
-        Some(_) if storage == StorageChoice::Memory => bail!(
-            "--broker-storage memory keeps no log across runs, and {} holds an earlier run's state (Redis, the \
-             stores): remove it, or choose another --data-dir",
+/// Refuses a data directory whose log was kept by the stand-in broker of
+/// earlier versions (`broker/`, `postgres/`): starting Kafka beside it would
+/// give Redis and the stores an empty log that disagrees with them.
+fn refuse_stand_in_data(data: &Path) -> anyhow::Result<()> {
+    let old = ["broker", "postgres"].into_iter().map(|dir| data.join(dir)).find(|dir| dir.is_dir());
+    match old {
+        Some(dir) if !data.join("kafka").is_dir() => bail!(
+            "{} holds a log of the broker earlier versions ran ({}); this version runs Apache Kafka. Keep that \
+             directory for an older build, or remove {} (or choose another --data-dir) to start afresh",
+            data.display(),
+            dir.display(),
             data.display()
         ),
-        Some(recorded) if recorded == storage => Ok(()),
-        Some(recorded) => bail!(
-            "{} holds a log on {}; run with --broker-storage {}, or choose another --data-dir (or remove this one) \
-             to start on {}",
-            data.display(),
-            recorded.name(),
-            recorded.name(),
-            storage.name()
-        ),
+        _ => Ok(()),
     }
 }
 
@@ -213,48 +117,20 @@ fn check_storage(data: &Path, broker_dir: &Path, storage: StorageChoice) -> anyh
 mod tests {
     use super::*;
 
-    fn data_dir() -> seckill_devstack::TempDir {
-        seckill_devstack::TempDir::new().expect("temp dir")
+    #[test]
+    fn a_fresh_directory_is_accepted() {
+        let data = seckill_devstack::TempDir::new().expect("temp dir");
+        refuse_stand_in_data(data.path()).expect("fresh");
     }
 
     #[test]
-    fn a_fresh_directory_takes_any_engine() {
-        let data = data_dir();
-        for choice in [StorageChoice::Postgres, StorageChoice::Sqlite, StorageChoice::Memory] {
-            check_storage(data.path(), &data.path().join("broker"), choice).expect("fresh");
-        }
-    }
-
-    #[test]
-    fn the_recorded_engine_is_kept_and_others_are_refused() {
-        let data = data_dir();
-        let broker = data.path().join("broker");
-        std::fs::create_dir_all(&broker).expect("dir");
-        std::fs::write(broker.join(STORAGE_FILE), "postgres").expect("write");
-        check_storage(data.path(), &broker, StorageChoice::Postgres).expect("same engine");
-        let error = check_storage(data.path(), &broker, StorageChoice::Sqlite).expect_err("switch refused");
-        assert!(error.to_string().contains("--broker-storage postgres"), "{error}");
-        let error = check_storage(data.path(), &broker, StorageChoice::Memory).expect_err("memory refused");
-        assert!(error.to_string().contains("keeps no log"), "{error}");
-    }
-
-    #[test]
-    fn a_directory_from_before_the_record_is_sqlite() {
-        let data = data_dir();
-        let broker = data.path().join("broker");
-        std::fs::create_dir_all(&broker).expect("dir");
-        std::fs::write(broker.join("broker.db"), "").expect("write");
-        check_storage(data.path(), &broker, StorageChoice::Sqlite).expect("sqlite");
-        let error = check_storage(data.path(), &broker, StorageChoice::Postgres).expect_err("refused");
-        assert!(error.to_string().contains("--broker-storage sqlite"), "{error}");
-    }
-
-    #[test]
-    fn a_garbled_record_is_an_error() {
-        let data = data_dir();
-        let broker = data.path().join("broker");
-        std::fs::create_dir_all(&broker).expect("dir");
-        std::fs::write(broker.join(STORAGE_FILE), "oracle").expect("write");
-        assert!(check_storage(data.path(), &broker, StorageChoice::Postgres).is_err());
+    fn a_directory_of_the_stand_in_broker_is_refused_with_what_to_do() {
+        let data = seckill_devstack::TempDir::new().expect("temp dir");
+        std::fs::create_dir_all(data.path().join("postgres")).expect("dir");
+        let error = refuse_stand_in_data(data.path()).expect_err("refused");
+        let message = error.to_string();
+        assert!(message.contains("runs Apache Kafka") && message.contains("--data-dir"), "{message}");
+        std::fs::create_dir_all(data.path().join("kafka")).expect("dir");
+        refuse_stand_in_data(data.path()).expect("a directory Kafka already uses is accepted");
     }
 }

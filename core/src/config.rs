@@ -19,9 +19,9 @@ pub const ENV_PREFIX: &str = "SECKILL_";
 
 /// `SECKILL_` variables that are not config keys: the config file path
 /// (`SECKILL_CONFIG`) and the test and setup tooling's own settings (the test
-/// run's directory and PostgreSQL server, where the broker and PostgreSQL's
-/// programs are).
-const NOT_CONFIG_KEYS: &[&str] = &["config", "test_dir", "broker_bin", "test_postgres", "postgres_bin"];
+/// run's directory and shared servers, where the JVM servers' jars are).
+const NOT_CONFIG_KEYS: &[&str] =
+    &["config", "test_dir", "test_kafka", "test_cassandra", "kafka_home", "cassandra_home", "schemathesis_home"];
 
 /// Why a configuration was refused.
 #[derive(Debug, thiserror::Error)]
@@ -336,7 +336,7 @@ pub struct StoreConfig {
     pub replication_factor: u32,
     /// `scylla`: read the cluster's schema metadata, which token-aware
     /// routing needs. Off only for servers without `system_schema`
-    /// (Cassandra 2.x, which the tests run on).
+    /// (Cassandra 2.x).
     pub schema_metadata: bool,
     /// `scylla`: most rows in one conditional batch; a voucher's writes of a
     /// consumer batch are split into batches of at most this many.

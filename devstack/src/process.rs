@@ -26,8 +26,6 @@ pub enum DevstackError {
     Failed { what: String, log: PathBuf },
     #[error("{0}")]
     Setup(String),
-    #[error("psql `{sql}` against {server} failed: {message}")]
-    Psql { sql: String, server: String, message: String },
     #[error("{what} (pid {pid}), left running by an earlier run, did not stop within {timeout:?}")]
     LeftoverRunning { what: String, pid: u32, timeout: Duration },
 }
@@ -35,14 +33,10 @@ pub enum DevstackError {
 /// The signal that asks a server to stop gracefully.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StopSignal {
-    /// SIGTERM: Redis, the broker, the services.
+    /// SIGTERM: Redis, Kafka (a controlled shutdown), the services.
     Term,
-    /// SIGINT: PostgreSQL's fast shutdown (its SIGTERM waits for every
-    /// client to disconnect, which a broker never does by itself).
+    /// SIGINT: what a terminal's Ctrl-C sends.
     Int,
-    /// SIGQUIT: PostgreSQL's immediate shutdown, a crash that keeps what
-    /// was committed (the next start replays the WAL).
-    Quit,
 }
 
 impl StopSignal {
@@ -51,7 +45,15 @@ impl StopSignal {
         match self {
             Self::Term => "TERM",
             Self::Int => "INT",
-            Self::Quit => "QUIT",
+        }
+    }
+
+    /// The signal's number: a JVM that ran its shutdown hooks on it exits
+    /// with 128 plus this.
+    fn number(self) -> i32 {
+        match self {
+            Self::Term => 15,
+            Self::Int => 2,
         }
     }
 }
@@ -60,6 +62,9 @@ impl StopSignal {
 pub(crate) fn send_signal(pid: u32, signal: &str) {
     let _ = Command::new("kill").arg(format!("-{signal}")).arg(pid.to_string()).stderr(Stdio::null()).status();
 }
+
+/// How long [`Server::start`] waits for a server's port.
+const READY_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// A port nobody listens on right now.
 pub fn free_port() -> u16 {
@@ -90,6 +95,7 @@ pub struct Server {
     what: String,
     child: Option<Child>,
     pid_file: PathBuf,
+    log: PathBuf,
     stop_signal: StopSignal,
 }
 
@@ -98,11 +104,20 @@ impl Server {
     /// until `addr` accepts connections.
     pub fn start(
         what: &str,
-        mut command: Command,
+        command: Command,
         dir: &Path,
         name: &str,
         addr: SocketAddr,
     ) -> Result<Self, DevstackError> {
+        let mut server = Self::spawn(what, command, dir, name)?;
+        server.wait_ready(addr, READY_TIMEOUT)?;
+        Ok(server)
+    }
+
+    /// Starts `command` in `dir`, logging to `dir/{name}.log`, without
+    /// waiting: for servers that become ready only together (the nodes of
+    /// a Kafka quorum). Follow with [`wait_ready`](Self::wait_ready).
+    pub fn spawn(what: &str, mut command: Command, dir: &Path, name: &str) -> Result<Self, DevstackError> {
         let log = dir.join(format!("{name}.log"));
         let spawn_error = |source| DevstackError::Spawn { what: what.to_owned(), source };
         let log_file = File::options().create(true).append(true).open(&log).map_err(spawn_error)?;
@@ -118,9 +133,7 @@ impl Server {
             .map_err(spawn_error)?;
         let pid_file = dir.join(format!("{name}.pid"));
         std::fs::write(&pid_file, child.id().to_string()).map_err(spawn_error)?;
-        let mut server = Self { what: what.to_owned(), child: Some(child), pid_file, stop_signal: StopSignal::Term };
-        server.wait_ready(addr, &log)?;
-        Ok(server)
+        Ok(Self { what: what.to_owned(), child: Some(child), pid_file, log, stop_signal: StopSignal::Term })
     }
 
     /// Makes [`stop`](Self::stop) send `signal` instead of SIGTERM.
@@ -134,22 +147,34 @@ impl Server {
         self.child.as_ref().map(Child::id)
     }
 
-    fn wait_ready(&mut self, addr: SocketAddr, log: &Path) -> Result<(), DevstackError> {
-        let timeout = Duration::from_secs(20);
+    /// The file the server's output goes to.
+    pub fn log(&self) -> &Path {
+        &self.log
+    }
+
+    /// Waits up to `timeout` until `addr` accepts connections; an exit
+    /// meanwhile is an error naming the log.
+    pub fn wait_ready(&mut self, addr: SocketAddr, timeout: Duration) -> Result<(), DevstackError> {
         let deadline = Instant::now() + timeout;
         while Instant::now() < deadline {
-            if let Some(child) = self.child.as_mut() {
-                if let Ok(Some(status)) = child.try_wait() {
-                    self.child = None;
-                    return Err(DevstackError::Exited { what: self.what.clone(), status, log: log.to_owned() });
-                }
-            }
+            self.check_running()?;
             if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
                 return Ok(());
             }
             std::thread::sleep(Duration::from_millis(25));
         }
-        Err(DevstackError::NotReady { what: self.what.clone(), addr, timeout, log: log.to_owned() })
+        Err(DevstackError::NotReady { what: self.what.clone(), addr, timeout, log: self.log.clone() })
+    }
+
+    /// An error if the process has exited (during start-up: it failed).
+    pub fn check_running(&mut self) -> Result<(), DevstackError> {
+        if let Some(child) = self.child.as_mut() {
+            if let Ok(Some(status)) = child.try_wait() {
+                self.child = None;
+                return Err(DevstackError::Exited { what: self.what.clone(), status, log: self.log.clone() });
+            }
+        }
+        Ok(())
     }
 
     /// Asks the process to stop (SIGTERM, or the signal set by
@@ -160,7 +185,8 @@ impl Server {
     }
 
     /// Sends `signal` and waits up to `grace` for the process to exit,
-    /// then kills it. Returns whether it exited by itself with success.
+    /// then kills it. Returns whether it exited by itself with success (or,
+    /// as a JVM does after its shutdown hooks ran, with 128 + the signal).
     pub fn stop_with(&mut self, signal: StopSignal, grace: Duration) -> bool {
         let Some(mut child) = self.child.take() else { return false };
         send_signal(child.id(), signal.name());
@@ -168,7 +194,8 @@ impl Server {
         while Instant::now() < deadline {
             if let Ok(Some(status)) = child.try_wait() {
                 let _ = std::fs::remove_file(&self.pid_file);
-                return status.success();
+                // Java's exit status after a clean shutdown on a signal.
+                return status.success() || status.code() == Some(128 + signal.number());
             }
             std::thread::sleep(Duration::from_millis(20));
         }

@@ -1,19 +1,19 @@
-//! What every integration test starts with: its own Redis and broker in a
-//! fresh directory, and names nobody else uses.
+//! What every integration test starts with: its own Redis in a fresh
+//! directory, the run's Kafka broker, and names nobody else uses.
 
 use std::path::Path;
 
-use crate::{Broker, BrokerStorage, DevstackError, Redis, RedisPersistence, TestDatabase};
+use crate::{test_kafka, DevstackError, Redis, RedisPersistence};
 
-/// A Redis and a broker owned by one test; stopped when dropped.
+/// A Redis owned by one test (stopped when dropped) and the run's broker.
 #[derive(Debug)]
 pub struct TestInfra {
     pub redis: Redis,
-    pub broker: Broker,
-    /// The broker's log, on the test run's PostgreSQL server; dropped after
-    /// the broker stopped.
-    pub database: TestDatabase,
-    /// Unique per test: topic prefix, key prefix, group suffix, database.
+    /// The bootstrap servers of the test run's broker ([`test_kafka`]),
+    /// shared with other tests: a test that stops, freezes or kills its
+    /// broker starts a [`Kafka`](crate::Kafka) of its own instead.
+    pub brokers: String,
+    /// Unique per test: topic prefix, key prefix, group suffix.
     pub namespace: String,
     /// Holds the servers' data; removed when dropped.
     pub dir: TempDir,
@@ -52,14 +52,13 @@ pub fn unique_namespace(prefix: &str) -> String {
 }
 
 impl TestInfra {
-    /// Starts a memory-only Redis and a broker on free ports, the broker's
-    /// log in a database of its own on the test run's PostgreSQL server.
+    /// Starts a memory-only Redis on a free port, and names the run's
+    /// broker (started on first use when `scripts/test` did not).
     pub fn start() -> Result<Self, DevstackError> {
         let dir = TempDir::new().map_err(|source| DevstackError::Spawn { what: "test dir".into(), source })?;
         let namespace = unique_namespace("t");
+        let brokers = test_kafka()?.to_owned();
         let redis = Redis::start(&dir.path().join("redis"), 0, RedisPersistence::None)?;
-        let database = TestDatabase::create(&namespace)?;
-        let broker = Broker::start(&dir.path().join("broker"), 0, BrokerStorage::Postgres(database.url()))?;
-        Ok(Self { redis, broker, database, namespace, dir })
+        Ok(Self { redis, brokers, namespace, dir })
     }
 }

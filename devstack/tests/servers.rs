@@ -1,15 +1,13 @@
 //! The local servers as the development run and the tests use them: a
-//! private PostgreSQL cluster that keeps its databases across restarts, a
-//! broker whose log is on it, and servers left running by a killed run,
-//! found and stopped by the next start.
+//! Kafka node that keeps its cluster and ports across restarts, the test
+//! run's shared broker, and servers left running by a killed run, found and
+//! stopped by the next start.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-use seckill_devstack::{
-    Broker, BrokerStorage, Leftover, PgSettings, Postgres, Redis, RedisPersistence, TempDir, TestDatabase, TestInfra,
-};
+use seckill_devstack::{Kafka, KafkaSettings, Leftover, Redis, RedisPersistence, TempDir, TestInfra};
 
 /// Whether `pid` is a running process (an unreaped zombie is not).
 fn running(pid: u32) -> bool {
@@ -28,39 +26,36 @@ fn redis_answers(url: &str) -> bool {
     stream.write_all(b"PING\r\n").is_ok() && stream.read_exact(&mut answer).is_ok() && &answer == b"+PONG\r\n"
 }
 
-/// The tables the broker created in its database, as a sign it uses it.
-fn broker_tables(postgres: &Postgres, database: &str) -> String {
-    let tables = "select string_agg(tablename, ',' order by tablename) from pg_tables \
-                  where tablename in ('cluster', 'record', 'topic')";
-    postgres.admin().query_in(database, tables).expect("query")
-}
-
 #[test]
-fn postgres_keeps_its_databases_across_a_restart() {
+fn kafka_keeps_its_cluster_and_ports_across_a_restart() {
     let dir = TempDir::new().expect("dir");
-    let mut postgres = Postgres::start(&dir.path().join("postgres"), 0, PgSettings::TEST).expect("postgres starts");
-    assert!(postgres.admin().create_database("kept").expect("create"), "a new database");
-    assert!(!postgres.admin().create_database("kept").expect("create again"), "created once");
-    postgres.stop();
-    postgres.start_again().expect("postgres starts again");
-    assert_eq!(postgres.admin().query("select datname from pg_database where datname = 'kept'").expect("q"), "kept");
-    postgres.admin().drop_database("kept").expect("drop");
-    assert_eq!(postgres.admin().query("select count(*) from pg_database where datname = 'kept'").expect("q"), "0");
-    postgres.stop();
+    let mut kafka = Kafka::start(dir.path(), KafkaSettings::SINGLE).expect("kafka starts (run scripts/setup)");
+    let (brokers, id) = (kafka.brokers(), std::fs::read_to_string(dir.path().join("cluster.id")).expect("id"));
+    assert_eq!(id.trim().len(), 22, "a cluster id of 16 bytes in base64url: {id}");
+    assert!(kafka.stop(), "a clean shutdown on SIGTERM");
+    kafka.start_again().expect("kafka starts again");
+    assert_eq!(kafka.brokers(), brokers);
+    let log = std::fs::read_to_string(kafka.node_log(0)).expect("log");
+    assert!(log.contains(id.trim()) || log.contains("Kafka Server started"), "{log}");
+    assert!(TcpStream::connect(kafka.brokers()).is_ok());
+    // A second handle on the same directory keeps the same ports and id.
+    let pid = kafka.pid().expect("running");
+    std::mem::forget(kafka);
+    let mut again = Kafka::start(dir.path(), KafkaSettings::SINGLE).expect("kafka starts on the same data");
+    assert!(!running(pid), "the first node was stopped as a leftover");
+    assert_eq!(again.brokers(), brokers);
+    assert_eq!(std::fs::read_to_string(dir.path().join("cluster.id")).expect("id"), id);
+    again.stop();
 }
 
 #[test]
-fn a_test_broker_keeps_its_log_in_a_database_of_its_own() {
+fn tests_share_the_runs_broker_and_keep_apart_by_name() {
     let infra = TestInfra::start().expect("infra starts");
     let other = TestInfra::start().expect("a second infra starts");
-    let BrokerStorage::Postgres(url) = infra.broker.storage() else { panic!("not on PostgreSQL") };
-    assert!(url.ends_with(&format!("/{}", infra.namespace)), "{url}");
-    assert_ne!(infra.broker.storage(), other.broker.storage());
-    let admin = seckill_devstack::test_postgres().expect("the run's server");
-    let exists = format!("select count(*) from pg_database where datname = '{}'", infra.namespace);
-    assert_eq!(admin.query(&exists).expect("query"), "1");
-    drop(infra);
-    assert_eq!(admin.query(&exists).expect("query"), "0", "dropped with its infra");
+    assert_eq!(infra.brokers, other.brokers, "one broker per run");
+    assert_ne!(infra.namespace, other.namespace);
+    assert_ne!(infra.redis.url(), other.redis.url(), "a Redis each");
+    assert!(TcpStream::connect(&infra.brokers).is_ok());
 }
 
 /// Item 13: `seckill dev` killed with SIGKILL leaves its servers running,
@@ -69,35 +64,28 @@ fn a_test_broker_keeps_its_log_in_a_database_of_its_own() {
 #[test]
 fn servers_left_by_a_killed_run_are_stopped_by_the_next_start() {
     let dir = TempDir::new().expect("dir");
-    let (redis_dir, pg_dir, broker_dir) =
-        (dir.path().join("redis"), dir.path().join("postgres"), dir.path().join("broker"));
+    let (redis_dir, kafka_dir) = (dir.path().join("redis"), dir.path().join("kafka"));
     let start = || {
         let redis = Redis::start(&redis_dir, 0, RedisPersistence::AppendOnly).expect("redis starts");
-        let postgres = Postgres::start(&pg_dir, 0, PgSettings::DURABLE).expect("postgres starts");
-        postgres.admin().create_database("seckill").expect("database");
-        let broker = Broker::start(&broker_dir, 0, BrokerStorage::Postgres(postgres.database_url("seckill")))
-            .expect("broker starts");
-        (redis, postgres, broker)
+        let kafka = Kafka::start(&kafka_dir, KafkaSettings::SINGLE).expect("kafka starts");
+        (redis, kafka)
     };
-    let (redis, postgres, broker) = start();
-    let old = [redis.pid(), postgres.pid(), broker.pid()].map(|pid| pid.expect("running"));
+    let (redis, kafka) = start();
+    let old = [redis.pid(), kafka.pid()].map(|pid| pid.expect("running"));
     // The parent dies without stopping anything: no handle is dropped.
-    std::mem::forget((redis, postgres, broker));
+    std::mem::forget((redis, kafka));
     assert!(old.iter().all(|&pid| running(pid)));
 
-    // The next run stops them in order: the broker (a PostgreSQL client) first.
-    assert_eq!(Broker::stop_leftover(&broker_dir).expect("broker"), Leftover::Stopped { pid: old[2] });
-    assert_eq!(Postgres::stop_leftover(&pg_dir).expect("postgres"), Leftover::Stopped { pid: old[1] });
+    assert_eq!(Kafka::stop_leftover(&kafka_dir).expect("kafka"), Leftover::Stopped { pid: old[1] });
     assert_eq!(Redis::stop_leftover(&redis_dir).expect("redis"), Leftover::Stopped { pid: old[0] });
     assert!(old.iter().all(|&pid| !running(pid)), "every leftover stopped");
     assert_eq!(Redis::stop_leftover(&redis_dir).expect("again"), Leftover::None, "pid files removed");
+    assert_eq!(Kafka::stop_leftover(&kafka_dir).expect("again"), Leftover::None, "pid files removed");
 
-    let (mut redis, mut postgres, mut broker) = start();
+    let (mut redis, mut kafka) = start();
     assert!(redis_answers(&redis.url()));
-    assert_eq!(broker_tables(&postgres, "seckill"), "cluster,record,topic", "the broker's schema, kept");
-    assert!(TcpStream::connect(broker.brokers()).is_ok());
-    broker.stop();
-    postgres.stop();
+    assert!(TcpStream::connect(kafka.brokers()).is_ok());
+    kafka.stop();
     redis.stop();
 }
 
@@ -131,15 +119,4 @@ fn a_pid_file_naming_an_unrelated_process_is_left_alone() {
     redis.stop();
     let _ = unrelated.kill();
     let _ = unrelated.wait();
-}
-
-#[test]
-fn a_test_database_is_dropped_with_its_guard() {
-    let name = seckill_devstack::unique_namespace("g");
-    let database = TestDatabase::create(&name).expect("created");
-    assert!(database.url().ends_with(&name));
-    let admin = seckill_devstack::test_postgres().expect("server");
-    drop(database);
-    let count = admin.query(&format!("select count(*) from pg_database where datname = '{name}'")).expect("query");
-    assert_eq!(count, "0");
 }

@@ -13,6 +13,19 @@ use seckill_core::topics::Topics;
 use crate::retention::{check_kept, Kept, Retention};
 use crate::KafkaError;
 
+const MIN_INSYNC_REPLICAS: &str = "min.insync.replicas";
+
+/// The replicas a write with `acks=all` must reach before it is
+/// acknowledged: two of three (or more), so one broker lost or restarted
+/// loses nothing acknowledged and writes go on; one where there are fewer.
+pub fn min_insync_replicas(replication: i32) -> i32 {
+    if replication >= 3 {
+        2
+    } else {
+        1
+    }
+}
+
 /// A topic to create, and how long it keeps its records.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TopicSpec<'a> {
@@ -57,12 +70,14 @@ pub async fn ensure_topics(
 ) -> Result<(), KafkaError> {
     let admin = admin_client(brokers)?;
     let configs: Vec<[(&str, String); 3]> = topics.iter().map(|topic| topic.retention.topic_configs()).collect();
+    let min_insync = min_insync_replicas(replication).to_string();
     let new_topics: Vec<NewTopic<'_>> = topics
         .iter()
         .zip(&configs)
         .map(|(topic, configs)| {
             configs.iter().fold(
-                NewTopic::new(topic.name, partitions, TopicReplication::Fixed(replication)),
+                NewTopic::new(topic.name, partitions, TopicReplication::Fixed(replication))
+                    .set(MIN_INSYNC_REPLICAS, &min_insync),
                 |new_topic, (name, value)| new_topic.set(name, value),
             )
         })
@@ -77,6 +92,7 @@ pub async fn ensure_topics(
     }
     let kept: Vec<&str> =
         topics.iter().filter(|topic| topic.retention == Retention::Forever).map(|topic| topic.name).collect();
+    check_min_insync(&admin, topics, replication).await;
     for unconfirmed in check_kept_topics(&admin, &kept).await? {
         tracing::warn!(
             topic = unconfirmed.topic,
@@ -93,6 +109,34 @@ pub async fn ensure_topics(
 /// confirm.
 pub async fn check_topics_kept(brokers: &str, topics: &[&str]) -> Result<Vec<Unconfirmed>, KafkaError> {
     check_kept_topics(&admin_client(brokers)?, topics).await
+}
+
+/// Warns about a topic whose `min.insync.replicas` is below what its
+/// replication wants (a topic created by hand or by an older build): an
+/// acknowledged write could then live on one broker only.
+async fn check_min_insync(admin: &AdminClient<DefaultClientContext>, topics: &[TopicSpec<'_>], replication: i32) {
+    let wanted = min_insync_replicas(replication);
+    if wanted <= 1 {
+        return;
+    }
+    let resources: Vec<ResourceSpecifier<'_>> =
+        topics.iter().map(|topic| ResourceSpecifier::Topic(topic.name)).collect();
+    let Ok(described) = admin.describe_configs(&resources, &options()).await else { return };
+    for (topic, result) in topics.iter().zip(described) {
+        let value = result.ok().and_then(|resource| {
+            resource.entries.into_iter().find(|entry| entry.name == MIN_INSYNC_REPLICAS).and_then(|entry| entry.value)
+        });
+        match value.as_deref().map(str::parse::<i32>) {
+            Some(Ok(found)) if found >= wanted => {}
+            _ => tracing::warn!(
+                topic = topic.name,
+                found = value.as_deref().unwrap_or("unreported"),
+                wanted,
+                "The topic's min.insync.replicas is below what its replication wants: an acknowledged record may be \
+                 on one broker only. Set it with kafka-configs.sh --alter --add-config min.insync.replicas=2."
+            ),
+        }
+    }
 }
 
 fn admin_client(brokers: &str) -> Result<AdminClient<DefaultClientContext>, KafkaError> {

@@ -16,7 +16,7 @@ mod producer;
 mod reader;
 mod retention;
 
-pub use admin::{check_topics_kept, ensure_topics, platform_topics, TopicSpec, Unconfirmed};
+pub use admin::{check_topics_kept, ensure_topics, min_insync_replicas, platform_topics, TopicSpec, Unconfirmed};
 pub use consumer::{
     decode, retry, retry_pause, BatchConsumer, BatchHandler, ConsumerSettings, Interrupted, READER_FETCH_WAIT,
 };

@@ -11,7 +11,7 @@ use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::message::OwnedHeaders;
-use seckill_devstack::{Broker, BrokerStorage, TempDir};
+use seckill_devstack::test_kafka;
 use seckill_kafka::{BatchConsumer, ConsumerSettings, EventProducer, ProducerSettings, READER_FETCH_WAIT};
 use tokio_util::sync::CancellationToken;
 
@@ -19,19 +19,17 @@ const RECORDS: usize = 200;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_bound_shorter_than_the_batch_fill_loses_no_record() {
-    let dir = TempDir::new().expect("temp dir");
-    let broker = Broker::start(&dir.path().join("broker"), 0, BrokerStorage::Memory)
-        .expect("the broker starts (run scripts/setup)");
+    let brokers = test_kafka().expect("the run's broker (run scripts/setup)");
     let topic = format!("b{}", &uuid::Uuid::now_v7().simple().to_string()[20..]);
     let admin: AdminClient<DefaultClientContext> =
-        ClientConfig::new().set("bootstrap.servers", broker.brokers()).create().expect("an admin client");
+        ClientConfig::new().set("bootstrap.servers", brokers).create().expect("an admin client");
     let created = admin
         .create_topics([&NewTopic::new(&topic, 2, TopicReplication::Fixed(1))], &AdminOptions::new())
         .await
         .expect("create_topics answers");
     assert!(created.iter().all(Result::is_ok), "{created:?}");
     let producer = EventProducer::new(&ProducerSettings {
-        brokers: broker.brokers(),
+        brokers: brokers.to_owned(),
         timeout: Duration::from_secs(10),
         linger_ms: 0,
     })
@@ -52,7 +50,7 @@ async fn an_idle_bound_shorter_than_the_batch_fill_loses_no_record() {
     });
     let reader = BatchConsumer::subscribe(
         &ConsumerSettings {
-            brokers: broker.brokers(),
+            brokers: brokers.to_owned(),
             group: format!("{topic}-reader"),
             max_batch: 1_000,
             // Far longer than the idle bound below.

@@ -9,27 +9,23 @@ use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, ResourceSpecifier, Top
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
 use seckill_core::config::KafkaConfig;
-use seckill_devstack::{Broker, BrokerStorage, TempDir};
+use seckill_devstack::test_kafka;
 use seckill_kafka::{check_kept, KafkaError, Kept};
 
-/// A broker of the test's own, with its data in a fresh directory.
+/// The run's broker; each test names topics no other test uses.
 struct Harness {
-    broker: Broker,
-    _dir: TempDir,
+    brokers: &'static str,
 }
 
 fn broker() -> Harness {
-    let dir = TempDir::new().expect("temp dir");
-    let broker = Broker::start(&dir.path().join("broker"), 0, BrokerStorage::Sqlite)
-        .expect("the broker starts (run scripts/setup)");
-    Harness { broker, _dir: dir }
+    Harness { brokers: test_kafka().expect("the run's broker (run scripts/setup)") }
 }
 
 impl Harness {
     /// A platform config on a topic prefix no other test uses.
     fn config(&self) -> KafkaConfig {
         KafkaConfig {
-            brokers: self.broker.brokers(),
+            brokers: self.brokers.to_owned(),
             topic_prefix: format!("r{}", &uuid::Uuid::now_v7().simple().to_string()[20..]),
             partitions: 2,
             ..KafkaConfig::default()
@@ -37,7 +33,7 @@ impl Harness {
     }
 
     fn admin(&self) -> AdminClient<DefaultClientContext> {
-        ClientConfig::new().set("bootstrap.servers", self.broker.brokers()).create().expect("an admin client")
+        ClientConfig::new().set("bootstrap.servers", self.brokers).create().expect("an admin client")
     }
 
     /// Creates `topic` as another tool would, with `settings`.
@@ -127,29 +123,28 @@ async fn a_start_on_a_topic_that_would_delete_records_is_refused_naming_topic_an
     assert_eq!((loses.setting, loses.value.as_str()), ("retention.bytes", "1048576"));
 }
 
-/// What the local broker (nisshi) reports for a topic created without
-/// settings: nothing at all, though it deletes such a topic's records after
-/// seven days. The check cannot tell, so the start goes on with a warning
-/// that names the topic and quotes the broker's answer.
+/// A topic created by hand without settings has Kafka's defaults, which
+/// delete records after seven days: the broker reports them (with their
+/// source) and the start is refused, naming the setting.
 #[tokio::test]
-async fn a_topic_whose_settings_the_broker_does_not_report_is_unconfirmed_not_refused() {
+async fn a_topic_left_at_the_brokers_defaults_is_refused() {
     let h = broker();
     let config = h.config();
     let sales = config.topics().sales;
     h.create_by_hand(&sales, &[]).await;
-    assert_eq!(h.describe(&sales).await, HashMap::new(), "nisshi reports only the settings a topic was given");
+    let reported = h.describe(&sales).await;
+    assert_eq!(setting(&reported, "retention.ms"), Some("604800000"), "Kafka's default: {reported:?}");
 
-    let unconfirmed = seckill_kafka::check_topics_kept(&config.brokers, &[&sales]).await.expect("not refused");
-    assert_eq!(unconfirmed.len(), 1, "{unconfirmed:?}");
-    assert_eq!(unconfirmed[0].topic, sales);
-    for named in ["cleanup.policy", "retention.ms", "retention.bytes", "reported: nothing"] {
-        assert!(unconfirmed[0].answer.contains(named), "{named} in {}", unconfirmed[0].answer);
-    }
-    seckill_kafka::connect(&config).await.expect("the start goes on, with a warning");
+    let refused = seckill_kafka::connect(&config).await.expect_err("the default week is refused");
+    let KafkaError::LogNotKept(loses) = &refused else { panic!("refused for another reason: {refused}") };
+    assert_eq!((loses.topic.as_str(), loses.setting), (sales.as_str(), "retention.ms"));
 
-    // The topics the services created are confirmed.
+    // The topics the services created are confirmed, with the replicas an
+    // acknowledged write needs set on the topic.
     let created = h.config();
     let topics = seckill_kafka::connect(&created).await.expect("created").0;
     let kept = [topics.sales.as_str(), topics.orders.as_str()];
     assert_eq!(seckill_kafka::check_topics_kept(&created.brokers, &kept).await.expect("checked"), Vec::new());
+    let reported = h.describe(&topics.orders).await;
+    assert_eq!(setting(&reported, "min.insync.replicas"), Some("1"), "one broker: {reported:?}");
 }

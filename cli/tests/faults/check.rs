@@ -353,7 +353,7 @@ async fn read_log(
 ) -> Log {
     let reader = BatchConsumer::subscribe(
         &ConsumerSettings {
-            brokers: cluster.broker.brokers(),
+            brokers: cluster.brokers.clone(),
             group: format!("{}-checker-{}", cluster.namespace, uuid::Uuid::now_v7().simple()),
             max_batch: 1_000,
             max_wait: Duration::from_millis(50),

@@ -1,15 +1,14 @@
-//! The platform as separate processes: Redis with an append-only file, the
-//! broker with its log on PostgreSQL (a database of its own on the test
-//! run's server, or a server of its own for tests that restart it), and
-//! `seckill serve <service>` for each service, all on 127.0.0.1 with names of
-//! their own.
+//! The platform as separate processes: Redis with an append-only file,
+//! Apache Kafka (the test run's broker, or brokers of the cluster's own for
+//! tests that stop, kill or freeze them), and `seckill serve <service>` for
+//! each service, all on 127.0.0.1 with names of their own.
 
 use std::process::Command;
 use std::time::Duration;
 
 use seckill_devstack::{
-    free_port, unique_namespace, Broker, BrokerStorage, PgSettings, Postgres, Redis, RedisPersistence, Server, TempDir,
-    TestDatabase, TEST_ADMIN_TOKEN, TEST_JWT_SECRET,
+    free_port, test_kafka, unique_namespace, Kafka, KafkaSettings, Redis, RedisPersistence, Server, TempDir,
+    TEST_ADMIN_TOKEN, TEST_JWT_SECRET,
 };
 
 /// One of the platform's services.
@@ -36,14 +35,17 @@ pub struct Cluster {
     processor: Option<Server>,
     projector: Option<Server>,
     pub redis: Redis,
-    pub broker: Broker,
-    /// The broker's database on the test run's server (dropped after the
-    /// broker), unless the cluster has a server of its own.
-    _database: Option<TestDatabase>,
-    /// The cluster's own PostgreSQL server, for tests that restart it.
-    pub postgres: Option<Postgres>,
-    /// Topic prefix, key prefix, group prefix and database name.
+    /// The cluster's own Kafka, for tests that stop, kill or freeze it;
+    /// None: the test run's broker, shared by name.
+    pub kafka: Option<Kafka>,
+    /// The bootstrap servers the services use.
+    pub brokers: String,
+    /// Topic prefix, key prefix and group prefix.
     pub namespace: String,
+    /// The topics' partitions.
+    partitions: u32,
+    /// The topics' replicas: one a broker, up to three.
+    replication: usize,
     ports: [u16; 3],
     pub http: reqwest::Client,
     /// Last: the processes' data outlive them.
@@ -51,45 +53,44 @@ pub struct Cluster {
 }
 
 impl Cluster {
-    /// Starts Redis, the broker (its log in a database of the test run's
-    /// PostgreSQL server) and the three services.
+    /// Starts Redis and the three services on the test run's broker.
     pub fn start() -> Self {
-        Self::start_with(false)
+        Self::start_with(None)
     }
 
-    /// As [`start`](Self::start), with a PostgreSQL server of the cluster's
-    /// own (durable settings, as the local run has), which a test may stop.
-    pub fn start_on_own_postgres() -> Self {
-        Self::start_with(true)
+    /// As [`start`](Self::start), on a Kafka of the cluster's own laid out
+    /// as `settings` says, which a test may stop, kill or freeze.
+    pub fn start_on_own_kafka(settings: KafkaSettings) -> Self {
+        Self::start_with(Some(settings))
     }
 
-    fn start_with(own_postgres: bool) -> Self {
+    /// The cluster's own Kafka.
+    pub fn own_kafka(&mut self) -> &mut Kafka {
+        self.kafka.as_mut().expect("a cluster started on a Kafka of its own")
+    }
+
+    fn start_with(own_kafka: Option<KafkaSettings>) -> Self {
         let dir = TempDir::new().expect("test dir");
         let namespace = unique_namespace("f");
         let redis = Redis::start(&dir.path().join("redis"), 0, RedisPersistence::AppendOnly)
             .expect("redis starts (run scripts/setup)");
-        let (postgres, database, url) = if own_postgres {
-            let postgres =
-                Postgres::start(&dir.path().join("postgres"), 0, PgSettings::DURABLE).expect("postgres starts");
-            postgres.admin().create_database(&namespace).expect("database");
-            let url = postgres.database_url(&namespace);
-            (Some(postgres), None, url)
-        } else {
-            let database = TestDatabase::create(&namespace).expect("a database on the run's PostgreSQL server");
-            let url = database.url();
-            (None, Some(database), url)
+        let kafka = own_kafka.map(|settings| {
+            Kafka::start(&dir.path().join("kafka"), settings).expect("kafka starts (run scripts/setup)")
+        });
+        let brokers = match &kafka {
+            Some(kafka) => kafka.brokers(),
+            None => test_kafka().expect("the run's kafka (run scripts/setup)").to_owned(),
         };
-        let broker = Broker::start(&dir.path().join("broker"), 0, BrokerStorage::Postgres(url))
-            .expect("broker starts (scripts/setup)");
         let mut cluster = Self {
             ingress: None,
             processor: None,
             projector: None,
             redis,
-            broker,
-            _database: database,
-            postgres,
+            kafka,
+            brokers,
             namespace,
+            partitions: 3,
+            replication: own_kafka.map_or(1, |settings| settings.nodes.min(3)),
             ports: [free_port(), free_port(), free_port()],
             http: reqwest::Client::builder()
                 .timeout(Duration::from_secs(10))
@@ -102,6 +103,11 @@ impl Cluster {
             cluster.start_service(service);
         }
         cluster
+    }
+
+    /// The name of the platform's `topic` (`orders`, `sales`, …) here.
+    pub fn topic(&self, topic: &str) -> String {
+        format!("{}.{topic}", self.namespace)
     }
 
     fn port(&self, service: Service) -> u16 {
@@ -169,9 +175,10 @@ impl Cluster {
         let mut env = vec![
             ("PATH".to_owned(), std::env::var("PATH").unwrap_or_default()),
             ("SECKILL_HTTP__LISTEN".to_owned(), format!("127.0.0.1:{}", self.port(service))),
-            ("SECKILL_KAFKA__BROKERS".to_owned(), self.broker.brokers()),
+            ("SECKILL_KAFKA__BROKERS".to_owned(), self.brokers.clone()),
             ("SECKILL_KAFKA__TOPIC_PREFIX".to_owned(), ns.clone()),
-            ("SECKILL_KAFKA__PARTITIONS".to_owned(), "3".to_owned()),
+            ("SECKILL_KAFKA__PARTITIONS".to_owned(), self.partitions.to_string()),
+            ("SECKILL_KAFKA__REPLICATION".to_owned(), self.replication.to_string()),
         ];
         if service != Service::Projector {
             env.push(("SECKILL_REDIS__URL".to_owned(), self.redis.url()));

@@ -1,5 +1,5 @@
 //! The local run killed as a closed terminal or `kill -9` kills it: its
-//! Redis, PostgreSQL and broker run on (each in its own process group). The
+//! Redis and Kafka run on (each in its own process group). The
 //! next `seckill dev` on the same data must stop them, say so, and serve the
 //! earlier run's data with servers of its own.
 
@@ -19,7 +19,7 @@ const LOG_TAIL_LINES: usize = 120;
 
 /// `seckill dev` on `data`, its ports fixed so a second run uses the same.
 struct DevRun {
-    ports: [u16; 6],
+    ports: [u16; 5],
     data: std::path::PathBuf,
     /// Its output, and the pid file `Server` writes.
     run_dir: std::path::PathBuf,
@@ -27,16 +27,21 @@ struct DevRun {
 
 impl DevRun {
     fn start(&self) -> Server {
-        let [port, processor, projector, redis, broker, postgres] = self.ports.map(|port| port.to_string());
+        let [port, processor, projector, redis, broker] = self.ports.map(|port| port.to_string());
         let mut command = Command::new(env!("CARGO_BIN_EXE_seckill"));
         command
             .args(["dev", "--data-dir"])
             .arg(&self.data)
             .args(["--port", &port, "--processor-port", &processor, "--projector-port", &projector])
-            .args(["--redis-port", &redis, "--broker-port", &broker, "--postgres-port", &postgres])
+            .args(["--redis-port", &redis, "--broker-port", &broker])
             .env("RUST_LOG", "info");
         let addr = SocketAddr::from(([127, 0, 0, 1], self.ports[0]));
-        Server::start("seckill dev", command, &self.run_dir, "dev", addr)
+        // Kafka's JVM and the services' first group joins: more than a port's usual wait.
+        let started = Server::spawn("seckill dev", command, &self.run_dir, "dev").and_then(|mut server| {
+            server.wait_ready(addr, Duration::from_secs(120))?;
+            Ok(server)
+        });
+        started
             .unwrap_or_else(|error| panic!("seckill dev did not start: {error}\n{}", self.log()))
             .stopped_by(StopSignal::Int)
     }
@@ -57,11 +62,11 @@ impl DevRun {
     }
 
     /// The pids in the servers' pid files.
-    fn server_pids(&self) -> [Option<u32>; 3] {
+    fn server_pids(&self) -> [Option<u32>; 2] {
         let pid = |file: &str| {
             std::fs::read_to_string(self.data.join(file)).ok().and_then(|text| text.trim().parse::<u32>().ok())
         };
-        [pid("redis/redis.pid"), pid("postgres/postgres.pid"), pid("broker/broker.pid")]
+        [pid("redis/redis.pid"), pid("kafka/node-1/kafka.pid")]
     }
 }
 
@@ -115,7 +120,7 @@ async fn a_killed_local_run_leaves_servers_the_next_run_stops() {
     let _turn = TURN.lock().await;
     let dir = TempDir::new().expect("dir");
     let run =
-        DevRun { ports: [(); 6].map(|()| free_port()), data: dir.path().join("data"), run_dir: dir.path().join("run") };
+        DevRun { ports: [(); 5].map(|()| free_port()), data: dir.path().join("data"), run_dir: dir.path().join("run") };
     std::fs::create_dir_all(&run.run_dir).expect("run dir");
     let http = reqwest::Client::builder().timeout(Duration::from_secs(10)).build().expect("client");
 
@@ -160,5 +165,5 @@ async fn a_killed_local_run_leaves_servers_the_next_run_stops() {
     // Ctrl-C stops everything it started.
     assert!(tokio::task::block_in_place(|| second.stop(Duration::from_secs(60))), "exit 0 on SIGINT:\n{}", run.log());
     assert!(fresh.iter().all(|&pid| !running(pid)), "Ctrl-C stopped every server");
-    assert_eq!(run.server_pids(), [None, None, None], "and removed their pid files");
+    assert_eq!(run.server_pids(), [None, None], "and removed their pid files");
 }

@@ -250,6 +250,11 @@ impl Load {
         Self { stop, actors, tally }
     }
 
+    /// How many orders were promised so far (the clients go on).
+    pub fn promised_so_far(&self) -> usize {
+        self.tally.lock().expect("tally").promised.len()
+    }
+
     /// Stops the clients and the admin and returns what they saw.
     pub async fn finish(mut self) -> Tally {
         self.stop.cancel();

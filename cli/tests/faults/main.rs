@@ -1,6 +1,6 @@
 //! Fault injection against the platform as real processes: SIGKILLed
-//! services, a broker outage and crash, a PostgreSQL restart and crash under
-//! the broker, a Redis restart and poison records, each under continuous
+//! services, a broker outage and crash, a broker of three killed and its
+//! leaderships moved, a Redis restart and poison records, each under continuous
 //! order traffic, each followed by the same invariant check and a graceful
 //! SIGTERM shutdown of every service; and the local run (`seckill dev`)
 //! killed, then started again.
@@ -10,16 +10,16 @@
 
 #![allow(unreachable_pub)]
 
+mod brokers;
 mod check;
 mod cluster;
 mod dev_run;
 mod load;
-mod storage;
 
 use std::time::Duration;
 
 use reqwest::StatusCode;
-use seckill_devstack::{user_token, TEST_ADMIN_TOKEN};
+use seckill_devstack::{user_token, KafkaSettings, TEST_ADMIN_TOKEN};
 use seckill_kafka::{EventProducer, Headers, Message, OwnedHeaders, ProducerSettings};
 use serde_json::json;
 use tokio::sync::Mutex;
@@ -108,11 +108,12 @@ async fn ingress_killed_repeatedly_loses_no_promised_order() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ten_second_broker_outage_loses_no_promised_order() {
     let _turn = TURN.lock().await;
-    let (mut cluster, vouchers, load) = under_load().await;
+    let cluster = tokio::task::block_in_place(|| Cluster::start_on_own_kafka(KafkaSettings::SINGLE));
+    let (mut cluster, vouchers, load) = under_load_on(cluster).await;
     pause(2_000).await;
-    tokio::task::block_in_place(|| cluster.broker.stop());
+    tokio::task::block_in_place(|| cluster.own_kafka().stop());
     pause(10_000).await;
-    tokio::task::block_in_place(|| cluster.broker.start_again()).expect("broker restarts");
+    tokio::task::block_in_place(|| cluster.own_kafka().start_again()).expect("broker restarts");
     pause(3_000).await;
     settle(&mut cluster, &vouchers, load, "broker down 10 s").await;
 }
@@ -179,7 +180,7 @@ async fn poison_records_are_dead_lettered_and_partitions_keep_moving() {
     let (mut cluster, vouchers, load) = under_load().await;
     pause(1_500).await;
     let producer = EventProducer::new(&ProducerSettings {
-        brokers: cluster.broker.brokers(),
+        brokers: cluster.brokers.clone(),
         ..ProducerSettings::from(&seckill_core::config::KafkaConfig::default())
     })
     .expect("producer");
@@ -229,7 +230,7 @@ async fn poison_records_are_dead_lettered_and_partitions_keep_moving() {
 async fn read_dead_letters(cluster: &Cluster, expected: usize) -> std::collections::HashMap<String, usize> {
     let reader = seckill_kafka::BatchConsumer::subscribe(
         &seckill_kafka::ConsumerSettings {
-            brokers: cluster.broker.brokers(),
+            brokers: cluster.brokers.clone(),
             group: format!("{}-dlq-reader", cluster.namespace),
             max_batch: 100,
             max_wait: Duration::from_millis(50),

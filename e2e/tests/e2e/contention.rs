@@ -33,7 +33,6 @@ async fn two_processors_on_cql_sell_exactly_the_stock() {
         backend: StoreBackend::Scylla,
         nodes: vec![cql.nodes()],
         keyspace: seckill_cqltest::unique_keyspace(),
-        schema_metadata: false,
         ..StoreConfig::default()
     };
     let mut platform = Platform::start_with(Some(store)).await;

@@ -111,7 +111,7 @@ impl Platform {
     ) -> Self {
         let infra = TestInfra::start().expect("Redis and the broker start (run scripts/setup)");
         let kafka = KafkaConfig {
-            brokers: infra.broker.brokers(),
+            brokers: infra.brokers.clone(),
             topic_prefix: infra.namespace.clone(),
             partitions: 3,
             ..KafkaConfig::default()

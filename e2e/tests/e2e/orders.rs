@@ -24,7 +24,14 @@ async fn an_order_becomes_created_and_is_queryable() {
     assert_eq!(order["user_id"], "alice");
     assert!(order["accepted_at"].is_string() && order["decided_at"].is_string(), "{order}");
 
-    let listed = platform.get(&format!("{}/api/v1/users/alice/orders", platform.base)).await.1;
+    // The decision reaches the ingress's follower before the projector's
+    // view, which the user's list is read from: it shows the order soon.
+    let url = format!("{}/api/v1/users/alice/orders", platform.base);
+    let listed = eventually(|| async {
+        let listed = platform.get(&url).await.1;
+        (listed["orders"][0]["status"] == "CREATED").then_some(listed)
+    })
+    .await;
     assert_eq!(listed["orders"][0]["order_id"], order_id.as_str(), "{listed}");
 
     let shown = platform.wait_voucher(&voucher, |v| v["created"] == 1).await;

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use seckill_core::config::{StoreBackend, StoreConfig};
-use seckill_cqltest::TestCql;
+use seckill_cqltest::{FaultProxy, TestCql};
 use seckill_store::embedded::{EmbeddedStockStore, EmbeddedViewStore};
 use seckill_store::{StockStore, ViewStore};
 
@@ -33,8 +33,8 @@ impl Backend for Embedded {
     }
 }
 
-/// A keyspace of its own on a real CQL server (Cassandra 2.1 behind the
-/// protocol bridge, see `seckill-cqltest`).
+/// A keyspace of its own on a real CQL server (the test run's Apache
+/// Cassandra 5.0, see `seckill-cqltest`), with the store's default settings.
 pub struct Cql {
     config: StoreConfig,
 }
@@ -42,12 +42,21 @@ pub struct Cql {
 impl Cql {
     /// A fresh keyspace on `server`.
     pub fn on(server: &TestCql) -> Self {
+        Self::at(server.nodes())
+    }
+
+    /// A fresh keyspace on the server behind `proxy`, every request going
+    /// through it.
+    pub fn through(proxy: &FaultProxy) -> Self {
+        Self::at(proxy.nodes())
+    }
+
+    fn at(node: String) -> Self {
         Self {
             config: StoreConfig {
                 backend: StoreBackend::Scylla,
-                nodes: vec![server.nodes()],
+                nodes: vec![node],
                 keyspace: seckill_cqltest::unique_keyspace(),
-                schema_metadata: false,
                 ..StoreConfig::default()
             },
         }

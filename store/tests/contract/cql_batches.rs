@@ -1,11 +1,11 @@
 //! The CQL backend's bounded batches when a writer fails between two of
 //! them: what committed holds whole decisions, and the next attempt takes
-//! nothing twice. The failure is the test bridge refusing a batch on
-//! purpose, as a server or a network would.
+//! nothing twice. The failure is a proxy between the store and the server
+//! refusing a batch on purpose, as a server or a network would.
 
 use seckill_core::event::{Event, OrderAccepted, OrderCreated};
 use seckill_core::Envelope;
-use seckill_cqltest::TestCql;
+use seckill_cqltest::{FaultProxy, TestCql};
 use seckill_store::StockInput;
 
 use crate::backends::{Backend, Cql};
@@ -14,15 +14,16 @@ use crate::fixtures::{order, voucher};
 /// 350 orders of one voucher make four batches of the stock (100 rows
 /// each at most); the third fails.
 pub async fn a_stock_write_failing_between_batches_is_retried_without_deciding_twice(server: &TestCql) {
-    let store = Cql::on(server).open().await;
+    let proxy = FaultProxy::start(server.addr()).await.expect("the proxy listens");
+    let store = Cql::through(&proxy).open().await;
     let v = voucher(300);
     let orders: Vec<OrderAccepted> = (0..350).map(|i| order(v.voucher_id, &format!("u{i}"))).collect();
     let mut batch = vec![StockInput::Voucher(v.clone())];
     batch.extend(orders.iter().cloned().map(StockInput::Order));
 
-    server.bridge().fail_batches_after(2);
+    proxy.fail_batches_after(2);
     let failed = store.apply(batch.clone()).await;
-    server.bridge().heal();
+    proxy.heal();
     assert!(failed.is_err(), "the third batch failed");
     // The two committed batches hold the first decisions (all creations:
     // the stock outlasts them) and the level after exactly those. A creation
@@ -51,7 +52,8 @@ pub async fn a_stock_write_failing_between_batches_is_retried_without_deciding_t
 /// written, so several batches), the second failing; every transition
 /// counted once.
 pub async fn a_view_write_failing_between_batches_is_retried_without_counting_twice(server: &TestCql) {
-    let store = Cql::on(server).open_view().await;
+    let proxy = FaultProxy::start(server.addr()).await.expect("the proxy listens");
+    let store = Cql::through(&proxy).open_view().await;
     let v = voucher(300);
     let mut events = vec![Envelope::new(Event::VoucherCreated(v.clone()))];
     for i in 0..300 {
@@ -61,9 +63,9 @@ pub async fn a_view_write_failing_between_batches_is_retried_without_counting_tw
         events.push(Envelope::new(Event::OrderCreated(created)));
     }
 
-    server.bridge().fail_batches_after(1);
+    proxy.fail_batches_after(1);
     let failed = store.apply(events.clone()).await;
-    server.bridge().heal();
+    proxy.heal();
     assert!(failed.is_err(), "the second batch failed");
     // The first batch holds whole events from the start: the definition,
     // then each order's acceptance and creation in turn.

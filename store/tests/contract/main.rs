@@ -85,8 +85,8 @@ macro_rules! suite {
 
 suite!(embedded, Embedded::new().await);
 
-/// The same contracts on a real CQL server: one Cassandra for the whole
-/// suite (a JVM per test would not fit two cores), a keyspace per contract.
+/// The same contracts on a real CQL server: the test run's Apache Cassandra
+/// 5.0 node (see `seckill-cqltest`), a keyspace per contract.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_contract_holds_on_cql() {
     use backends::Cql;
@@ -117,7 +117,7 @@ async fn every_contract_holds_on_cql() {
         view::concurrent_projectors_count_each_transition_once,
         view::thousands_of_one_vouchers_events_in_one_batch_count_once,
     );
-    // Faults between a writer's bounded batches, injected by the bridge.
+    // Faults between a writer's bounded batches, injected by a proxy.
     macro_rules! run_with_server {
         ($($test:path),* $(,)?) => {$(
             let started = std::time::Instant::now();

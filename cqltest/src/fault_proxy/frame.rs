@@ -1,57 +1,45 @@
-//! One CQL native-protocol frame: the 9-byte header and its body.
+//! One CQL native-protocol v4 frame, as the fault proxy sees it: the 9-byte
+//! header read, the body carried along unread.
 //!
-//! Versions 3 and 4 share the header layout (version, flags, stream as i16,
-//! opcode, body length as i32), so the bridge can read every frame in either
-//! direction the same way and only look inside the bodies it has to change.
+//! Header: version (0x04 request, 0x84 response), flags, stream (i16),
+//! opcode, body length (i32). Compression applies to bodies only, so the
+//! header is readable whatever the connection negotiated.
 
 use std::io;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// Header length in protocol versions 3 and 4.
-pub(crate) const HEADER_LEN: usize = 9;
+pub(super) const HEADER_LEN: usize = 9;
 /// The protocol's own limit on a body (256 MB); anything longer is garbage.
 const MAX_BODY_LEN: usize = 256 * 1024 * 1024;
 
-/// Request version byte of protocol v3 (responses set the high bit).
-pub(crate) const V3_REQUEST: u8 = 0x03;
 /// Request version byte of protocol v4.
-pub(crate) const V4_REQUEST: u8 = 0x04;
-/// Response version byte of protocol v3.
-pub(crate) const V3_RESPONSE: u8 = 0x83;
+pub(super) const V4_REQUEST: u8 = 0x04;
 /// Response version byte of protocol v4.
-pub(crate) const V4_RESPONSE: u8 = 0x84;
+pub(super) const V4_RESPONSE: u8 = 0x84;
 
-/// Header flag: the body is compressed.
-pub(crate) const FLAG_COMPRESSION: u8 = 0x01;
-/// Header flag: tracing; a response body then starts with a 16-byte session id.
-pub(crate) const FLAG_TRACING: u8 = 0x02;
+/// Opcode: ERROR (a response).
+pub(super) const OPCODE_ERROR: u8 = 0x00;
+/// Opcode: BATCH (a request).
+pub(super) const OPCODE_BATCH: u8 = 0x0D;
+/// ERROR code: server error (the server failed; the request may be retried).
+const SERVER_ERROR: i32 = 0x0000;
 
-/// The opcodes the bridge and the client look at.
-pub(crate) mod opcode {
-    pub(crate) const ERROR: u8 = 0x00;
-    pub(crate) const STARTUP: u8 = 0x01;
-    pub(crate) const READY: u8 = 0x02;
-    pub(crate) const QUERY: u8 = 0x07;
-    pub(crate) const RESULT: u8 = 0x08;
-    pub(crate) const PREPARE: u8 = 0x09;
-    pub(crate) const BATCH: u8 = 0x0D;
-}
-
-/// A whole frame, read into memory.
+/// A whole frame: its header's fields and the body's bytes, unread.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Frame {
-    pub(crate) version: u8,
-    pub(crate) flags: u8,
-    pub(crate) stream: i16,
-    pub(crate) opcode: u8,
-    pub(crate) body: Vec<u8>,
+pub(super) struct Frame {
+    pub(super) version: u8,
+    pub(super) flags: u8,
+    pub(super) stream: i16,
+    pub(super) opcode: u8,
+    pub(super) body: Vec<u8>,
 }
 
 impl Frame {
     /// Reads the next frame; `None` when the peer closed the connection
     /// between two frames.
-    pub(crate) async fn read(reader: &mut (impl AsyncRead + Unpin)) -> io::Result<Option<Self>> {
+    pub(super) async fn read(reader: &mut (impl AsyncRead + Unpin)) -> io::Result<Option<Self>> {
         let mut header = [0u8; HEADER_LEN];
         let first = reader.read(&mut header).await?;
         if first == 0 {
@@ -68,13 +56,13 @@ impl Frame {
         Ok(Some(Self { version, flags, stream: i16::from_be_bytes([stream_hi, stream_lo]), opcode, body }))
     }
 
-    /// Writes the frame with its header in one write.
-    pub(crate) async fn write(&self, writer: &mut (impl AsyncWrite + Unpin)) -> io::Result<()> {
+    /// Writes the frame, header and body, in one write.
+    pub(super) async fn write(&self, writer: &mut (impl AsyncWrite + Unpin)) -> io::Result<()> {
         writer.write_all(&self.to_bytes()).await
     }
 
     /// The frame on the wire: header (with the body's length) then body.
-    pub(crate) fn to_bytes(&self) -> Vec<u8> {
+    pub(super) fn to_bytes(&self) -> Vec<u8> {
         let mut bytes = Vec::with_capacity(HEADER_LEN + self.body.len());
         bytes.extend_from_slice(&[self.version, self.flags]);
         bytes.extend_from_slice(&self.stream.to_be_bytes());
@@ -85,9 +73,13 @@ impl Frame {
         bytes
     }
 
-    /// Whether the body is compressed (and so cannot be looked into).
-    pub(crate) fn is_compressed(&self) -> bool {
-        self.flags & FLAG_COMPRESSION != 0
+    /// A v4 ERROR response (server error, uncompressed) on `stream`.
+    pub(super) fn server_error(stream: i16, message: &str) -> Self {
+        let message = &message.as_bytes()[..message.len().min(usize::from(u16::MAX))];
+        let mut body = SERVER_ERROR.to_be_bytes().to_vec();
+        body.extend_from_slice(&u16::try_from(message.len()).unwrap_or(u16::MAX).to_be_bytes());
+        body.extend_from_slice(message);
+        Self { version: V4_RESPONSE, flags: 0, stream, opcode: OPCODE_ERROR, body }
     }
 }
 
@@ -97,7 +89,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_frame_survives_a_round_trip() {
-        let frame = Frame { version: V4_REQUEST, flags: 0, stream: -2, opcode: opcode::QUERY, body: vec![1, 2, 3] };
+        let frame = Frame { version: V4_REQUEST, flags: 0, stream: -2, opcode: 0x07, body: vec![1, 2, 3] };
         let bytes = frame.to_bytes();
         assert_eq!(&bytes[..HEADER_LEN], &[0x04, 0, 0xff, 0xfe, 0x07, 0, 0, 0, 3]);
         let mut reader = &bytes[..];
@@ -109,5 +101,11 @@ mod tests {
     async fn a_truncated_frame_is_an_error() {
         let mut reader = &[0x04u8, 0, 0, 1, 0x07, 0, 0, 0, 3, 1][..];
         assert!(Frame::read(&mut reader).await.is_err());
+    }
+
+    #[test]
+    fn a_server_error_carries_its_code_and_message() {
+        let frame = Frame::server_error(7, "no");
+        assert_eq!(frame.to_bytes(), [0x84, 0, 0, 7, 0x00, 0, 0, 0, 8, 0, 0, 0, 0, 0, 2, b'n', b'o']);
     }
 }
