@@ -5,6 +5,7 @@
 
 pub mod audit;
 mod error;
+pub mod groups;
 pub mod rebuild;
 pub mod reconcile;
 pub mod replay;

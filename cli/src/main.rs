@@ -1,7 +1,7 @@
 //! `seckill`: the platform's command line.
 //!
 //! ```text
-//! seckill dev                    # Redis, PostgreSQL, broker and all three services, data in .seckill/
+//! seckill dev                    # Redis, Kafka and all three services, data in .seckill/
 //! seckill dev --data-dir /tmp/x  # elsewhere
 //! seckill serve ingress --config config/ingress.toml   # one service, as its own process
 //! seckill reconcile --dry-run    # what a Redis rebuilt from the log would differ in
@@ -11,12 +11,14 @@
 //! seckill token alice            # a signed user token for curl (the local run's secret)
 //! seckill report --voucher ID --output sale.html   # a sale's charts and tables, from the log
 //! seckill audit --voucher ID --live                # whether its books balance (exit status 1 if not)
+//! seckill groups                 # the consumer groups: state, members, partitions, lag
 //! ```
 
 mod audit;
 mod dead_letters;
 mod dev;
 mod dev_servers;
+mod groups;
 mod loadgen;
 mod output;
 mod rebuild_view;
@@ -44,8 +46,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Runs the whole platform on this machine: a local Redis, PostgreSQL and
-    /// broker, the ingress, processor and projector with embedded stores.
+    /// Runs the whole platform on this machine: a local Redis and Apache
+    /// Kafka, the ingress, processor and projector with embedded stores.
     /// Ctrl-C stops it.
     Dev(dev::DevArgs),
     /// Runs one service (ingress, processor or projector) in this process
@@ -80,6 +82,9 @@ enum Command {
     /// Lists the platform's topics: partitions, watermarks, and the
     /// services' consumer groups' committed offsets and lag.
     Topics(topics::TopicsArgs),
+    /// Describes the services' consumer groups as Kafka does: state,
+    /// members, the partitions each holds, committed offsets and lag.
+    Groups(groups::GroupsArgs),
     /// Drives a flash sale over HTTP against a running platform (closed loop
     /// or open loop at a fixed rate) and reports requests/s, answers,
     /// latency percentiles, accept → final latency, time to sell out, the
@@ -104,6 +109,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Report(args) => report::run(args).await,
         Command::Audit(args) => audit::run(args).await,
         Command::Topics(args) => topics::run(args).await,
+        Command::Groups(args) => groups::run(args).await,
         Command::Loadgen(args) => loadgen::run(args).await,
         Command::Token(args) => token::run(args),
     }

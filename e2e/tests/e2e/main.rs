@@ -1,5 +1,6 @@
-//! End-to-end tests: each starts its own Redis, broker and services and
-//! checks behaviour from the outside, through the HTTP API and the topics.
+//! End-to-end tests: each starts its own Redis and services on the run's
+//! Kafka (topics and groups of its own) and checks behaviour from the
+//! outside, through the HTTP API and the topics.
 
 // Test helpers are `pub` for the test modules; nothing is exported.
 #![allow(unreachable_pub)]
@@ -13,6 +14,7 @@ mod cluster;
 mod contention;
 mod dead_letters;
 mod decisions;
+mod groups;
 mod helpers;
 mod lifecycle;
 mod live;
