@@ -125,6 +125,84 @@ def read_side(w, results, floor):
     w("")
 
 
+def cpu_rows(results):
+    """Every row of cpu.jsonl: CPU seconds of one process over one scenario's wall time."""
+    path = results / "cpu.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def cores(cpu, scenario, process):
+    """Cores `process` used during `scenario` (None if it was not measured)."""
+    row = next((r for r in cpu if r["scenario"] == scenario and r["process"] == process), None)
+    return row["cpu_s"] / row["wall_s"] if row and row["wall_s"] else None
+
+
+def kafka_idle(w, cpu):
+    """Kafka's CPU with the services up and no traffic."""
+    rows = {r["process"]: r for r in cpu if r["scenario"] == "idle"}
+    if "kafka" not in rows:
+        return
+    wall = rows["kafka"]["wall_s"]
+    processes = [p for p in ("kafka", "ingress", "processor", "projector", "redis") if p in rows]
+    w("## Kafka with the platform idle")
+    w("")
+    w(f"The three services up on freshly started processes, no traffic, {wall:.0f} s measured after they settled:")
+    w("what Kafka costs with nothing to do (the processor's and projector's consumers waiting in their fetches, which")
+    w("Kafka parks until records arrive or the wait ends, the ingress's follower of the orders topic, group heartbeats")
+    w("and offset commits). CPU from `/proc/PID/stat` (Kafka's JVM, every thread), in cores (CPU seconds over wall time).")
+    w("")
+    w("| " + " | ".join(processes) + " |")
+    w("|" + "---|" * len(processes))
+    w("| " + " | ".join(f"{rows[p]['cpu_s'] / wall:.3f} cores" for p in processes) + " |")
+    w("")
+
+
+def fsync_diagnostic(w, load, cpu, burst, e2e):
+    """Scenarios 2 and 4 again with Kafka fsyncing every appended batch."""
+    burst_fsync, e2e_fsync = load.get("admission_burst_fsync"), load.get("end_to_end_fsync")
+    if not (burst_fsync or e2e_fsync):
+        return
+
+    def rate(run):
+        return run["status_counts"].get("202", 0) / run["elapsed_s"]
+
+    def burst_cell(run):
+        drained = run["drained_after_s"]
+        return (f"{rate(run):,.0f} × 202/s, POST p99 {ms(run['latency']['p99_ms'])}, "
+                + (f"drained {drained:.2f} s after" if drained is not None else "not drained in time"))
+
+    def e2e_cell(run):
+        seen = run["visible"]
+        return f"202 → visible p50 {ms(seen['p50_ms'])}, p99 {ms(seen['p99_ms'])} ({seen['count']} sampled)"
+
+    def kafka_cell(scenario):
+        value = cores(cpu, scenario, "kafka")
+        return f"{value:.2f} cores" if value is not None else "-"
+
+    w("## Diagnostic: Kafka fsyncing every batch")
+    w("")
+    w("Scenarios 2 and 4 again, everything the same (the same Kafka node, data, port and services) except that Kafka")
+    w("flushes every appended batch to disk before it acknowledges it (`log.flush.interval.messages=1`, devstack's")
+    w("`--fsync-every-batch`, as `seckill dev --fsync-every-batch` runs it) instead of leaving the write-back to the")
+    w("page cache. With the page cache an acknowledged record survives a crash of Kafka (SIGKILL) but not of the")
+    w("machine on this single node; with a flush per batch it survives both, on a disk that honours flushes. Not a")
+    w("target: the cost of that durability on one local Kafka node.")
+    w("")
+    w("| scenario | page cache (scenarios 2 and 4 above) | fsync every batch | fsync / page cache |")
+    w("|---|---|---|---|")
+    if burst_fsync:
+        w(f"| 2: admission burst, {burst_fsync['requests']:,} users | {burst_cell(burst)} | {burst_cell(burst_fsync)} "
+          f"| {rate(burst_fsync) / rate(burst):.2f} × the rate |")
+        w(f"| 2: Kafka's CPU during the burst | {kafka_cell('burst')} | {kafka_cell('burst_fsync')} | |")
+    if e2e_fsync:
+        p99 = e2e["visible"]["p99_ms"]
+        ratio = f"{e2e_fsync['visible']['p99_ms'] / p99:.2f} × the p99" if p99 else ""
+        w(f"| 4: end to end at {e2e_fsync['requests'] / e2e_fsync['elapsed_s']:,.0f} requests/s, open loop "
+          f"| {e2e_cell(e2e)} | {e2e_cell(e2e_fsync)} | {ratio} |")
+        w(f"| 4: Kafka's CPU | {kafka_cell('e2e')} | {kafka_cell('e2e_fsync')} | |")
+    w("")
+
+
 def hot_voucher(w, results, load, admit, floor):
     """Scenario 10: one voucher, every order admitted, shards 1 and 8, on one
     Redis and on a three-master cluster, with each part's CPU per admission."""
@@ -133,9 +211,8 @@ def hot_voucher(w, results, load, admit, floor):
     runs = [(t, k, r) for t, k, r in runs if r]
     if not runs:
         return
-    cpu_path = results / "cpu.jsonl"
-    cpu = [json.loads(line) for line in cpu_path.read_text().splitlines()] if cpu_path.exists() else []
-    parts = ["redis", "redis_cluster", "ingress", "processor", "projector", "broker", "postgres"]
+    cpu = cpu_rows(results)
+    parts = ["redis", "redis_cluster", "ingress", "processor", "projector", "kafka"]
     w("## Hot voucher: shards on one Redis and on a Redis Cluster")
     w("")
     w(f"Scenario 10: {runs[0][2]['requests']:,} distinct users order one unit each of one voucher whose stock")
@@ -188,22 +265,16 @@ def main():
     w("")
     w("## Machine and method")
     w("")
-    storage = machine.get("broker_storage", "sqlite")
     w(f"- {machine['cores']} cores ({machine['cpu']}), {machine['memory']}, Linux {machine['kernel']}; "
-      f"{machine['rustc']}; Redis {machine['redis']}; broker {machine['broker']}"
-      + (f"; PostgreSQL {machine['postgres']}" if "postgres" in machine else "") + f"; {machine['wrk']}.")
-    if storage == "postgres":
-        w("- Everything on this one machine over 127.0.0.1: Redis (AOF, fsync every second), the broker with its log on")
-        w(f"  PostgreSQL (a private cluster as the local run has it: {machine.get('postgres_settings', '')}), the ingress,")
-        w("  processor and projector as separate release-mode processes (`seckill serve`, embedded stores), and the load")
-        w("  generator. Client and servers share the two cores, so every figure includes the client's cost; the ceilings")
-        w("  were measured the same way, in the same run.")
-    else:
-        w("- Everything on this one machine over 127.0.0.1: Redis (AOF, fsync every second) and the broker (SQLite log),")
-        w("  the ingress, processor and projector as separate release-mode processes (`seckill serve`, embedded stores),")
-        w("  and the load generator. Client and servers share the two cores, so every figure includes the client's cost;")
-        w("  the ceilings were measured the same way, in the same run.")
-    w(f"- Broker storage engine of the scenarios: **{storage}**; topics have {machine.get('partitions', '2')} partitions.")
+      f"{machine['rustc']}; Redis {machine['redis']}; Apache Kafka {machine['kafka']} ({machine['java']}); "
+      f"{machine['wrk']}.")
+    w("- Everything on this one machine over 127.0.0.1: Redis (AOF, fsync every second), one Apache Kafka node (KRaft,")
+    w(f"  both roles in one JVM, the jars Maven Central publishes, heap {machine['kafka_heap']}), the ingress, processor")
+    w("  and projector as separate release-mode processes (`seckill serve`, embedded stores), and the load generator.")
+    w("  Client and servers share the two cores, so every figure includes the client's cost; the ceilings were")
+    w("  measured the same way, in the same run.")
+    w(f"- Kafka's durability in the scenarios: **{machine['kafka_durability']}**; its settings that matter here: "
+      f"{machine['kafka_settings']}; topics have {machine.get('partitions', '2')} partitions, replication factor 1.")
     w("- Ceilings: `redis-benchmark` running the project's own `lua/admit.lua` by EVALSHA (50 clients, no pipelining,")
     w("  a random user per call: the admit path on a voucher with stock left, the refusal path on a sold-out one), and")
     w("  `wrk` (2 threads, 64 connections) against `warp-floor`, a warp server that answers the order route with the")
@@ -258,33 +329,9 @@ def main():
     w(f"| 5 | peak RSS under scenario 2 | {rss_text} | < 150 MB each | - | {verdict(rss_ok)} |")
     w("")
     read_side(w, results, floor)
-    engine_names = {"postgres": "PostgreSQL", "sqlite": "SQLite", "memory": "in-memory"}
-    diagnostics = [name for name in ("sqlite", "memory")
-                   if name != storage and load.get(f"admission_burst_{name}") and load.get(f"end_to_end_{name}")]
-    if diagnostics:
-        w("## Diagnostic: the same pipeline on the broker's other storage engines")
-        w("")
-        w("Scenarios 2 and 4 again, everything the same except the broker's storage: SQLite (`sqlite://`, one insert")
-        w("per record, fetches that scan to the high watermark) and memory (`memory://`, not durable, no storage cost):")
-        w("what the storage engine costs, and what the services sustain when it is not the limit. Not targets.")
-        w("")
-        w(f"| scenario | {engine_names[storage]} broker (above) | "
-          + " | ".join(f"{engine_names[name]} broker" for name in diagnostics) + " |")
-        w("|---|---|" + "---|" * len(diagnostics))
-        cells = []
-        for name in diagnostics:
-            run = load[f"admission_burst_{name}"]
-            cells.append(f"{run['status_counts'].get('202', 0) / run['elapsed_s']:,.0f} × 202/s, drained "
-                         f"{run['drained_after_s'] or float('nan'):.2f} s after")
-        w(f"| 2: admission burst, {burst['requests']:,} users | {burst_202:,.0f} × 202/s, drained "
-          f"{burst['drained_after_s'] or float('nan'):.2f} s after | " + " | ".join(cells) + " |")
-        cells = []
-        for name in diagnostics:
-            seen = load[f"end_to_end_{name}"]["visible"]
-            cells.append(f"p50 {ms(seen['p50_ms'])}, p99 {ms(seen['p99_ms'])} ({seen['count']} sampled)")
-        w(f"| 4: end to end at {e2e['requests'] / e2e['elapsed_s']:,.0f} requests/s | 202 → visible p50 "
-          f"{ms(visible['p50_ms'])}, p99 {ms(visible['p99_ms'])} | " + " | ".join(cells) + " |")
-        w("")
+    cpu = cpu_rows(results)
+    kafka_idle(w, cpu)
+    fsync_diagnostic(w, load, cpu, burst, e2e)
     w("## Details")
     w("")
     w(f"- Storm: median of {len(storm['runs'])} runs ({', '.join(f'{r:,.0f}' for r in storm['runs'])} requests/s); over all")
@@ -303,10 +350,9 @@ def main():
     w("## Where the CPU went")
     w("")
     w("Cores used by each server process during each scenario (CPU seconds over the scenario's wall time, from")
-    w("`/proc/PID/stat`; PostgreSQL's with its connection processes); the load generator reports its own. Two cores")
-    w("in all.")
+    w("`/proc/PID/stat`; Kafka's is its JVM, every thread); the load generator reports its own. Two cores in all.")
+    w("`idle` is the platform up with no traffic; `*_fsync` the diagnostic with Kafka fsyncing every batch.")
     w("")
-    cpu = [json.loads(line) for line in (results / "cpu.jsonl").read_text().splitlines()]
     processes = list(dict.fromkeys(row["process"] for row in cpu))
     # The Redis Cluster runs only during the hot-voucher scenario: no column without it.
     if not any(row["cpu_s"] > 0.05 for row in cpu if row["process"] == "redis_cluster"):
@@ -317,10 +363,8 @@ def main():
         "burst": [load["admission_burst"]],
         "classic": [load["classic_10"], load["classic_10000"]],
         "e2e": [load["end_to_end"]],
-        "burst_sqlite": [load.get("admission_burst_sqlite")],
-        "e2e_sqlite": [load.get("end_to_end_sqlite")],
-        "burst_memory": [load.get("admission_burst_memory")],
-        "e2e_memory": [load.get("end_to_end_memory")],
+        "burst_fsync": [load.get("admission_burst_fsync")],
+        "e2e_fsync": [load.get("end_to_end_fsync")],
         **{f"hot_{t}_{k}": [load.get(f"hot_{t}_{k}")] for t in ("single", "cluster") for k in (1, 8)},
     }
     for scenario in dict.fromkeys(row["scenario"] for row in cpu):
@@ -328,31 +372,17 @@ def main():
         wall = next(iter(rows.values()))["wall_s"]
         cells = " | ".join(f"{rows[p]['cpu_s'] / wall:.2f}" for p in processes)
         own = loadgen_cores.get(scenario)
-        generator = ", ".join(f"{run['loadgen_cores']:.2f}" for run in own if run) if own else "wrk (not measured)"
+        if scenario == "idle":
+            generator = "none (no traffic)"
+        elif own:
+            generator = ", ".join(f"{run['loadgen_cores']:.2f}" for run in own if run)
+        elif scenario in ("waiters", "streams_idle"):
+            generator = "live-probe (not measured)"
+        else:
+            generator = "wrk (not measured)"
         w(f"| {scenario} | {wall:.1f} s | {cells} | {generator} |")
     w("")
     hot_voucher(w, results, load, admit, floor)
-    pg_path = results / "postgres.jsonl"
-    pg_rows = [json.loads(line) for line in pg_path.read_text().splitlines()] if pg_path.exists() else []
-    # The diagnostics run the broker on another engine: PostgreSQL idles then.
-    pg_rows = [row for row in pg_rows if not row["scenario"].endswith(("_sqlite", "_memory"))]
-    if pg_rows:
-        w("## PostgreSQL's own statistics")
-        w("")
-        w("What the broker asked of PostgreSQL during each scenario on it (`pg_stat_database` of the broker's")
-        w("database, before and after): transactions committed (produced batches, one per partition; each round of a")
-        w("waiting fetch; offset commits and group bookkeeping), rows inserted (records, their headers, offsets) and")
-        w("rows read, and per admitted order. The storm admits nothing: its transactions are the idle consumers' fetches.")
-        w("")
-        w("| scenario | commits | rows inserted | rows read | commits per order | rows inserted per order |")
-        w("|---|---|---|---|---|---|")
-        for row in pg_rows:
-            runs = [run for run in loadgen_cores.get(row["scenario"], []) if run]
-            orders = sum(run["status_counts"].get("202", 0) for run in runs)
-            per_order = (f"{row['commits'] / orders:.2f} | {row['rows_inserted'] / orders:.1f}" if orders
-                         else "- | -")
-            w(f"| {row['scenario']} | {row['commits']:,} | {row['rows_inserted']:,} | {row['rows_read']:,} | {per_order} |")
-        w("")
     w(notes.read_text().rstrip())
     print("\n".join(out))
 
