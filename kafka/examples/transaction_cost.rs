@@ -111,12 +111,13 @@ fn producer(brokers: &str) -> ClientConfig {
 async fn send_batch(producer: &FutureProducer, topic: &str, batch: usize, size: usize) {
     let payload = vec![b'x'; 200];
     let keys: Vec<String> = (0..size).map(|i| format!("voucher-{}", (batch * size + i) % 64)).collect();
-    let sends: Vec<_> = keys
+    // Polled together, so every record is queued before the first is
+    // acknowledged, as the processor's outcome waves are.
+    let sends = keys
         .iter()
-        .map(|key| producer.send(FutureRecord::to(topic).key(key).payload(&payload), Timeout::After(TIMEOUT)))
-        .collect();
-    for send in sends {
-        send.await.expect("acknowledged");
+        .map(|key| producer.send(FutureRecord::to(topic).key(key).payload(&payload), Timeout::After(TIMEOUT)));
+    for sent in futures::future::join_all(sends).await {
+        sent.expect("acknowledged");
     }
 }
 
