@@ -132,7 +132,7 @@ impl Server {
             .spawn()
             .map_err(spawn_error)?;
         let pid_file = dir.join(format!("{name}.pid"));
-        std::fs::write(&pid_file, child.id().to_string()).map_err(spawn_error)?;
+        std::fs::write(&pid_file, format!("{}\n", child.id())).map_err(spawn_error)?;
         Ok(Self { what: what.to_owned(), child: Some(child), pid_file, log, stop_signal: StopSignal::Term })
     }
 
