@@ -12,6 +12,7 @@ pub mod replay;
 pub mod report;
 pub mod sale;
 pub mod stats;
+pub mod table;
 pub mod topics;
 
 pub use error::AnalyticsError;

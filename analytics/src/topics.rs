@@ -149,13 +149,7 @@ impl Overview {
                 }
                 rows.push(cells);
             }
-            let widths: Vec<usize> =
-                (0..rows[0].len()).map(|column| rows.iter().map(|row| row[column].len()).max().unwrap_or(0)).collect();
-            for row in rows {
-                let line: Vec<String> =
-                    row.iter().zip(&widths).map(|(cell, width)| format!("{cell:<width$}")).collect();
-                let _ = writeln!(out, "  {}", line.join("  ").trim_end());
-            }
+            crate::table::write_aligned(&mut out, &rows);
             out.push('\n');
         }
         out

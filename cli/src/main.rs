@@ -18,6 +18,7 @@ mod audit;
 mod dead_letters;
 mod dev;
 mod dev_servers;
+mod group_args;
 mod groups;
 mod loadgen;
 mod output;
