@@ -70,6 +70,17 @@ where
     }
 }
 
+/// How long a service start waits for a Redis that answers "not ready yet".
+const STARTUP_PATIENCE: Duration = Duration::from_secs(120);
+/// The pause between two looks at a Redis that is not ready.
+const NOT_READY_PAUSE: Duration = Duration::from_millis(200);
+
+/// Whether `error` is a server saying it cannot serve yet, as opposed to
+/// one that is wrong or unreachable.
+fn not_ready_yet(error: &redis::RedisError) -> bool {
+    matches!(error.code(), Some("LOADING" | "CLUSTERDOWN" | "TRYAGAIN" | "MASTERDOWN"))
+}
+
 /// A connection to a single Redis or to a Redis Cluster.
 #[derive(Clone)]
 pub enum GateConnection {
@@ -155,6 +166,53 @@ impl GateConnection {
     /// set, else the Redis at `url`. Every call (and connecting) is bounded
     /// by `response_timeout`.
     pub async fn open(config: &RedisConfig, response_timeout: Duration) -> RedisResult<Self> {
+        Self::open_when_ready(config, response_timeout, STARTUP_PATIENCE).await
+    }
+
+    /// As [`open`](Self::open), waiting up to `patience` while the server
+    /// answers that it is not ready yet: a Redis loading its dataset after a
+    /// restart (`LOADING`; seconds for a big append-only file), a cluster
+    /// still agreeing on its slots (`CLUSTERDOWN`). Says so once in the log
+    /// rather than failing the service's start.
+    pub async fn open_when_ready(
+        config: &RedisConfig,
+        response_timeout: Duration,
+        patience: Duration,
+    ) -> RedisResult<Self> {
+        let started = Instant::now();
+        let mut said = false;
+        loop {
+            let attempt = match Self::open_once(config, response_timeout).await {
+                Ok(connection) => connection.ping().await.map(|()| connection),
+                Err(error) => Err(error),
+            };
+            match attempt {
+                Err(error) if not_ready_yet(&error) && started.elapsed() < patience => {
+                    if !said {
+                        tracing::warn!(%error, ?patience, "Redis is not ready yet (loading its data?); waiting for it.");
+                        said = true;
+                    }
+                    tokio::time::sleep(NOT_READY_PAUSE).await;
+                }
+                Ok(connection) => {
+                    if said {
+                        tracing::info!(waited = ?started.elapsed(), "Redis is ready.");
+                    }
+                    return Ok(connection);
+                }
+                Err(error) => return Err(error),
+            }
+        }
+    }
+
+    async fn ping(&self) -> RedisResult<()> {
+        match self {
+            Self::Single(manager) => redis::cmd("PING").query_async(&mut manager.clone()).await,
+            Self::Cluster(handle) => redis::cmd("PING").query_async(&mut handle.connection()).await,
+        }
+    }
+
+    async fn open_once(config: &RedisConfig, response_timeout: Duration) -> RedisResult<Self> {
         if config.is_cluster() {
             let client = ClusterClientBuilder::new(config.cluster_nodes.iter().map(String::as_str))
                 .connection_timeout(response_timeout)

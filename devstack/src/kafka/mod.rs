@@ -12,10 +12,16 @@
 //! operator or a failure would: stop, SIGKILL or freeze one node, start it
 //! again, and move a partition's leadership with Kafka's own tools.
 
-use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+mod config;
+mod settings;
+mod tools;
+
+use config::{base64url, LOG4J2};
+pub use settings::{KafkaDurability, KafkaSettings};
 
 use crate::jvm::{self, Distribution};
 use crate::leftover::{stop_leftover, Expected, Leftover};
@@ -30,53 +36,6 @@ const READY_TIMEOUT: Duration = Duration::from_secs(90);
 const STOP_GRACE: Duration = Duration::from_secs(30);
 /// What `Server` names the log and pid files in a node's directory.
 const NAME: &str = "kafka";
-
-/// When a node writes what it acknowledged to disk.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum KafkaDurability {
-    /// Kafka's default: the operating system's page cache writes it back;
-    /// an acknowledged record survives a broker crash (SIGKILL), not a
-    /// machine crash, unless it is also on other replicas.
-    PageCache,
-    /// `fsync` after every appended batch (`log.flush.interval.messages=1`):
-    /// an acknowledged record survives a machine crash on a single node.
-    FlushEveryBatch,
-}
-
-/// How a cluster is laid out.
-#[derive(Clone, Copy, Debug)]
-pub struct KafkaSettings {
-    /// Nodes, each a broker and a controller (1 or 3, typically).
-    pub nodes: usize,
-    /// The first node's broker port (0: a free one); the others take free ports.
-    pub port: u16,
-    /// Heap per node, in MB.
-    pub heap_mb: u32,
-    pub durability: KafkaDurability,
-}
-
-impl KafkaSettings {
-    /// One node with a small heap, page-cache durability: the tests.
-    pub const SINGLE: Self = Self { nodes: 1, port: 0, heap_mb: 512, durability: KafkaDurability::PageCache };
-
-    /// Three nodes (replication factor 3, `min.insync.replicas=2`): the
-    /// replication tests.
-    pub const THREE: Self = Self { nodes: 3, port: 0, heap_mb: 256, durability: KafkaDurability::PageCache };
-
-    /// The replication factor of every topic, and of Kafka's own.
-    fn replication(&self) -> usize {
-        self.nodes.min(3)
-    }
-
-    /// Replicas a write with `acks=all` needs: 2 of 3 where there are three.
-    fn min_insync(&self) -> usize {
-        if self.replication() >= 3 {
-            2
-        } else {
-            1
-        }
-    }
-}
 
 /// One node of the cluster.
 #[derive(Debug)]
@@ -183,59 +142,6 @@ impl Kafka {
         std::fs::create_dir_all(&node.dir).map_err(io_error)?;
         std::fs::write(node.dir.join("server.properties"), self.server_properties(node)).map_err(io_error)?;
         std::fs::write(node.dir.join("log4j2.properties"), LOG4J2).map_err(io_error)
-    }
-
-    fn server_properties(&self, node: &Node) -> String {
-        let settings = &self.settings;
-        let voters: Vec<String> =
-            self.nodes.iter().map(|voter| format!("{}@127.0.0.1:{}", voter.id, voter.controller_port)).collect();
-        let replication = settings.replication();
-        let min_insync = settings.min_insync();
-        let mut text = String::new();
-        let mut set = |key: &str, value: &dyn std::fmt::Display| {
-            let _ = writeln!(text, "{key}={value}");
-        };
-        set("process.roles", &"broker,controller");
-        set("node.id", &node.id);
-        set("controller.quorum.voters", &voters.join(","));
-        set(
-            "listeners",
-            &format!("PLAINTEXT://127.0.0.1:{},CONTROLLER://127.0.0.1:{}", node.port, node.controller_port),
-        );
-        // 127.0.0.1, not localhost: that may resolve to ::1.
-        set("advertised.listeners", &format!("PLAINTEXT://127.0.0.1:{}", node.port));
-        set("controller.listener.names", &"CONTROLLER");
-        set("inter.broker.listener.name", &"PLAINTEXT");
-        set("listener.security.protocol.map", &"CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT");
-        set("log.dirs", &node.dir.join("data").display());
-        // Kafka's own topics at the cluster's replication (their defaults of
-        // 3 and 2 make group commits and transactions fail on one node), and
-        // fewer partitions than the 50 default: a group's first commit
-        // creates them all.
-        set("offsets.topic.replication.factor", &replication);
-        set("offsets.topic.num.partitions", &10);
-        set("transaction.state.log.replication.factor", &replication);
-        set("transaction.state.log.min.isr", &min_insync);
-        set("transaction.state.log.num.partitions", &10);
-        set("share.coordinator.state.topic.replication.factor", &replication);
-        set("share.coordinator.state.topic.min.isr", &min_insync);
-        set("default.replication.factor", &replication);
-        set("min.insync.replicas", &min_insync);
-        // The platform creates its topics with the partitions and configs it
-        // wants; a topic appearing because a client named it would hide a bug.
-        set("auto.create.topics.enable", &false);
-        // A group's first member starts at once (the default waits 3 s).
-        set("group.initial.rebalance.delay.ms", &0);
-        // Small: nothing here is compacted at volume (the default takes 128 MB).
-        set("log.cleaner.dedupe.buffer.size", &(2 * 1024 * 1024));
-        // Fewer threads than a production broker's: two cores carry everything.
-        set("num.network.threads", &2);
-        set("num.io.threads", &4);
-        set("num.recovery.threads.per.data.dir", &2);
-        if settings.durability == KafkaDurability::FlushEveryBatch {
-            set("log.flush.interval.messages", &1);
-        }
-        text
     }
 
     /// Formats every node not formatted yet, in parallel (each is a JVM start).
@@ -411,134 +317,5 @@ impl Kafka {
         if let Some(pid) = self.node_pid(index) {
             send_signal(pid, "CONT");
         }
-    }
-
-    /// Makes node id `leader` the leader of `topic`'s `partition`, as an
-    /// operator would with Kafka's tools: a reassignment that puts it first
-    /// in the replica list (the same replicas, so no data moves), then a
-    /// preferred-leader election.
-    pub fn move_leader(&self, topic: &str, partition: i32, leader: u32) -> Result<(), DevstackError> {
-        let mut replicas: Vec<u32> = self.nodes.iter().map(|node| node.id).collect();
-        replicas.retain(|&id| id != leader);
-        replicas.truncate(self.settings.replication().saturating_sub(1));
-        replicas.insert(0, leader);
-        let plan = format!(
-            r#"{{"version":1,"partitions":[{{"topic":"{topic}","partition":{partition},"replicas":[{}]}}]}}"#,
-            replicas.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
-        );
-        let plan_file = self.dir.join(format!("reassign-{}.json", uuid::Uuid::now_v7().simple()));
-        std::fs::write(&plan_file, plan)
-            .map_err(|source| DevstackError::Spawn { what: "kafka tools".into(), source })?;
-        let bootstrap = self.running_brokers();
-        self.tool(&[
-            "org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
-            "--bootstrap-server",
-            &bootstrap,
-            "--reassignment-json-file",
-            &plan_file.to_string_lossy(),
-            "--execute",
-        ])?;
-        // The reassignment completes at once (no new replica), but the
-        // election is refused until it has: try for a while.
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let elected = self.tool(&[
-                "org.apache.kafka.tools.LeaderElectionCommand",
-                "--bootstrap-server",
-                &bootstrap,
-                "--election-type",
-                "PREFERRED",
-                "--topic",
-                topic,
-                "--partition",
-                &partition.to_string(),
-            ]);
-            match elected {
-                Ok(output) if !output.contains("Error") && !output.contains("failed") => return Ok(()),
-                Ok(output) if output.contains("already the preferred leader") => return Ok(()),
-                _ if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(500)),
-                Ok(output) => {
-                    return Err(DevstackError::Setup(format!("moving the leader of {topic}-{partition}: {output}")))
-                }
-                Err(error) => return Err(error),
-            }
-        }
-    }
-
-    /// The bootstrap servers of the nodes running now.
-    fn running_brokers(&self) -> String {
-        self.nodes
-            .iter()
-            .filter(|node| node.server.is_some())
-            .map(|node| format!("127.0.0.1:{}", node.port))
-            .collect::<Vec<_>>()
-            .join(",")
-    }
-
-    /// Runs one of Kafka's command-line tools (a main class of the
-    /// distribution's jars); returns what it printed.
-    fn tool(&self, args: &[&str]) -> Result<String, DevstackError> {
-        let mut command = jvm::command(&Distribution::KAFKA, 128)?;
-        let log4j = self.nodes[0].dir.join("log4j2.properties");
-        command.arg(format!("-Dlog4j2.configurationFile={}", log4j.display())).args(args);
-        let output = command.output().map_err(|source| DevstackError::Spawn { what: args[0].to_owned(), source })?;
-        let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
-        if output.status.success() {
-            Ok(text)
-        } else {
-            Err(DevstackError::Setup(format!("{} failed: {}", args[0], text.trim())))
-        }
-    }
-}
-
-/// Logging for the nodes and the tools: the console (a node's goes to its
-/// `kafka.log`), warnings only for the chatty request and state loggers.
-const LOG4J2: &str = "\
-status = warn
-appender.console.type = Console
-appender.console.name = STDOUT
-appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = [%d] %p %m (%c)%n
-rootLogger.level = info
-rootLogger.appenderRef.stdout.ref = STDOUT
-logger.request.name = kafka.request.logger
-logger.request.level = warn
-logger.statechange.name = state.change.logger
-logger.statechange.level = warn
-";
-
-/// RFC 4648 base64url without padding.
-fn base64url(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    let mut out = String::new();
-    for chunk in bytes.chunks(3) {
-        let value = chunk.iter().enumerate().fold(0u32, |acc, (i, byte)| acc | (u32::from(*byte) << (16 - 8 * i)));
-        let symbols = chunk.len() + 1;
-        for i in 0..symbols {
-            let index = usize::try_from((value >> (18 - 6 * i)) & 63).unwrap_or(0);
-            out.push(char::from(ALPHABET[index]));
-        }
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn cluster_ids_are_22_base64url_characters() {
-        let id = base64url(&[0xfb; 16]);
-        assert_eq!(id.len(), 22);
-        assert!(id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'), "{id}");
-        assert_eq!(base64url(b"Man"), "TWFu");
-        assert_eq!(base64url(b"Ma"), "TWE");
-        assert_eq!(base64url(&[0xff, 0xff, 0xff]), "____");
-    }
-
-    #[test]
-    fn three_nodes_replicate_three_times_and_need_two_in_sync() {
-        assert_eq!((KafkaSettings::THREE.replication(), KafkaSettings::THREE.min_insync()), (3, 2));
-        assert_eq!((KafkaSettings::SINGLE.replication(), KafkaSettings::SINGLE.min_insync()), (1, 1));
     }
 }
