@@ -9,8 +9,8 @@
 //! kept in `cluster.id` so every later start and every node agree).
 //!
 //! Besides starting and stopping, it does to a running cluster what an
-//! operator or a failure would: stop, SIGKILL or freeze one node, start it
-//! again, and move a partition's leadership with Kafka's own tools.
+//! operator or a failure would: stop or SIGKILL one node, start it again,
+//! and move a partition's leadership with Kafka's own tools.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -25,7 +25,7 @@ pub use settings::{KafkaDurability, KafkaSettings};
 
 use crate::jvm::{self, Distribution};
 use crate::leftover::{stop_leftover, Expected, Leftover};
-use crate::process::{free_port, send_signal, Server, StopSignal};
+use crate::process::{free_port, Server, StopSignal};
 use crate::DevstackError;
 
 /// How long a node may take to open its broker port: a JVM start, log
@@ -226,18 +226,8 @@ impl Kafka {
         self.nodes.iter().map(|node| format!("127.0.0.1:{}", node.port)).collect::<Vec<_>>().join(",")
     }
 
-    /// The number of nodes.
-    pub fn node_count(&self) -> usize {
-        self.nodes.len()
-    }
-
-    /// Node `index`'s id (`index + 1`).
-    pub fn node_id(&self, index: usize) -> u32 {
-        self.nodes[index].id
-    }
-
     /// The process id of node `index`, while it runs.
-    pub fn node_pid(&self, index: usize) -> Option<u32> {
+    fn node_pid(&self, index: usize) -> Option<u32> {
         self.nodes[index].server.as_ref().and_then(Server::pid)
     }
 
@@ -302,20 +292,5 @@ impl Kafka {
             self.spawn_node(index)?;
         }
         self.wait_node(index)
-    }
-
-    /// Freezes node `index` (SIGSTOP): it holds its connections and
-    /// answers nothing, as a stalled machine would.
-    pub fn freeze_node(&self, index: usize) {
-        if let Some(pid) = self.node_pid(index) {
-            send_signal(pid, "STOP");
-        }
-    }
-
-    /// Lets a frozen node `index` run again (SIGCONT).
-    pub fn thaw_node(&self, index: usize) {
-        if let Some(pid) = self.node_pid(index) {
-            send_signal(pid, "CONT");
-        }
     }
 }
