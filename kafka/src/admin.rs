@@ -90,10 +90,17 @@ pub async fn ensure_topics(
             Err((topic, code)) => return Err(KafkaError::CreateTopic { topic, reason: code.to_string() }),
         }
     }
-    let kept: Vec<&str> =
-        topics.iter().filter(|topic| topic.retention == Retention::Forever).map(|topic| topic.name).collect();
-    check_min_insync(&admin, topics, replication).await;
-    for unconfirmed in check_kept_topics(&admin, &kept).await? {
+    // One DescribeConfigs for both checks.
+    let names: Vec<&str> = topics.iter().map(|topic| topic.name).collect();
+    let described = describe_topics(&admin, &names).await;
+    check_min_insync(&names, &described, replication);
+    let mut unconfirmed = Vec::new();
+    for ((topic, spec), reported) in names.iter().zip(topics).zip(&described) {
+        if spec.retention == Retention::Forever {
+            unconfirmed.extend(judge_kept(topic, reported)?);
+        }
+    }
+    for unconfirmed in unconfirmed {
         tracing::warn!(
             topic = unconfirmed.topic,
             answer = unconfirmed.answer,
@@ -108,28 +115,50 @@ pub async fn ensure_topics(
 /// whose settings would delete records, and returns those it could not
 /// confirm.
 pub async fn check_topics_kept(brokers: &str, topics: &[&str]) -> Result<Vec<Unconfirmed>, KafkaError> {
-    check_kept_topics(&admin_client(brokers)?, topics).await
+    let described = describe_topics(&admin_client(brokers)?, topics).await;
+    let mut unconfirmed = Vec::new();
+    for (topic, reported) in topics.iter().zip(&described) {
+        unconfirmed.extend(judge_kept(topic, reported)?);
+    }
+    Ok(unconfirmed)
+}
+
+/// A topic's settings as the broker reported them (name → value, None when
+/// reported without one), or what it answered instead.
+type Reported = Result<HashMap<String, Option<String>>, String>;
+
+/// Asks the broker for `topics`' settings in one DescribeConfigs.
+async fn describe_topics(admin: &AdminClient<DefaultClientContext>, topics: &[&str]) -> Vec<Reported> {
+    if topics.is_empty() {
+        return Vec::new();
+    }
+    let resources: Vec<ResourceSpecifier<'_>> = topics.iter().map(|topic| ResourceSpecifier::Topic(topic)).collect();
+    match admin.describe_configs(&resources, &options()).await {
+        Ok(described) => described
+            .into_iter()
+            .map(|result| match result {
+                Ok(resource) => Ok(resource.entries.into_iter().map(|entry| (entry.name, entry.value)).collect()),
+                Err(code) => Err(format!("DescribeConfigs answered {code}")),
+            })
+            .collect(),
+        Err(error) => topics.iter().map(|_| Err(format!("DescribeConfigs failed: {error}"))).collect(),
+    }
 }
 
 /// Warns about a topic whose `min.insync.replicas` is below what its
 /// replication wants (a topic created by hand or by an older build): an
 /// acknowledged write could then live on one broker only.
-async fn check_min_insync(admin: &AdminClient<DefaultClientContext>, topics: &[TopicSpec<'_>], replication: i32) {
+fn check_min_insync(topics: &[&str], described: &[Reported], replication: i32) {
     let wanted = min_insync_replicas(replication);
     if wanted <= 1 {
         return;
     }
-    let resources: Vec<ResourceSpecifier<'_>> =
-        topics.iter().map(|topic| ResourceSpecifier::Topic(topic.name)).collect();
-    let Ok(described) = admin.describe_configs(&resources, &options()).await else { return };
-    for (topic, result) in topics.iter().zip(described) {
-        let value = result.ok().and_then(|resource| {
-            resource.entries.into_iter().find(|entry| entry.name == MIN_INSYNC_REPLICAS).and_then(|entry| entry.value)
-        });
+    for (topic, reported) in topics.iter().zip(described) {
+        let value = reported.as_ref().ok().and_then(|reported| reported.get(MIN_INSYNC_REPLICAS).cloned().flatten());
         match value.as_deref().map(str::parse::<i32>) {
             Some(Ok(found)) if found >= wanted => {}
             _ => tracing::warn!(
-                topic = topic.name,
+                topic,
                 found = value.as_deref().unwrap_or("unreported"),
                 wanted,
                 "The topic's min.insync.replicas is below what its replication wants: an acknowledged record may be \
@@ -147,47 +176,25 @@ fn options() -> AdminOptions {
     AdminOptions::new().operation_timeout(Some(Duration::from_secs(10))).request_timeout(Some(Duration::from_secs(10)))
 }
 
-async fn check_kept_topics(
-    admin: &AdminClient<DefaultClientContext>,
-    topics: &[&str],
-) -> Result<Vec<Unconfirmed>, KafkaError> {
-    let unconfirmed = |topic: &str, answer: String| Unconfirmed { topic: topic.to_owned(), answer };
-    if topics.is_empty() {
-        return Ok(Vec::new());
-    }
-    let resources: Vec<ResourceSpecifier<'_>> = topics.iter().map(|topic| ResourceSpecifier::Topic(topic)).collect();
-    let described = match admin.describe_configs(&resources, &options()).await {
-        Ok(described) => described,
-        Err(error) => {
-            return Ok(topics
-                .iter()
-                .map(|topic| unconfirmed(topic, format!("DescribeConfigs failed: {error}")))
-                .collect())
-        }
+/// Refuses `topic` if its reported settings would delete records; returns
+/// it as unconfirmed if the broker did not report them all.
+fn judge_kept(topic: &str, reported: &Reported) -> Result<Option<Unconfirmed>, KafkaError> {
+    let unconfirmed = |answer: String| Some(Unconfirmed { topic: topic.to_owned(), answer });
+    let reported = match reported {
+        Ok(reported) => reported,
+        Err(answer) => return Ok(unconfirmed(answer.clone())),
     };
-    let mut found = Vec::new();
-    for (topic, result) in topics.iter().zip(described) {
-        let resource = match result {
-            Ok(resource) => resource,
-            Err(code) => {
-                found.push(unconfirmed(topic, format!("DescribeConfigs answered {code}")));
-                continue;
-            }
-        };
-        let reported: HashMap<String, Option<String>> =
-            resource.entries.into_iter().map(|entry| (entry.name, entry.value)).collect();
-        match check_kept(topic, &reported)? {
-            Kept::Everything => tracing::debug!(topic, "The topic keeps every record."),
-            Kept::Unreported(settings) => {
-                let mut answered: Vec<String> = reported
-                    .iter()
-                    .map(|(name, value)| format!("{name}={}", value.as_deref().unwrap_or("?")))
-                    .collect();
-                answered.sort();
-                let answered = if answered.is_empty() { "nothing".to_owned() } else { answered.join(", ") };
-                found.push(unconfirmed(topic, format!("no {} reported; reported: {answered}", settings.join(", "))));
-            }
+    Ok(match check_kept(topic, reported)? {
+        Kept::Everything => {
+            tracing::debug!(topic, "The topic keeps every record.");
+            None
         }
-    }
-    Ok(found)
+        Kept::Unreported(settings) => {
+            let mut answered: Vec<String> =
+                reported.iter().map(|(name, value)| format!("{name}={}", value.as_deref().unwrap_or("?"))).collect();
+            answered.sort();
+            let answered = if answered.is_empty() { "nothing".to_owned() } else { answered.join(", ") };
+            unconfirmed(format!("no {} reported; reported: {answered}", settings.join(", ")))
+        }
+    })
 }
