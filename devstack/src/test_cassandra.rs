@@ -13,6 +13,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use crate::cassandra::Cassandra;
+use crate::testenv::test_path;
 use crate::watchdog::Watchdog;
 use crate::DevstackError;
 
@@ -49,9 +50,7 @@ impl Shared {
             })?;
             return Ok(Self { addr, _own: None });
         }
-        let base =
-            std::env::var_os("SECKILL_TEST_DIR").map(std::path::PathBuf::from).unwrap_or_else(std::env::temp_dir);
-        let dir = base.join(format!("cassandra-{}", uuid::Uuid::now_v7().simple()));
+        let dir = test_path("cassandra");
         std::fs::create_dir_all(&dir).map_err(|source| DevstackError::Spawn { what: "cassandra".into(), source })?;
         let cassandra = Cassandra::start(&dir)?;
         // A throwaway node: nothing to flush, so no graceful stop.

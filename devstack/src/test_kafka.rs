@@ -11,6 +11,7 @@
 use std::sync::OnceLock;
 
 use crate::kafka::{Kafka, KafkaSettings};
+use crate::testenv::test_path;
 use crate::watchdog::Watchdog;
 use crate::DevstackError;
 
@@ -41,9 +42,7 @@ impl Shared {
         if let Some(brokers) = std::env::var(TEST_KAFKA_VAR).ok().filter(|brokers| !brokers.is_empty()) {
             return Ok(Self { brokers, _own: None });
         }
-        let base =
-            std::env::var_os("SECKILL_TEST_DIR").map(std::path::PathBuf::from).unwrap_or_else(std::env::temp_dir);
-        let dir = base.join(format!("kafka-{}", uuid::Uuid::now_v7().simple()));
+        let dir = test_path("kafka");
         let kafka = Kafka::start(&dir, KafkaSettings::SINGLE)?;
         // SIGKILL: the data is thrown away, nothing to shut down cleanly for.
         let watchdog = Watchdog::spawn("Kafka", "KILL", &kafka.pids(), dir)?;

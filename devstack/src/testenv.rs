@@ -19,6 +19,14 @@ pub struct TestInfra {
     pub dir: TempDir,
 }
 
+/// A fresh path `NAME-<uuid>` under `SECKILL_TEST_DIR` (set by
+/// `scripts/test`, which removes it and stops what runs in it) or the
+/// system temp dir; not created.
+pub(crate) fn test_path(name: &str) -> std::path::PathBuf {
+    let base = std::env::var_os("SECKILL_TEST_DIR").map(std::path::PathBuf::from).unwrap_or_else(std::env::temp_dir);
+    base.join(format!("{name}-{}", uuid::Uuid::now_v7().simple()))
+}
+
 /// A temporary directory under `SECKILL_TEST_DIR` (set by `scripts/test`,
 /// which cleans up after killed runs) or the system temp dir.
 #[derive(Debug)]
@@ -26,9 +34,7 @@ pub struct TempDir(std::path::PathBuf);
 
 impl TempDir {
     pub fn new() -> std::io::Result<Self> {
-        let base =
-            std::env::var_os("SECKILL_TEST_DIR").map(std::path::PathBuf::from).unwrap_or_else(std::env::temp_dir);
-        let dir = base.join(format!("t-{}", uuid::Uuid::now_v7().simple()));
+        let dir = test_path("t");
         std::fs::create_dir_all(&dir)?;
         Ok(Self(dir))
     }
