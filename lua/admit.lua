@@ -31,7 +31,8 @@
 --   {"admitted", remaining_after}          stock and the user's count were taken (or, for an order id
 --                                          this script admitted before, had been: a repeated call, e.g.
 --                                          a retry after a dropped connection, changes nothing)
---   {"replayed", order_id}                 this key was admitted before; nothing changed
+--   {"replayed", "<order_id>|<quantity>"}  this key was admitted before; nothing changed (the quantity
+--                                          is the first admission's, from KEYS[5]; empty if not known)
 --   {"unknown_voucher", ""}                no such voucher loaded
 --   {"not_started", begins_ms}             before the sale window
 --   {"ended", ends_ms}                     after the sale window
@@ -95,7 +96,11 @@ end
 if ARGV[4] ~= "" then
   local previous = redis.call("HGET", KEYS[4], ARGV[4])
   if previous then
-    return {"replayed", previous}
+    -- The retry may ask for another quantity: the answer is the order the
+    -- key admitted, as it was admitted.
+    local first = redis.call("HGET", KEYS[5], previous)
+    local quantity = first and string.match(first, "|(%d+)$") or ""
+    return {"replayed", previous .. "|" .. quantity}
   end
 end
 

@@ -23,9 +23,11 @@
 -- ARGV[5]  milliseconds the voucher's keys outlive its sale (integer >= 1)
 -- ARGV[6]  units the update adds to the whole voucher: added to voucher_stock
 --          when the bucket has one (a bucket of a split voucher)
+-- ARGV[7]  this bucket's index (0 for a voucher not split)
 --
--- Returns {code, stock, remaining, paused, begins_ms, ends_ms, voucher_stock},
--- all strings (voucher_stock "" for a voucher not split):
+-- Returns {code, stock, remaining, paused, begins_ms, ends_ms, voucher_stock,
+-- added}, all strings (voucher_stock "" for a voucher not split; added: the
+-- units this update added to the whole voucher, "" when not applied now):
 --   code "applied"          the update took effect now
 --   code "repeated"         it had been applied before; nothing changed
 --   code "unknown_voucher"  no such voucher bucket (the other fields are "")
@@ -37,8 +39,16 @@
 -- then expires ARGV[5] ms after the sale's end as it now stands, so moving
 -- the end moves the cleaning; an end moved so far back that this time has
 -- passed removes the sale's keys.
-if #KEYS ~= 9 or #ARGV ~= 6 then
-  return redis.error_reply("update_voucher.lua: expects 9 KEYS and 6 ARGV")
+--
+-- No voucher's stock passes MAX_STOCK: the units added are capped here, in
+-- the same atomic step that adds them, at what is left below it (so two
+-- concurrent updates that each fit alone cannot together pass it), and both
+-- stock and remaining grow by the capped amount. The processor caps the
+-- persistent stock the same way (StockLevel::add); a cap is a minimum, so
+-- the total is the same whichever of two updates arrives first.
+local MAX_STOCK = 1000000000
+if #KEYS ~= 9 or #ARGV ~= 7 then
+  return redis.error_reply("update_voucher.lua: expects 9 KEYS and 7 ARGV")
 end
 local ttl = tonumber(ARGV[5])
 if not ttl or ttl < 1 then
@@ -56,16 +66,31 @@ if ARGV[3] ~= "" and not tonumber(ARGV[3]) then
   return redis.error_reply("update_voucher.lua: ends_ms must be a number or empty")
 end
 
-local function state(code)
+local bucket = tonumber(ARGV[7])
+if not bucket or bucket < 0 then
+  return redis.error_reply("update_voucher.lua: the bucket index must be a non-negative integer")
+end
+
+local function state(code, added)
   local v = redis.call("HMGET", KEYS[1], "stock", "remaining", "paused", "begins_ms", "ends_ms", "voucher_stock")
-  return {code, v[1], v[2], v[3] or "0", v[4], v[5], v[6] or ""}
+  return {code, v[1], v[2], v[3] or "0", v[4], v[5], v[6] or "", added}
 end
 
 if redis.call("EXISTS", KEYS[1]) == 0 then
-  return {"unknown_voucher", "", "", "", "", "", ""}
+  return {"unknown_voucher", "", "", "", "", "", "", ""}
 end
 if redis.call("SADD", KEYS[2], ARGV[1]) == 0 then
-  return state("repeated")
+  return state("repeated", "")
+end
+local current = redis.call("HMGET", KEYS[1], "stock", "voucher_stock", "shards")
+local whole = tonumber(current[2] or current[1]) or 0
+local room = math.max(0, MAX_STOCK - whole)
+if add_total > room then
+  -- The bucket's share of what fits, split as the gate splits stock: the
+  -- quotient, one more for the first (room mod shards) buckets.
+  local shards = tonumber(current[3] or "1")
+  add_total = room
+  add = math.floor(room / shards) + ((bucket < room % shards) and 1 or 0)
 end
 if add > 0 then
   redis.call("HINCRBY", KEYS[1], "stock", add)
@@ -87,7 +112,7 @@ if (ARGV[2] ~= "" or ARGV[3] ~= "") and (not newest or ARGV[1] > newest) then
   end
   redis.call("HSET", KEYS[1], "settings_version", ARGV[1])
 end
-local applied = state("applied")
+local applied = state("applied", string.format("%d", add_total))
 local expires = tonumber(applied[6]) + ttl
 -- A key admit.lua writes next may not exist yet: it sets the time itself.
 redis.call("HDEL", KEYS[1], "keys_expire_ms")

@@ -157,10 +157,13 @@ impl Gate {
         let rejected = |rejection| Ok(Reply::Decided(Admission::Rejected(rejection)));
         match code.as_str() {
             "admitted" => decided(Admission::Admitted { remaining: detail.parse().unwrap_or_default() }),
-            "replayed" => match detail.parse() {
-                Ok(order) => decided(Admission::Replayed { order }),
-                Err(_) => Err(unexpected("admit.lua replayed an unreadable order id", detail)),
-            },
+            "replayed" => {
+                let (order, quantity) = detail.split_once('|').unwrap_or((detail.as_str(), ""));
+                match order.parse() {
+                    Ok(order) => decided(Admission::Replayed { order, quantity: quantity.parse().ok() }),
+                    Err(_) => Err(unexpected("admit.lua replayed an unreadable order id", detail)),
+                }
+            }
             "unknown_voucher" => rejected(Rejection::UnknownVoucher),
             "not_started" => rejected(Rejection::NotStarted),
             "ended" => rejected(Rejection::Ended),

@@ -35,8 +35,9 @@ pub const DEFAULT_OUTBOX_LIMIT: u64 = 100_000;
 pub enum Admission {
     /// Stock and the user's count were taken.
     Admitted { remaining: u64 },
-    /// The request's Idempotency-Key admitted `order` before; nothing changed.
-    Replayed { order: OrderId },
+    /// The request's Idempotency-Key admitted `order` before, for
+    /// `quantity` units (None if the gate no longer knows); nothing changed.
+    Replayed { order: OrderId, quantity: Option<u32> },
     /// The outbox holds `entries` orders not yet in the log (the broker is
     /// down or slow); nothing changed.
     Backlogged { entries: u64 },

@@ -67,7 +67,7 @@ impl Gate {
             return Ok(UpdateResult::UnknownVoucher);
         };
         let number = |text: &str| text.parse::<u64>().unwrap_or_default();
-        let (_, stock, _, paused, begins_ms, ends_ms, voucher_stock) = first;
+        let (_, stock, _, paused, begins_ms, ends_ms, voucher_stock, _) = first;
         let voucher = GateVoucher {
             stock: if layout.shards() > 1 { number(voucher_stock) } else { number(stock) },
             remaining: replies.iter().map(|reply| number(&reply.2)).sum(),
@@ -114,6 +114,7 @@ impl Gate {
             .arg(share(update.add_stock, layout.shards(), bucket))
             .arg(self.ended_sale_ttl_ms)
             .arg(update.add_stock)
+            .arg(bucket)
             .invoke_async(&mut self.redis.clone())
             .await
     }
@@ -194,8 +195,8 @@ impl Gate {
 }
 
 /// `update_voucher.lua`'s reply: code, stock, remaining, paused, begins_ms,
-/// ends_ms, voucher_stock.
-type UpdateReply = (String, String, String, String, String, String, String);
+/// ends_ms, voucher_stock, added.
+type UpdateReply = (String, String, String, String, String, String, String, String);
 
 /// A bucket's stock, remaining, paused, begins_ms, ends_ms, voucher_stock
 /// and in_transit.

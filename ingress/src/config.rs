@@ -80,6 +80,18 @@ impl Validate for IngressConfig {
         self.redis.validate()?;
         self.kafka.validate()?;
         self.auth.validate()?;
+        // Trusting X-User-Id is only safe where every client is on this
+        // machine: a listener any other host can reach would let anyone act
+        // as anyone.
+        ensure(
+            !self.auth.insecure_dev_user_header || self.http.listen.ip().is_loopback(),
+            "auth.insecure_dev_user_header",
+            format!(
+                "is only allowed on a loopback listener (127.0.0.1 or ::1), not http.listen = {}: \
+                 anyone who can reach it could act as any user",
+                self.http.listen
+            ),
+        )?;
         self.rate_limit.validate()?;
         self.live.validate()?;
         ensure((256..=1024 * 1024).contains(&self.max_body_bytes), "max_body_bytes", "must be 256 to 1048576")?;
@@ -146,6 +158,25 @@ mod tests {
         let dev: IngressConfig =
             load_with(None, &[SECRETS[0], ("auth.insecure_dev_user_header", "true")]).expect("dev setup");
         assert!(dev.auth.jwt_secret.is_none());
+    }
+
+    #[test]
+    fn the_development_identity_header_is_refused_off_the_loopback() {
+        let dev = |listen: &str| {
+            load_with::<IngressConfig>(
+                None,
+                &[SECRETS[0], SECRETS[1], ("auth.insecure_dev_user_header", "true"), ("http.listen", listen)],
+            )
+        };
+        for exposed in ["0.0.0.0:8080", "[::]:8080", "192.0.2.10:8080"] {
+            let refused = dev(exposed).expect_err("refused").to_string();
+            assert!(refused.contains("auth.insecure_dev_user_header") && refused.contains("loopback"), "{refused}");
+        }
+        for loopback in ["127.0.0.1:8080", "[::1]:8080"] {
+            dev(loopback).expect("allowed on the loopback");
+        }
+        // Off, any listener is fine.
+        load_with::<IngressConfig>(None, &[SECRETS[0], SECRETS[1], ("http.listen", "0.0.0.0:8080")]).expect("loads");
     }
 
     #[test]

@@ -1,15 +1,17 @@
 //! Token buckets per user and per client IP, in bounded memory.
 //!
 //! A bucket holds up to `burst` tokens and refills at `per_second`; each
-//! order request takes one. A key whose bucket has been idle long enough to
-//! be full again is the same as an unknown key, so such entries are the
-//! first to go when a shard is full. If a shard is full of active keys (a
-//! flood of distinct keys), the least recently seen one is evicted: an
-//! attacker can at worst reset the buckets of the keys it floods with, and
-//! memory never grows past `max_keys`.
+//! order request takes one. Each shard keeps its keys in two generations:
+//! a key seen now lives in the current one; when that is full, the previous
+//! generation is dropped whole and the current one takes its place. So a
+//! flood of distinct keys costs O(1) per request (no scan for the oldest key
+//! under the lock), memory never grows past `max_keys`, and a key the flood
+//! pushes out is one not seen for a whole generation: at worst an attacker
+//! resets the buckets of keys that have gone quiet.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hash, RandomState};
+use std::mem;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -33,17 +35,39 @@ pub(crate) enum Verdict {
     },
 }
 
+/// One shard's keys: those seen since the last rotation, and those seen in
+/// the generation before it.
+#[derive(Debug)]
+struct Generations<K> {
+    current: HashMap<K, Bucket>,
+    previous: HashMap<K, Bucket>,
+}
+
+impl<K: Hash + Eq> Generations<K> {
+    /// The bucket of `key`, moved into the current generation; a new full
+    /// one for a key not seen for two generations.
+    fn bucket(&mut self, key: K, full: Bucket, per_generation: usize) -> &mut Bucket {
+        if self.current.contains_key(&key) {
+            return self.current.entry(key).or_insert(full);
+        }
+        let carried = self.previous.remove(&key).unwrap_or(full);
+        if self.current.len() >= per_generation {
+            // Dropping a whole map: no search for the oldest key.
+            self.previous = mem::take(&mut self.current);
+        }
+        self.current.entry(key).or_insert(carried)
+    }
+}
+
 /// Token buckets keyed by `K`.
 #[derive(Debug)]
 pub(crate) struct RateLimiter<K> {
     per_second: f64,
     burst: f64,
-    /// Time an idle bucket takes to fill up again: after that it is no
-    /// different from an absent one.
-    refill: Duration,
-    max_keys_per_shard: usize,
+    /// Keys one generation of one shard holds (two generations per shard).
+    keys_per_generation: usize,
     hasher: RandomState,
-    shards: Box<[Mutex<HashMap<K, Bucket>>]>,
+    shards: Box<[Mutex<Generations<K>>]>,
 }
 
 impl<K: Hash + Eq + Clone> RateLimiter<K> {
@@ -57,21 +81,20 @@ impl<K: Hash + Eq + Clone> RateLimiter<K> {
         Some(Self {
             per_second,
             burst,
-            refill: Duration::from_secs_f64(burst / per_second),
-            max_keys_per_shard: max_keys.div_ceil(SHARDS).max(1),
+            keys_per_generation: max_keys.div_ceil(2 * SHARDS).max(1),
             hasher: RandomState::new(),
-            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            shards: (0..SHARDS)
+                .map(|_| Mutex::new(Generations { current: HashMap::new(), previous: HashMap::new() }))
+                .collect(),
         })
     }
 
     /// Takes a token from `key`'s bucket if it has one.
     pub(crate) fn check(&self, key: &K, now: Instant) -> Verdict {
         let shard = &self.shards[self.hasher.hash_one(key) as usize % SHARDS];
-        let mut buckets = shard.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        if !buckets.contains_key(key) && buckets.len() >= self.max_keys_per_shard {
-            self.make_room(&mut buckets, now);
-        }
-        let bucket = buckets.entry(key.clone()).or_insert(Bucket { tokens: self.burst, updated: now });
+        let mut generations = shard.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let full = Bucket { tokens: self.burst, updated: now };
+        let bucket = generations.bucket(key.clone(), full, self.keys_per_generation);
         let elapsed = now.saturating_duration_since(bucket.updated).as_secs_f64();
         bucket.tokens = (bucket.tokens + elapsed * self.per_second).min(self.burst);
         bucket.updated = now;
@@ -83,23 +106,13 @@ impl<K: Hash + Eq + Clone> RateLimiter<K> {
         }
     }
 
-    /// Drops the buckets that are full again; failing that, the least
-    /// recently used one.
-    fn make_room(&self, buckets: &mut HashMap<K, Bucket>, now: Instant) {
-        buckets.retain(|_, bucket| now.saturating_duration_since(bucket.updated) < self.refill);
-        if buckets.len() < self.max_keys_per_shard {
-            return;
-        }
-        let oldest = buckets.iter().min_by_key(|(_, bucket)| bucket.updated).map(|(key, _)| key.clone());
-        if let Some(oldest) = oldest {
-            buckets.remove(&oldest);
-        }
-    }
-
     /// Keys tracked now, for tests.
     #[cfg(test)]
     fn tracked(&self) -> usize {
-        self.shards.iter().map(|shard| shard.lock().map(|buckets| buckets.len()).unwrap_or(0)).sum()
+        self.shards
+            .iter()
+            .map(|shard| shard.lock().map(|keys| keys.current.len() + keys.previous.len()).unwrap_or(0))
+            .sum()
     }
 }
 
@@ -131,22 +144,33 @@ mod tests {
     }
 
     #[test]
-    fn memory_is_bounded_and_idle_keys_go_first() {
-        let limiter = RateLimiter::new(1.0, 1, SHARDS * 4).expect("enabled");
+    fn memory_is_bounded_and_recently_seen_keys_stay() {
+        let limiter = RateLimiter::new(1.0, 1, SHARDS * 64).expect("enabled");
         let start = Instant::now();
         for key in 0..10_000u32 {
             limiter.check(&key, start);
         }
-        assert!(limiter.tracked() <= SHARDS * 4, "{} keys tracked", limiter.tracked());
+        assert!(limiter.tracked() <= SHARDS * 64, "{} keys tracked", limiter.tracked());
 
-        // Once idle past the refill time, a flood no longer evicts active keys
-        // in preference to idle ones: the active key keeps its empty bucket.
-        let later = start + Duration::from_secs(2);
-        assert_eq!(limiter.check(&u32::MAX, later), Verdict::Allowed);
+        // A key seen just now survives a flood smaller than a generation (32
+        // keys a shard): it keeps its empty bucket.
+        assert_eq!(limiter.check(&u32::MAX, start), Verdict::Allowed);
         for key in 20_000..20_000 + SHARDS as u32 {
-            limiter.check(&key, later);
+            limiter.check(&key, start);
         }
-        assert!(matches!(limiter.check(&u32::MAX, later), Verdict::Limited { .. }));
+        assert!(matches!(limiter.check(&u32::MAX, start), Verdict::Limited { .. }));
+    }
+
+    #[test]
+    fn a_flood_of_distinct_keys_costs_no_scan() {
+        // 200,000 distinct keys through a limiter of 1,000: were eviction a
+        // scan for the oldest key, this would be ~10^8 steps.
+        let limiter = RateLimiter::new(1.0, 1, 1_000).expect("enabled");
+        let start = Instant::now();
+        for key in 0..200_000u32 {
+            assert_eq!(limiter.check(&key, start), Verdict::Allowed);
+        }
+        assert!(limiter.tracked() <= 1_000 + 2 * SHARDS);
     }
 
     #[test]

@@ -52,10 +52,13 @@ impl StockLevel {
         Self { stock, remaining: stock, hold_seconds, per_user_limit: Some(per_user_limit) }
     }
 
-    /// Adds `units` to the stock and to what is left.
+    /// Adds `units` to the stock and to what is left, capped once so the
+    /// stock stays within `MAX_STOCK`: both grow by the units that fit (as
+    /// `update_voucher.lua` caps them in the gate).
     pub fn add(&mut self, units: u64) {
-        self.stock = self.stock.saturating_add(units).min(MAX_STOCK);
-        self.remaining = self.remaining.saturating_add(units).min(self.stock);
+        let fitting = units.min(MAX_STOCK.saturating_sub(self.stock));
+        self.stock += fitting;
+        self.remaining = self.remaining.saturating_add(fitting).min(self.stock);
     }
 
     /// When a created order expires unless confirmed; None when the voucher
@@ -289,5 +292,10 @@ mod tests {
         assert_eq!((level.stock, level.remaining), (5, 3));
         level.add(u64::MAX);
         assert_eq!(level.stock, MAX_STOCK);
+
+        // Sold out one unit below the cap: five more add one unit, to both.
+        let mut near_cap = StockLevel { stock: MAX_STOCK - 1, remaining: 0, hold_seconds: 0, per_user_limit: None };
+        near_cap.add(5);
+        assert_eq!((near_cap.stock, near_cap.remaining), (MAX_STOCK, 1));
     }
 }

@@ -3,7 +3,8 @@
 //! user acting on another user's order; the development identity header on
 //! an ingress that does not trust it; admin routes without the admin token;
 //! floods over the per-user and per-address rates (the address behind a
-//! proxy being the last `X-Forwarded-For` entry); malformed requests.
+//! proxy being the last `X-Forwarded-For` entry, an IPv6 client its /64);
+//! malformed requests.
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
@@ -251,7 +252,25 @@ async fn behind_a_proxy_the_last_forwarded_entry_across_header_lines_is_limited(
     )
     .await;
     assert_eq!(status, StatusCode::ACCEPTED, "{body}");
-    let admitted = statuses.iter().filter(|s| **s == StatusCode::ACCEPTED).count() as u64 + 1;
+
+    // An IPv6 client picking a new address of its /64 for every request is
+    // one client.
+    let mut rotating = Vec::new();
+    for i in 0..10 {
+        let (status, _) = answer(
+            platform
+                .http
+                .post(&orders)
+                .header("authorization", Platform::as_user(&format!("rotating-{i}")))
+                .header("x-forwarded-for", format!("2001:db8:7:7:{i:x}::{:x}", 1000 + i)),
+        )
+        .await;
+        rotating.push(status);
+    }
+    let limited = rotating.iter().filter(|s| **s == StatusCode::TOO_MANY_REQUESTS).count();
+    assert!(limited >= 4, "one /64 shares one bucket of 5: {rotating:?}");
+
+    let admitted = statuses.iter().chain(&rotating).filter(|s| **s == StatusCode::ACCEPTED).count() as u64 + 1;
     assert_eq!(platform.redis_remaining(&voucher).await, 100 - admitted, "refused requests took no stock");
 }
 

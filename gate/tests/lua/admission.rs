@@ -147,9 +147,10 @@ async fn concurrent_retries_with_one_key_admit_one_order(h: &Harness) {
     assert_eq!(admitted.len(), 1, "{results:?}");
     let orders: std::collections::HashSet<_> = results
         .iter()
-        .filter_map(|r| if let Admission::Replayed { order } = r { Some(*order) } else { None })
+        .filter_map(|r| if let Admission::Replayed { order, quantity } = r { Some((*order, *quantity)) } else { None })
         .collect();
     assert_eq!(orders.len(), 1, "every retry names the same order");
+    assert_eq!(orders.iter().next().map(|(_, quantity)| *quantity), Some(Some(1)), "{orders:?}");
     assert_eq!(h.gate.remaining(v).await.expect("read"), Some(4), "one unit taken");
 
     // Another user with the same key is a different request.
@@ -170,8 +171,23 @@ async fn a_released_order_forgets_its_key_so_a_retry_is_admitted_afresh(h: &Harn
     assert_eq!(h.gate.admit(v, &u, 1, second, Some(&key)).await.expect("admit"), Admission::Admitted { remaining: 0 });
     assert_eq!(
         h.gate.admit(v, &u, 1, OrderId::generate(), Some(&key)).await.expect("admit"),
-        Admission::Replayed { order: second }
+        Admission::Replayed { order: second, quantity: Some(1) }
     );
+}
+
+async fn a_retry_asking_another_quantity_is_answered_with_the_first_admission(h: &Harness) {
+    let v = voucher(&h.gate, 10, 5).await;
+    let u = user("changes-mind");
+    let key = RetryKey::new(&u, "cart-1").expect("valid key");
+    let first = OrderId::generate();
+    assert!(matches!(h.gate.admit(v, &u, 2, first, Some(&key)).await.expect("admit"), Admission::Admitted { .. }));
+    // The same key, now asking for 4: nothing changes, and the answer says
+    // what was admitted (the ingress writes the pending record from it).
+    assert_eq!(
+        h.gate.admit(v, &u, 4, OrderId::generate(), Some(&key)).await.expect("admit"),
+        Admission::Replayed { order: first, quantity: Some(2) }
+    );
+    assert_eq!(h.gate.remaining(v).await.expect("read"), Some(8));
 }
 
 #[test]
@@ -220,6 +236,36 @@ async fn a_paused_sale_admits_nothing_until_resumed(h: &Harness) {
         h.gate.admit(v, &user("p"), 1, OrderId::generate(), None).await.expect("admit"),
         Admission::Admitted { remaining: 4 }
     );
+}
+
+async fn concurrent_additions_never_pass_the_largest_stock(h: &Harness) {
+    use seckill_core::decision::StockLevel;
+    use seckill_core::event::MAX_STOCK;
+
+    // Twenty updates of 3 units each on a voucher 10 below the cap: each
+    // fits alone (the ingress's check passes them all), together they
+    // don't. A split voucher caps the voucher's total, bucket by bucket.
+    for shards in [1, 4] {
+        let definition = seckill_core::event::VoucherCreated { shards, ..definition(MAX_STOCK - 10, 1, open_window()) };
+        assert!(h.gate.load_voucher(&definition).await.expect("loads"));
+        let v = definition.voucher_id;
+        let add = VoucherUpdated { add_stock: 3, ..update(v) };
+        let updates = (0..20).map(|_| {
+            let (gate, add) = (h.gate.clone(), add.clone());
+            async move { gate.update_voucher(uuid::Uuid::now_v7(), &add).await.expect("updates") }
+        });
+        join_all(updates).await;
+        let held = h.gate.voucher(v).await.expect("reads").expect("loaded");
+        assert_eq!((held.stock, held.remaining), (MAX_STOCK, MAX_STOCK), "{shards} bucket(s): {held:?}");
+
+        // The processor, capping the same way, ends with the same stock and
+        // remaining whatever order the log has them in.
+        let mut persistent = StockLevel::new(MAX_STOCK - 10, 0, 1);
+        for _ in 0..20 {
+            persistent.add(3);
+        }
+        assert_eq!((persistent.stock, persistent.remaining), (held.stock, held.remaining));
+    }
 }
 
 async fn updates_apply_once_and_an_older_one_never_undoes_a_newer_one(h: &Harness) {
@@ -334,9 +380,11 @@ crate::on_single_and_cluster! {
         concurrent_buyers_take_exactly_the_stock,
         concurrent_retries_with_one_key_admit_one_order,
         a_released_order_forgets_its_key_so_a_retry_is_admitted_afresh,
+        a_retry_asking_another_quantity_is_answered_with_the_first_admission,
         releasing_an_order_of_an_unknown_voucher_creates_nothing_but_the_mark,
         a_paused_sale_admits_nothing_until_resumed,
         updates_apply_once_and_an_older_one_never_undoes_a_newer_one,
+        concurrent_additions_never_pass_the_largest_stock,
         window_edges_follow_the_redis_clock_and_an_extended_end,
         an_admitted_order_is_in_the_outbox_and_a_full_outbox_admits_nothing,
     ],

@@ -28,7 +28,8 @@ pub struct AuthConfig {
     pub admin_token: Option<Secret>,
     /// DEVELOPMENT ONLY: take the user id from the `X-User-Id` header,
     /// unauthenticated, so anyone can act as anyone. The local run turns it
-    /// on; the default and the compose stack keep it off.
+    /// on; the default and the compose stack keep it off. Refused unless
+    /// `http.listen` is a loopback address.
     pub insecure_dev_user_header: bool,
 }
 

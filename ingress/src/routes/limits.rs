@@ -1,7 +1,7 @@
 //! Rate limits on the order routes: per client address before the caller is
 //! even authenticated, per user right after, both before Redis is touched.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -37,12 +37,26 @@ impl Limits {
         }
     }
 
-    /// The client's address: the socket's peer, or, behind a trusted proxy,
-    /// the last `X-Forwarded-For` entry (the one that proxy added; earlier
-    /// entries are whatever the client claimed).
+    /// The client's address as limits count it: the socket's peer, or,
+    /// behind a trusted proxy, the last `X-Forwarded-For` entry (the one that
+    /// proxy added; earlier entries are whatever the client claimed); see
+    /// [`counted_address`] for IPv6.
     fn client_address(&self, peer: Option<SocketAddr>, headers: &HeaderMap) -> Option<IpAddr> {
         let forwarded = if self.trust_x_forwarded_for { last_forwarded_for(headers) } else { None };
-        forwarded.or(peer.map(|peer| peer.ip()))
+        forwarded.or(peer.map(|peer| peer.ip())).map(counted_address)
+    }
+}
+
+/// The unit a per-address limit counts. An IPv6 host is given a whole /64
+/// and can pick any address in it per request, so the /64 is one client; an
+/// IPv4-mapped IPv6 address is the IPv4 client it names.
+fn counted_address(address: IpAddr) -> IpAddr {
+    match address {
+        IpAddr::V4(_) => address,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6(Ipv6Addr::from(u128::from(v6) & !u128::from(u64::MAX))),
+        },
     }
 }
 
@@ -163,9 +177,23 @@ mod tests {
         let appended = forwarded(&["1.2.3.4, 5.6.7.8", "203.0.113.7"]);
         assert_eq!(proxied.client_address(peer, &appended), Some(IpAddr::from([203, 0, 113, 7])));
         let three = forwarded(&["1.2.3.4", "198.51.100.1, 198.51.100.2", "2001:db8::1"]);
-        assert_eq!(proxied.client_address(peer, &three), Some("2001:db8::1".parse().expect("an address")));
+        assert_eq!(proxied.client_address(peer, &three), Some("2001:db8::".parse().expect("an address")));
         // An unreadable last line never falls back to a client-written one.
         let broken_last = forwarded(&["1.2.3.4", "1.2.3.4,"]);
         assert_eq!(proxied.client_address(peer, &broken_last), Some(IpAddr::from([10, 0, 0, 1])));
+    }
+
+    #[test]
+    fn an_ipv6_client_is_its_64_and_a_mapped_ipv4_client_is_itself() {
+        let limits = Limits::new(&RateLimitConfig::default());
+        let seen = |peer: &str| {
+            let peer = SocketAddr::new(peer.parse().expect("an address"), 40000);
+            limits.client_address(Some(peer), &HeaderMap::new()).expect("an address").to_string()
+        };
+        assert_eq!(seen("2001:db8:1:2:aaaa:bbbb:cccc:dddd"), "2001:db8:1:2::");
+        assert_eq!(seen("2001:db8:1:2::1"), seen("2001:db8:1:2:ffff::9"), "one /64");
+        assert_ne!(seen("2001:db8:1:2::1"), seen("2001:db8:1:3::1"), "another /64");
+        assert_eq!(seen("::ffff:203.0.113.7"), "203.0.113.7");
+        assert_eq!(seen("203.0.113.7"), "203.0.113.7");
     }
 }

@@ -128,12 +128,16 @@ async fn place_order(
             ingress.metrics.outcomes.with_label_values(&["unavailable"]).inc();
             return Err(ApiError::unavailable(NOT_ADMITTED));
         }
-        Admission::Replayed { order: first } => {
+        Admission::Replayed { order: first, quantity } => {
             ingress.metrics.outcomes.with_label_values(&["replayed"]).inc();
             // The ingress that admitted it may have died before writing its
-            // pending record; this one never overwrites it.
-            let replayed = OrderAccepted { order_id: first, ..order };
-            remember(&ingress, &replayed, true).await;
+            // pending record; this one never overwrites it, and writes it
+            // only with the first admission's quantity (the retry may ask
+            // for another).
+            if let Some(quantity) = quantity {
+                let replayed = OrderAccepted { order_id: first, quantity, ..order };
+                remember(&ingress, &replayed, true).await;
+            }
             return Ok(accepted_reply(first));
         }
         Admission::Rejected(rejection) => {
