@@ -17,6 +17,8 @@ pub enum ReadSource {
     Pending,
     /// `304 Not Modified`: the client's copy is current.
     NotModified,
+    /// The last good representation, because rebuilding it failed.
+    Stale,
 }
 
 impl ReadSource {
@@ -28,6 +30,7 @@ impl ReadSource {
             Self::View => "view",
             Self::Pending => "pending",
             Self::NotModified => "not_modified",
+            Self::Stale => "stale",
         }
     }
 }

@@ -180,7 +180,8 @@ impl Platform {
         self.ingress_on_view(view).await
     }
 
-    async fn ingress_on_view(&self, view: Arc<dyn seckill_store::ViewReader>) -> (String, Running) {
+    /// Starts an ingress reading the view through `view`; returns its base URL.
+    pub async fn ingress_on_view(&self, view: Arc<dyn seckill_store::ViewReader>) -> (String, Running) {
         let config = self.ingress_config.clone();
         let app = seckill_ingress::App::build(config, Dependencies { registry: Registry::new(), view })
             .await

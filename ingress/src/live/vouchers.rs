@@ -1,16 +1,27 @@
 //! Voucher reads from memory: what a page storm hits.
 //!
 //! Each voucher (and each page of the voucher list) is kept as a finished
-//! representation (the JSON body, its strong `ETag` and the `Cache-Control`
-//! its phase calls for), rebuilt from Redis (what admission decides by:
-//! stock left, window, pause) and the view (the order counters) once it is
-//! older than `live.voucher_refresh_ms`. One request rebuilds it while the
-//! others wait for that one, so a storm costs one Redis and one view read
-//! per voucher per refresh, and an answer is never staler than the bound: a
-//! sold-out voucher stops looking available within it. Unknown vouchers
-//! are not remembered, so a voucher is readable the moment it is created.
+//! representation (the JSON body but its clock fields, a weak `ETag` of the
+//! sale's state and the `Cache-Control` its phase calls for), rebuilt from
+//! Redis (what admission decides by: stock left, window, pause) and the view
+//! (the order counters) once it is older than `live.voucher_refresh_ms`.
+//! The clock fields (`server_time`, `opens_in_ms`, `closes_in_ms`) are
+//! written per response, so the tag changes when the sale does, not with
+//! every refresh, and a revalidating client or CDN gets `304` while nothing
+//! happened. One request rebuilds while the others wait for that one, so a
+//! storm costs one Redis and one view read per voucher per refresh, and an
+//! answer is never staler than the bound: a sold-out voucher stops looking
+//! available within it. Unknown vouchers are not remembered, so a voucher is
+//! readable the moment it is created.
+//!
+//! A rebuild that fails (Redis or the view unreadable) is remembered for the
+//! refresh interval, so the requests waiting behind it, and those arriving
+//! meanwhile, do not each try again: they get the last good representation,
+//! marked `"stale": true`, or, when there is none, the error. An unreadable
+//! Redis is never shown as "no stock left".
 
 use std::collections::HashMap;
+use std::fmt::Write as _;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -28,21 +39,86 @@ use super::clock::ServerClock;
 /// A finished answer, shared by every request until it is rebuilt.
 #[derive(Debug)]
 pub(crate) struct Representation {
-    pub(crate) body: Bytes,
-    /// Strong: a hash of the exact body.
+    body: Body,
+    /// Weak (two responses differ in their clock fields): the sale's state.
     pub(crate) etag: String,
     pub(crate) cache_control: &'static str,
     /// A hash of the sale's state without the clock: what a voucher stream
     /// compares to decide whether anything changed.
     pub(crate) state: u64,
+    /// The view's row it was built with: its counters stand in while the
+    /// view cannot be read (Redis, which decides the rest, still can).
+    view: Option<VoucherView>,
     built: Instant,
 }
 
-/// A representation and whether this request had to rebuild it.
+#[derive(Debug)]
+enum Body {
+    One(VoucherJson),
+    Page { vouchers: Vec<VoucherJson>, next: Option<VoucherId> },
+}
+
+/// One voucher's JSON object without its clock fields and closing brace,
+/// and what the clock fields are computed from.
+#[derive(Debug)]
+struct VoucherJson {
+    members: String,
+    begins_at: DateTime<Utc>,
+    ends_at: DateTime<Utc>,
+}
+
+impl VoucherJson {
+    fn new(voucher: &LiveVoucher) -> Self {
+        let mut members = serde_json::to_string(voucher).expect("voucher bodies serialize");
+        members.pop();
+        Self { members, begins_at: voucher.begins_at, ends_at: voucher.ends_at }
+    }
+
+    fn write(&self, out: &mut String, now: DateTime<Utc>, server_time: &str, stale: bool) {
+        out.push_str(&self.members);
+        let opens_in_ms = (self.begins_at - now).num_milliseconds().max(0);
+        let closes_in_ms = (self.ends_at - now).num_milliseconds().max(0);
+        let _ =
+            write!(out, r#","server_time":"{server_time}","opens_in_ms":{opens_in_ms},"closes_in_ms":{closes_in_ms}"#);
+        if stale {
+            out.push_str(r#","stale":true"#);
+        }
+        out.push('}');
+    }
+}
+
+impl Representation {
+    /// The body as of `now` on the admission clock; `stale` marks a
+    /// representation served because a rebuild failed.
+    pub(crate) fn body(&self, now: DateTime<Utc>, stale: bool) -> Bytes {
+        let server_time = now.to_rfc3339_opts(SecondsFormat::Millis, true);
+        let mut out = String::with_capacity(512);
+        match &self.body {
+            Body::One(voucher) => voucher.write(&mut out, now, &server_time, stale),
+            Body::Page { vouchers, next } => {
+                out.push_str(r#"{"vouchers":["#);
+                for (i, voucher) in vouchers.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    voucher.write(&mut out, now, &server_time, stale);
+                }
+                out.push_str(r#"],"next":"#);
+                out.push_str(&serde_json::to_string(next).expect("ids serialize"));
+                out.push('}');
+            }
+        }
+        Bytes::from(out)
+    }
+}
+
+/// A representation, whether this request had to rebuild it, and whether
+/// it is the last good one served because a rebuild failed.
 #[derive(Clone, Debug)]
 pub(crate) struct Served {
     pub(crate) representation: Arc<Representation>,
     pub(crate) rebuilt: bool,
+    pub(crate) stale: bool,
 }
 
 /// What is cached.
@@ -55,6 +131,9 @@ enum Key {
 #[derive(Debug, Default)]
 struct Slot {
     current: Mutex<Option<Arc<Representation>>>,
+    /// The last rebuild's failure, while it is recent: nobody tries again
+    /// before the refresh interval has passed.
+    failed: Mutex<Option<(Instant, String)>>,
     /// Held by the one request rebuilding the representation.
     rebuilding: tokio::sync::Mutex<()>,
 }
@@ -64,6 +143,11 @@ struct Slot {
 pub(crate) enum ReadError {
     #[error("the view cannot be read: {0}")]
     View(#[from] StoreError),
+    #[error("the admission gate (Redis) cannot be read: {0}")]
+    Gate(#[from] redis::RedisError),
+    /// A rebuild failed within the refresh interval; not tried again yet.
+    #[error("{0}")]
+    Recent(String),
 }
 
 /// The voucher representations of this ingress.
@@ -81,13 +165,8 @@ pub(crate) struct VoucherCache {
 #[derive(Debug, Serialize)]
 struct LiveVoucher {
     voucher_id: VoucherId,
+    /// As of the rebuild (the clock fields are written per response).
     phase: Phase,
-    /// The admission clock when this representation was made.
-    server_time: String,
-    /// Until `begins_at`, from `server_time` (0 once open).
-    opens_in_ms: i64,
-    /// Until `ends_at`, from `server_time` (0 once ended).
-    closes_in_ms: i64,
     stock: u64,
     /// Units admission still has: what a new order can get.
     available: u64,
@@ -125,9 +204,6 @@ impl LiveVoucher {
         Some(Self {
             voucher_id,
             phase,
-            server_time: now.to_rfc3339_opts(SecondsFormat::Millis, true),
-            opens_in_ms: (begins_at - now).num_milliseconds().max(0),
-            closes_in_ms: (ends_at - now).num_milliseconds().max(0),
             stock,
             available,
             remaining: view.map_or(stock, |v| v.remaining),
@@ -162,11 +238,9 @@ fn cache_control(phases: impl IntoIterator<Item = Phase>) -> &'static str {
     }
 }
 
-fn representation(body: &impl Serialize, state: u64, cache_control: &'static str) -> Representation {
-    let body = Bytes::from(serde_json::to_vec(body).expect("voucher bodies serialize"));
-    let mut hasher = DefaultHasher::new();
-    body.hash(&mut hasher);
-    Representation { etag: format!("\"{:016x}\"", hasher.finish()), body, cache_control, state, built: Instant::now() }
+fn representation(body: Body, state: u64, cache_control: &'static str) -> Representation {
+    let etag = format!("W/\"{state:016x}\"");
+    Representation { etag, body, cache_control, state, view: None, built: Instant::now() }
 }
 
 impl VoucherCache {
@@ -187,13 +261,13 @@ impl VoucherCache {
     /// The voucher's representation; None when neither Redis nor the view
     /// knows it.
     pub(crate) async fn voucher(&self, voucher: VoucherId) -> Result<Option<Served>, ReadError> {
-        self.cached(Key::Voucher(voucher), || self.build_voucher(voucher)).await
+        self.cached(Key::Voucher(voucher), |previous| self.build_voucher(voucher, previous)).await
     }
 
     /// A page of the voucher list, newest first.
     pub(crate) async fn page(&self, limit: usize, before: Option<VoucherId>) -> Result<Served, ReadError> {
         let page =
-            self.cached(Key::Page { limit, before }, || async { self.build_page(limit, before).await.map(Some) });
+            self.cached(Key::Page { limit, before }, |_| async { self.build_page(limit, before).await.map(Some) });
         Ok(page.await?.expect("a page always exists"))
     }
 
@@ -208,60 +282,98 @@ impl VoucherCache {
         current.as_ref().filter(|r| r.built.elapsed() < self.refresh).cloned()
     }
 
-    async fn cached<F, Fut>(&self, key: Key, build: F) -> Result<Option<Served>, ReadError>
-    where
-        F: FnOnce() -> Fut,
-        Fut: std::future::Future<Output = Result<Option<Representation>, ReadError>>,
-    {
-        let served = |representation, rebuilt| Some(Served { representation, rebuilt });
-        let existing = self.slots().get(&key).cloned();
-        if let Some(slot) = &existing {
-            if let Some(fresh) = self.fresh(slot) {
-                return Ok(served(fresh, false));
-            }
-            let _rebuilding = slot.rebuilding.lock().await;
-            if let Some(fresh) = self.fresh(slot) {
-                return Ok(served(fresh, false));
-            }
-            let built = build().await?.map(Arc::new);
-            *slot.current.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = built.clone();
-            return Ok(built.and_then(|built| served(built, true)));
-        }
-        // Not cached: build first, keep it only if the voucher exists.
-        let Some(built) = build().await?.map(Arc::new) else { return Ok(None) };
-        let slot = Arc::new(Slot { current: Mutex::new(Some(Arc::clone(&built))), ..Slot::default() });
+    /// The answer while the slot's last rebuild failed recently: the last
+    /// good representation, marked stale, else the failure.
+    fn after_recent_failure(&self, slot: &Slot) -> Option<Result<Option<Served>, ReadError>> {
+        let failed = slot.failed.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (_, error) = failed.as_ref().filter(|(at, _)| at.elapsed() < self.refresh)?;
+        let current = slot.current.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+        Some(match current {
+            Some(representation) => Ok(Some(Served { representation, rebuilt: false, stale: true })),
+            None => Err(ReadError::Recent(error.clone())),
+        })
+    }
+
+    /// The slot of `key`, made if missing; at capacity, stale slots go
+    /// first, then any.
+    fn slot(&self, key: &Key) -> Arc<Slot> {
         let mut slots = self.slots();
+        if let Some(slot) = slots.get(key) {
+            return Arc::clone(slot);
+        }
         if slots.len() >= self.capacity {
-            let stale: Vec<Key> =
-                slots.iter().filter(|(_, slot)| self.fresh(slot).is_none()).map(|(key, _)| key.clone()).collect();
-            for key in stale {
-                slots.remove(&key);
-            }
+            slots.retain(|_, slot| self.fresh(slot).is_some());
             if slots.len() >= self.capacity {
                 if let Some(any) = slots.keys().next().cloned() {
                     slots.remove(&any);
                 }
             }
         }
-        slots.insert(key, slot);
-        Ok(served(built, true))
+        Arc::clone(slots.entry(key.clone()).or_default())
     }
 
-    async fn build_voucher(&self, voucher: VoucherId) -> Result<Option<Representation>, ReadError> {
+    async fn cached<F, Fut>(&self, key: Key, build: F) -> Result<Option<Served>, ReadError>
+    where
+        F: FnOnce(Option<Arc<Representation>>) -> Fut,
+        Fut: std::future::Future<Output = Result<Option<Representation>, ReadError>>,
+    {
+        let served = |representation, rebuilt| Some(Served { representation, rebuilt, stale: false });
+        let slot = self.slot(&key);
+        if let Some(fresh) = self.fresh(&slot) {
+            return Ok(served(fresh, false));
+        }
+        if let Some(answer) = self.after_recent_failure(&slot) {
+            return answer;
+        }
+        let _rebuilding = slot.rebuilding.lock().await;
+        if let Some(fresh) = self.fresh(&slot) {
+            return Ok(served(fresh, false));
+        }
+        if let Some(answer) = self.after_recent_failure(&slot) {
+            return answer;
+        }
+        let previous = slot.current.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+        match build(previous).await {
+            Ok(Some(built)) => {
+                let built = Arc::new(built);
+                *slot.current.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Arc::clone(&built));
+                *slot.failed.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+                Ok(served(built, true))
+            }
+            Ok(None) => {
+                // Unknown: not remembered, so it is readable once created.
+                self.slots().remove(&key);
+                Ok(None)
+            }
+            Err(error) => {
+                *slot.failed.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
+                    Some((Instant::now(), error.to_string()));
+                match self.after_recent_failure(&slot) {
+                    Some(Ok(stale)) => {
+                        tracing::warn!(%error, "A voucher representation could not be rebuilt; serving the last one.");
+                        Ok(stale)
+                    }
+                    _ => Err(error),
+                }
+            }
+        }
+    }
+
+    async fn build_voucher(
+        &self,
+        voucher: VoucherId,
+        previous: Option<Arc<Representation>>,
+    ) -> Result<Option<Representation>, ReadError> {
         let ids = [voucher];
         let (sale, view) = tokio::join!(self.gate.sales(&ids), self.view.voucher(voucher));
-        let sale = match sale {
-            Ok(mut sales) => sales.pop().flatten(),
-            Err(error) => {
-                tracing::warn!(%error, %voucher, "Redis unreadable; the voucher is answered from the view.");
-                None
-            }
-        };
+        // Redis decides what can be bought: without it there is no honest
+        // `available`, so the rebuild fails (the last good answer is kept).
+        let sale = sale?.pop().flatten();
         let view = match view {
             Ok(view) => view,
             Err(error) if sale.is_some() => {
-                tracing::warn!(%error, %voucher, "View unreadable; the voucher is answered without its counters.");
-                None
+                tracing::warn!(%error, %voucher, "View unreadable; the voucher's counters are its last known.");
+                previous.and_then(|previous| previous.view.clone())
             }
             Err(error) => return Err(error.into()),
         };
@@ -270,16 +382,16 @@ impl VoucherCache {
         };
         let mut hasher = DefaultHasher::new();
         live.state(&mut hasher);
-        Ok(Some(representation(&live, hasher.finish(), cache_control([live.phase]))))
+        let mut built =
+            representation(Body::One(VoucherJson::new(&live)), hasher.finish(), cache_control([live.phase]));
+        built.view = view;
+        Ok(Some(built))
     }
 
     async fn build_page(&self, limit: usize, before: Option<VoucherId>) -> Result<Representation, ReadError> {
         let views = self.view.vouchers(before, limit).await?;
         let ids: Vec<VoucherId> = views.iter().map(|v| v.voucher_id).collect();
-        let sales = self.gate.sales(&ids).await.unwrap_or_else(|error| {
-            tracing::warn!(%error, "Redis unreadable; the voucher list is answered from the view.");
-            vec![None; ids.len()]
-        });
+        let sales = self.gate.sales(&ids).await?;
         let now = self.clock.now();
         let vouchers: Vec<LiveVoucher> = views
             .iter()
@@ -291,8 +403,10 @@ impl VoucherCache {
             voucher.state(&mut hasher);
         }
         let next = if views.len() == limit { views.last().map(|v| v.voucher_id) } else { None };
-        let body = serde_json::json!({ "vouchers": vouchers, "next": next });
-        Ok(representation(&body, hasher.finish(), cache_control(vouchers.iter().map(|v| v.phase))))
+        next.hash(&mut hasher);
+        let cache_control = cache_control(vouchers.iter().map(|v| v.phase));
+        let body = Body::Page { vouchers: vouchers.iter().map(VoucherJson::new).collect(), next };
+        Ok(representation(body, hasher.finish(), cache_control))
     }
 }
 
@@ -315,27 +429,43 @@ mod tests {
     }
 
     #[test]
-    fn redis_decides_the_phase_and_the_clock_fields_are_relative_to_server_time() {
+    fn redis_decides_the_phase_and_the_clock_fields_are_written_per_response() {
         let now = Utc::now();
         let id = VoucherId::generate();
         let open = LiveVoucher::new(now, id, Some(&sale(now, 3)), None).expect("known");
         assert_eq!((open.phase, open.available, open.remaining, open.hold_seconds), (Phase::Open, 3, 10, 30));
-        assert_eq!((open.opens_in_ms, open.closes_in_ms), (0, 60_000));
         let sold_out = LiveVoucher::new(now, id, Some(&sale(now, 0)), None).expect("known");
         assert_eq!(sold_out.phase, Phase::SoldOut);
         assert!(LiveVoucher::new(now, id, None, None).is_none());
-        let json = serde_json::to_value(&open).expect("json");
-        assert!(json["server_time"].as_str().expect("a time").ends_with('Z'));
+
+        let shown = representation(Body::One(VoucherJson::new(&open)), 7, "x");
+        let at = |later: i64, stale| -> serde_json::Value {
+            serde_json::from_slice(&shown.body(now + Duration::milliseconds(later), stale)).expect("JSON")
+        };
+        let (first, second) = (at(0, false), at(1_500, false));
+        assert!(first["server_time"].as_str().expect("a time").ends_with('Z'));
+        assert_eq!((first["opens_in_ms"].as_i64(), first["closes_in_ms"].as_i64()), (Some(0), Some(60_000)));
+        assert_eq!(second["closes_in_ms"].as_i64(), Some(58_500), "counted from this response's clock");
+        assert_eq!(first["available"], 3);
+        assert_eq!(first.get("stale"), None);
+        assert_eq!(at(0, true)["stale"], true);
     }
 
     #[test]
-    fn the_etag_is_the_bodys_and_ended_sales_are_kept_longer() {
-        let a = representation(&serde_json::json!({"a": 1}), 0, "x");
-        let b = representation(&serde_json::json!({"a": 1}), 0, "x");
-        let c = representation(&serde_json::json!({"a": 2}), 0, "x");
+    fn the_etag_is_the_sales_state_and_ended_sales_are_kept_longer() {
+        let now = Utc::now();
+        let id = VoucherId::generate();
+        let open = LiveVoucher::new(now, id, Some(&sale(now, 3)), None).expect("known");
+        let a = representation(Body::One(VoucherJson::new(&open)), 1, "x");
+        let b = representation(Body::One(VoucherJson::new(&open)), 1, "x");
+        let c = representation(Body::One(VoucherJson::new(&open)), 2, "x");
         assert_eq!(a.etag, b.etag);
         assert_ne!(a.etag, c.etag);
-        assert!(a.etag.starts_with('"') && a.etag.ends_with('"'), "a strong validator");
+        assert!(a.etag.starts_with("W/\"") && a.etag.ends_with('"'), "a weak validator: {}", a.etag);
+        let page = representation(Body::Page { vouchers: vec![VoucherJson::new(&open)], next: Some(id) }, 3, "x");
+        let page: serde_json::Value = serde_json::from_slice(&page.body(now, false)).expect("JSON");
+        assert_eq!(page["vouchers"][0]["voucher_id"], id.to_string());
+        assert_eq!(page["next"], id.to_string());
         assert_eq!(cache_control([Phase::Ended, Phase::Ended]), "public, max-age=60");
         assert_eq!(cache_control([Phase::Ended, Phase::Open]), "public, max-age=1");
     }

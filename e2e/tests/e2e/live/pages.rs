@@ -1,7 +1,13 @@
 //! The product page's reads: phase and server clock, and caching.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
 use chrono::{DateTime, Duration, Utc};
 use reqwest::StatusCode;
+use seckill_core::{OrderId, UserId, VoucherId};
+use seckill_store::{OrderView, StoreError, ViewReader, VoucherView};
+use seckill_web::RemoteView;
 use serde_json::json;
 
 use super::{header, read};
@@ -66,44 +72,150 @@ async fn a_vouchers_phase_follows_the_admission_clock_through_window_sell_out_pa
 }
 
 #[tokio::test]
-async fn voucher_reads_carry_a_strong_etag_and_answer_304_while_it_is_current() {
-    let platform = Platform::start_configured(None, |config| config.live.voucher_refresh_ms = 1_000).await;
+async fn an_unchanged_sale_revalidates_to_304_across_refreshes_while_its_clock_moves() {
+    // Representations are rebuilt every 50 ms; the tag names the sale's
+    // state, so an unchanged sale keeps its tag across rebuilds.
+    let platform = Platform::start_configured(None, |config| config.live.voucher_refresh_ms = 50).await;
     let base = platform.base.clone();
     let voucher = platform.create_voucher(5, 1).await;
+    listed(&platform, &base).await;
     for path in [format!("/api/v1/vouchers/{voucher}"), "/api/v1/vouchers?limit=5".to_owned()] {
-        // A representation lives up to a second: ask again at once until one
-        // round trip falls within it (a rebuild in between has a new tag).
-        let not_modified = eventually(|| async {
-            let (status, headers, body) = read(&platform, &base, &path, None, &[]).await;
-            assert_eq!(status, StatusCode::OK, "{body}");
-            let etag = header(&headers, "etag").expect("an ETag").to_owned();
-            assert!(etag.starts_with('"'), "a strong validator: {etag}");
+        let (status, headers, first) = read(&platform, &base, &path, None, &[]).await;
+        assert_eq!(status, StatusCode::OK, "{first}");
+        let etag = header(&headers, "etag").expect("an ETag").to_owned();
+        assert!(etag.starts_with("W/\""), "a weak validator (the clock fields differ per answer): {etag}");
+        for round in 0..5 {
+            tokio::time::sleep(std::time::Duration::from_millis(120)).await;
             let (status, headers, _) = read(&platform, &base, &path, None, &[("if-none-match", &etag)]).await;
-            match status {
-                StatusCode::NOT_MODIFIED => {
-                    assert_eq!(header(&headers, "etag"), Some(etag.as_str()));
-                    assert!(header(&headers, "cache-control").is_some());
-                    Some(())
-                }
-                StatusCode::OK => {
-                    assert_ne!(
-                        header(&headers, "etag"),
-                        Some(etag.as_str()),
-                        "a current tag is never answered in full"
-                    );
-                    None
-                }
-                other => panic!("{path}: {other}"),
-            }
-        });
-        not_modified.await;
-        let (status, _, _) = read(&platform, &base, &path, None, &[("if-none-match", "\"stale\"")]).await;
+            assert_eq!(status, StatusCode::NOT_MODIFIED, "{path}, round {round}: the sale did not change");
+            assert_eq!(header(&headers, "etag"), Some(etag.as_str()));
+            assert!(header(&headers, "cache-control").is_some());
+        }
+        let (status, headers, later) = read(&platform, &base, &path, None, &[("if-none-match", "\"other\"")]).await;
         assert_eq!(status, StatusCode::OK, "another tag gets the body");
+        assert_eq!(header(&headers, "etag"), Some(etag.as_str()));
+        let server_time = |body: &serde_json::Value| {
+            time(if body["vouchers"].is_array() { &body["vouchers"][0]["server_time"] } else { &body["server_time"] })
+        };
+        assert!(server_time(&later) > server_time(&first), "the clock fields are this answer's: {first} {later}");
     }
+
+    // A change of the sale changes the tag.
+    let (_, headers, _) = read(&platform, &base, &format!("/api/v1/vouchers/{voucher}"), None, &[]).await;
+    let before = header(&headers, "etag").expect("an ETag").to_owned();
+    let (status, _) = platform.order(&voucher, "buyer").await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    let path = format!("/api/v1/vouchers/{voucher}");
+    eventually(|| async {
+        let (status, _, _) = read(&platform, &base, &path, None, &[("if-none-match", &before)]).await;
+        (status == StatusCode::OK).then_some(())
+    })
+    .await;
     let metrics =
         platform.http.get(format!("{base}/metrics")).send().await.expect("metrics").text().await.expect("text");
     assert!(
         metrics.contains(r#"seckill_read_answers_total{resource="voucher",service="ingress",source="not_modified"}"#),
         "{metrics}"
     );
+}
+
+/// Waits until the voucher list shows a voucher (the projector wrote it).
+async fn listed(platform: &Platform, base: &str) {
+    eventually(|| async {
+        let (_, _, body) = read(platform, base, "/api/v1/vouchers?limit=5", None, &[]).await;
+        body["vouchers"].as_array().is_some_and(|vouchers| !vouchers.is_empty()).then_some(())
+    })
+    .await;
+}
+
+/// The view through the projector's API, counting the list reads that
+/// reach it.
+#[derive(Debug)]
+struct CountingView {
+    inner: RemoteView,
+    list_reads: AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl ViewReader for CountingView {
+    async fn order(&self, order: OrderId) -> Result<Option<OrderView>, StoreError> {
+        self.inner.order(order).await
+    }
+    async fn user_orders(&self, user: &UserId, limit: usize) -> Result<Vec<OrderView>, StoreError> {
+        self.inner.user_orders(user, limit).await
+    }
+    async fn voucher(&self, voucher: VoucherId) -> Result<Option<VoucherView>, StoreError> {
+        self.inner.voucher(voucher).await
+    }
+    async fn vouchers(&self, before: Option<VoucherId>, limit: usize) -> Result<Vec<VoucherView>, StoreError> {
+        self.list_reads.fetch_add(1, Ordering::SeqCst);
+        self.inner.vouchers(before, limit).await
+    }
+}
+
+fn signal(pid: u32, signal: &str) {
+    let status = std::process::Command::new("kill").arg(signal).arg(pid.to_string()).status().expect("kill runs");
+    assert!(status.success(), "kill {signal} {pid}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreadable_redis_or_view_never_shows_an_open_sale_as_sold_out_and_costs_one_rebuild() {
+    let mut platform = Platform::start_configured(None, |config| {
+        config.live.voucher_refresh_ms = 1_000;
+        config.redis.response_timeout_ms = 500;
+    })
+    .await;
+    let base = platform.base.clone();
+    let voucher = platform.create_voucher(5, 1).await;
+    listed(&platform, &base).await;
+    let path = format!("/api/v1/vouchers/{voucher}");
+    let (status, _, good) = read(&platform, &base, &path, None, &[]).await;
+    assert_eq!((status, &good["phase"], &good["available"]), (StatusCode::OK, &json!("open"), &json!(5)));
+
+    // Redis frozen: every read answers the last good state, marked stale,
+    // never "no stock left".
+    let redis = platform.infra.redis.pid().expect("Redis runs");
+    signal(redis, "-STOP");
+    tokio::time::sleep(std::time::Duration::from_millis(1_100)).await;
+    let reads = (0..20).map(|_| read(&platform, &base, &path, None, &[]));
+    let answers = futures::future::join_all(reads).await;
+    signal(redis, "-CONT");
+    for (status, headers, body) in &answers {
+        assert_eq!(*status, StatusCode::OK, "{body}");
+        assert_eq!((&body["phase"], &body["available"], &body["stale"]), (&json!("open"), &json!(5), &json!(true)));
+        assert_eq!(header(headers, "cache-control"), Some("no-store"));
+    }
+    eventually(|| async {
+        let (_, _, body) = read(&platform, &base, &path, None, &[]).await;
+        body.get("stale").is_none().then_some(())
+    })
+    .await;
+
+    // The projector stopped: an ingress reading the view through its API
+    // tries once per refresh interval, whoever is waiting.
+    let view = Arc::new(CountingView {
+        inner: RemoteView::new(&format!("http://{}", platform.projector_addr)).expect("view client"),
+        list_reads: AtomicUsize::new(0),
+    });
+    let (other, _running) = platform.ingress_on_view(Arc::clone(&view) as Arc<dyn ViewReader>).await;
+    let list = "/api/v1/vouchers?limit=5";
+    let (status, _, listed_before) = read(&platform, &other, list, None, &[]).await;
+    assert_eq!(status, StatusCode::OK, "{listed_before}");
+    platform.projector.take().expect("the projector runs").stop().await;
+    tokio::time::sleep(std::time::Duration::from_millis(1_100)).await;
+    view.list_reads.store(0, Ordering::SeqCst);
+    let reads = (0..50).map(|_| read(&platform, &other, list, None, &[]));
+    let answers = futures::future::join_all(reads).await;
+    let tries = view.list_reads.load(Ordering::SeqCst);
+    assert!(tries <= 2, "{tries} list reads reached the stopped view for 50 requests");
+    for (status, _, body) in &answers {
+        assert_eq!(*status, StatusCode::OK, "{body}");
+        assert_eq!(body["vouchers"][0]["stale"], true, "{body}");
+        assert_eq!(body["vouchers"][0]["available"], 5, "{body}");
+    }
+    // Redis still answers: the voucher itself is current, with the counters
+    // it last had.
+    let (status, _, shown) = read(&platform, &other, &path, None, &[]).await;
+    assert_eq!(status, StatusCode::OK, "{shown}");
+    assert_eq!((&shown["phase"], &shown["available"], shown.get("stale")), (&json!("open"), &json!(5), None));
 }

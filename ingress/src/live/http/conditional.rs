@@ -1,5 +1,6 @@
 //! Answers with validators: `ETag`, `Cache-Control` and `304 Not Modified`.
 
+use chrono::{DateTime, Utc};
 use seckill_core::metrics::{LiveMetrics, ReadSource};
 use seckill_web::ApiError;
 use warp::http::{header, HeaderValue, StatusCode};
@@ -28,19 +29,22 @@ fn matches(if_none_match: &str, etag: &str) -> bool {
     if_none_match.split(',').any(|tag| tag.trim() == "*" || bare(tag) == bare(etag))
 }
 
-/// `304` when the client's copy is current, else the representation.
+/// `304` when the client's copy is current, else the representation with
+/// its clock fields as of `now`.
 pub(super) fn answer(
     served: &Served,
     if_none_match: Option<&str>,
+    now: DateTime<Utc>,
     metrics: &LiveMetrics,
     resource: &'static str,
 ) -> Response {
     let representation = &served.representation;
     let not_modified = if_none_match.is_some_and(|header| matches(header, &representation.etag));
-    let source = match (not_modified, served.rebuilt) {
-        (true, _) => ReadSource::NotModified,
-        (false, true) => ReadSource::Refreshed,
-        (false, false) => ReadSource::Memory,
+    let source = match (not_modified, served.rebuilt, served.stale) {
+        (true, ..) => ReadSource::NotModified,
+        (false, _, true) => ReadSource::Stale,
+        (false, true, false) => ReadSource::Refreshed,
+        (false, false, false) => ReadSource::Memory,
     };
     metrics.answers.with_label_values(&[resource, source.as_str()]).inc();
     let mut response = if not_modified {
@@ -48,7 +52,7 @@ pub(super) fn answer(
         *response.status_mut() = StatusCode::NOT_MODIFIED;
         response
     } else {
-        let mut response = Response::new(representation.body.clone().into());
+        let mut response = Response::new(representation.body(now, served.stale).into());
         response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
         response
     };
@@ -56,7 +60,9 @@ pub(super) fn answer(
     if let Ok(etag) = HeaderValue::from_str(&representation.etag) {
         headers.insert(header::ETAG, etag);
     }
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static(representation.cache_control));
+    // A stale answer (a rebuild failed) is not one for shared caches to keep.
+    let cache_control = if served.stale { "no-store" } else { representation.cache_control };
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static(cache_control));
     response
 }
 

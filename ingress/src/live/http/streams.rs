@@ -240,7 +240,7 @@ async fn voucher_stream(
             let shown = Arc::clone(&feed.borrow_and_update());
             if last != Some(shown.state) {
                 last = Some(shown.state);
-                let body = String::from_utf8_lossy(&shown.body).into_owned();
+                let body = String::from_utf8_lossy(&shown.body(open.live.clock.now(), false)).into_owned();
                 if sender.send(Event::default().event("voucher").data(body)).await.is_err() {
                     return;
                 }

@@ -40,6 +40,14 @@ pub(super) fn list(ingress: Arc<Ingress>) -> impl Filter<Extract = (impl Reply,)
 pub(super) fn read_failed(error: &ReadError) -> ApiError {
     match error {
         ReadError::View(error) => ApiError::view_failed(error),
+        ReadError::Gate(error) => {
+            tracing::warn!(%error, "Redis unreadable for a voucher read.");
+            ApiError::unavailable("the sale's state cannot be read right now; retry the request")
+        }
+        ReadError::Recent(error) => {
+            tracing::debug!(%error, "A voucher read failed within the refresh interval.");
+            ApiError::unavailable("the sale's state cannot be read right now; retry the request")
+        }
     }
 }
 
@@ -52,7 +60,13 @@ async fn get_voucher(
     conditional::check_if_none_match(if_none_match.as_deref())?;
     let served = ingress.live.vouchers.voucher(id).await.map_err(|e| read_failed(&e))?;
     let served = served.ok_or_else(|| ApiError::unknown_voucher(id))?;
-    Ok(conditional::answer(&served, if_none_match.as_deref(), &ingress.live.metrics, "voucher"))
+    Ok(conditional::answer(
+        &served,
+        if_none_match.as_deref(),
+        ingress.live.clock.now(),
+        &ingress.live.metrics,
+        "voucher",
+    ))
 }
 
 async fn list_vouchers(
@@ -67,5 +81,6 @@ async fn list_vouchers(
         None => None,
     };
     let served = ingress.live.vouchers.page(limit, before).await.map_err(|e| read_failed(&e))?;
-    Ok(conditional::answer(&served, if_none_match.as_deref(), &ingress.live.metrics, "voucher_list"))
+    let now = ingress.live.clock.now();
+    Ok(conditional::answer(&served, if_none_match.as_deref(), now, &ingress.live.metrics, "voucher_list"))
 }
