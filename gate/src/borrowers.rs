@@ -10,7 +10,10 @@
 //! and a request whose turn comes after a borrow it did not see simply
 //! tries its bucket again, or is told what that borrow found when it found
 //! the voucher dry. Other processes borrow on their own; the transfers are
-//! exactly-once whoever runs them.
+//! exactly-once whoever runs them. Buckets of other vouchers may share a
+//! stripe: what a borrow found is kept with the (voucher, bucket) it was
+//! for and only ever told to requests for that bucket; a request whose turn
+//! comes after another bucket's borrow borrows itself.
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
@@ -27,12 +30,20 @@ use crate::Gate;
 /// buckets take turns together).
 const STRIPES: usize = 256;
 
+/// What the last borrow in a stripe found, and for which bucket.
+#[derive(Clone, Copy, Debug)]
+struct LastBorrow {
+    voucher: VoucherId,
+    bucket: u32,
+    found: Borrowed,
+}
+
 #[derive(Debug, Default)]
 struct Stripe {
     /// Borrows finished in this stripe; read without waiting for the turn.
     epoch: AtomicU64,
     /// The turn, and what the last borrow found.
-    last: Mutex<Option<Borrowed>>,
+    last: Mutex<Option<LastBorrow>>,
 }
 
 /// The turns of every bucket borrowing in this process.
@@ -43,15 +54,20 @@ pub(crate) struct Borrowers {
 
 impl Default for Borrowers {
     fn default() -> Self {
-        Self { stripes: (0..STRIPES).map(|_| Stripe::default()).collect() }
+        Self::with_stripes(STRIPES)
     }
 }
 
 impl Borrowers {
+    /// `stripes` turns (at least one) shared by every bucket.
+    pub(crate) fn with_stripes(stripes: usize) -> Self {
+        Self { stripes: (0..stripes.max(1)).map(|_| Stripe::default()).collect() }
+    }
+
     fn stripe(&self, voucher: VoucherId, bucket: u32) -> &Stripe {
         let mut hasher = DefaultHasher::new();
         (voucher, bucket).hash(&mut hasher);
-        &self.stripes[usize::try_from(hasher.finish() % STRIPES as u64).unwrap_or(0)]
+        &self.stripes[usize::try_from(hasher.finish() % self.stripes.len() as u64).unwrap_or(0)]
     }
 
     /// How many borrows `bucket` of `voucher` (and its stripe) has seen:
@@ -75,17 +91,21 @@ impl Gate {
         quantity: u64,
         seen: u64,
     ) -> redis::RedisResult<Borrowed> {
-        let stripe = self.borrowers.stripe(layout.voucher(), to);
+        let voucher = layout.voucher();
+        let stripe = self.borrowers.stripe(voucher, to);
         let mut last = stripe.last.lock().await;
-        if stripe.epoch.load(Ordering::Acquire) != seen {
-            return Ok(match *last {
-                Some(Borrowed::Dry { available }) if available < quantity => Borrowed::Dry { available },
-                Some(Borrowed::Dry { available } | Borrowed::Moved { available }) => Borrowed::Moved { available },
-                None => Borrowed::Moved { available: 0 },
+        // What the last borrow found, if it was for this bucket: a borrow
+        // for another bucket of the stripe says nothing of this one, so
+        // this request, holding the turn now, borrows itself.
+        let mine = last.filter(|last| last.voucher == voucher && last.bucket == to).map(|last| last.found);
+        if let (true, Some(found)) = (stripe.epoch.load(Ordering::Acquire) != seen, mine) {
+            return Ok(match found {
+                Borrowed::Dry { available } if available < quantity => Borrowed::Dry { available },
+                Borrowed::Dry { available } | Borrowed::Moved { available } => Borrowed::Moved { available },
             });
         }
         let borrowed = self.borrow(layout, to, quantity).await;
-        *last = borrowed.as_ref().ok().copied();
+        *last = borrowed.as_ref().ok().map(|found| LastBorrow { voucher, bucket: to, found: *found });
         stripe.epoch.fetch_add(1, Ordering::AcqRel);
         borrowed
     }

@@ -285,6 +285,14 @@ impl Gate {
         self
     }
 
+    /// Makes the borrowers of dry buckets in this process take turns in
+    /// `stripes` stripes (default 256); fewer make buckets of different
+    /// vouchers share turns more often (one forces every bucket into one).
+    pub fn with_borrow_stripes(mut self, stripes: usize) -> Self {
+        self.borrowers = Arc::new(Borrowers::with_stripes(stripes));
+        self
+    }
+
     /// Tells `hints` (this process's relay) of every outbox an admission
     /// writes to, so the relay reads it at once (on a cluster, where the
     /// relay cannot block on every outbox).

@@ -252,6 +252,30 @@ async fn a_split_voucher_is_restored_bucket_by_bucket(h: &Harness) {
     assert_eq!(h.gate.remaining(v).await.expect("reads"), Some(0));
 }
 
+async fn vouchers_sharing_a_borrow_stripe_never_answer_for_each_other(h: &Harness) {
+    // One stripe: every bucket of every voucher takes the same turns.
+    let gate = h.gate.clone().with_borrow_stripes(1);
+    // A is sold out; its buyers keep finding their bucket dry and borrowing.
+    let a = split_voucher(&gate, 2, 1, 2).await;
+    for round in 0..5 {
+        // B has 8 units in 2 buckets, and its 8 buyers all live in bucket 0:
+        // four of them must borrow bucket 1's units while A's borrows run.
+        let b = split_voucher(&gate, 8, 1, 2).await;
+        let buyers = users_in(0, 2, 8, &format!("b{round}-"));
+        let a_requests = (0..60).map(|i| {
+            let (gate, buyer) = (gate.clone(), user(&format!("a{round}-{i}")));
+            async move { gate.admit(a, &buyer, 1, OrderId::generate(), None).await.expect("admit") }
+        });
+        let b_requests = buyers.into_iter().map(|buyer| {
+            let gate = gate.clone();
+            async move { gate.admit(b, &buyer, 1, OrderId::generate(), None).await.expect("admit") }
+        });
+        let (_, b_results) = tokio::join!(join_all(a_requests), join_all(b_requests));
+        let admitted = b_results.iter().filter(|r| matches!(r, Admission::Admitted { .. })).count();
+        assert_eq!(admitted, 8, "round {round}: every unit of B sells: {b_results:?}");
+    }
+}
+
 crate::on_single_and_cluster! {
     single_only: [],
     both: [
@@ -262,5 +286,6 @@ crate::on_single_and_cluster! {
         updates_reach_every_bucket,
         reads_add_the_buckets_up_and_a_fresh_process_finds_the_buckets,
         a_split_voucher_is_restored_bucket_by_bucket,
+        vouchers_sharing_a_borrow_stripe_never_answer_for_each_other,
     ],
 }
