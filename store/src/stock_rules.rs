@@ -4,7 +4,7 @@
 use std::collections::HashSet;
 
 use chrono::{DateTime, Utc};
-use seckill_core::decision::{self, FollowUp, OrderRecord, Request, StockLevel, MAX_PARKED};
+use seckill_core::decision::{self, FollowUp, OrderRecord, Request, StockLevel};
 use seckill_core::event::{Event, OrderAccepted};
 use seckill_core::{Envelope, OrderId, UserId, VoucherId};
 use uuid::Uuid;
@@ -180,13 +180,16 @@ fn follow_up(
             outcomes.replay(record);
             Ok(false)
         }
-        FollowUp::Park if record.parked.len() < MAX_PARKED => {
-            record.parked.push(request);
-            Ok(true)
+        FollowUp::Park if record.parked.iter().any(|parked| parked.same_kind(&request)) => {
+            // Decided after the order like the one waiting, it would only
+            // repeat that one's outcome.
+            tracing::debug!(%order, "A request like one already waiting for its order; kept once.");
+            Ok(false)
         }
         FollowUp::Park => {
-            tracing::warn!(%order, "Too many requests about an order not accepted yet; ignoring one.");
-            Ok(false)
+            // At most one of each kind (MAX_PARKED), by the arm above.
+            record.parked.push(request);
+            Ok(true)
         }
         FollowUp::Ignore(_) => Ok(false),
     }

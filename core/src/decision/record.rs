@@ -12,8 +12,10 @@ use crate::event::{Event, OrderRequest};
 use crate::Envelope;
 
 /// Most requests one order holds back while its acceptance is on its way:
-/// an owner asks to cancel or confirm a few times at most.
-pub const MAX_PARKED: usize = 8;
+/// one of each kind (a cancel, a confirm). A second request of a kind
+/// already waiting would be decided as a repeat of the first, so it is not
+/// kept, and no request of the other kind is ever turned away for room.
+pub const MAX_PARKED: usize = 2;
 
 /// A cancel or confirm request about an order.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -21,6 +23,13 @@ pub const MAX_PARKED: usize = 8;
 pub enum Request {
     Cancel(OrderRequest),
     Confirm(OrderRequest),
+}
+
+impl Request {
+    /// Whether `self` and `other` are the same kind of request.
+    pub fn same_kind(&self, other: &Self) -> bool {
+        std::mem::discriminant(self) == std::mem::discriminant(other)
+    }
 }
 
 /// One order's outcomes, as stored by the processor.

@@ -230,6 +230,20 @@ pub async fn requests_that_overtake_their_order_are_decided_after_it(backend: &i
         .await
         .expect("applies");
     assert_eq!(kinds(&again), [("OrderCreated", true), ("OrderCancelled", true)]);
+
+    // An impatient owner: eight confirms, then a cancel, all before the
+    // order. Every request answered 202 is decided: the cancel is not lost.
+    let impatient = order(v.voucher_id, "c");
+    let mut early: Vec<StockInput> = (0..8).map(|_| StockInput::Confirm(request(&impatient, None))).collect();
+    early.push(StockInput::Cancel(request(&impatient, Some(CancelReason::Requested))));
+    assert!(store.apply(early).await.expect("applies").is_empty());
+    let decided = store.apply(vec![StockInput::Order(impatient)]).await.expect("applies");
+    assert_eq!(
+        kinds(&decided),
+        [("OrderCreated", false), ("OrderConfirmed", false), ("OrderCancelled", false)],
+        "the confirm once, then the cancel"
+    );
+    assert_eq!(store.stock(v.voucher_id).await.expect("reads").map(|l| l.remaining), Some(1));
 }
 
 /// Redis can lose its last writes; the processor checks the per-user limit
