@@ -130,10 +130,6 @@ impl Gate {
     ) -> redis::RedisResult<Reply> {
         let keys = layout.keys(&self.prefix, bucket);
         let outbox = self.outbox_of(&keys);
-        if let (Some(hints), true) = (&self.hints, self.redis.is_cluster()) {
-            // Before the call: a call that times out may still have admitted.
-            hints.touch(outbox);
-        }
         let record = Envelope::new(Event::OrderAccepted(order.clone()));
         let mut invocation = self.scripts.admit.prepare_invoke();
         invocation
@@ -152,7 +148,14 @@ impl Gate {
             .arg(self.outbox_limit)
             .arg(self.ended_sale_ttl_ms)
             .arg(layout.shards());
-        let (code, detail): (String, String) = self.invoke("admit", &invocation).await?;
+        let reply: redis::RedisResult<(String, String)> = self.invoke("admit", &invocation).await;
+        // Only a call that wrote to the outbox, or may have (no answer: it
+        // may still run), has anything for this process's relay.
+        let wrote = reply.as_ref().map_or(true, |(code, _)| code == "admitted");
+        if let (Some(hints), true, true) = (&self.hints, wrote, self.redis.is_cluster()) {
+            hints.touch(outbox);
+        }
+        let (code, detail) = reply?;
         let decided = |admission| Ok(Reply::Decided(admission));
         let rejected = |rejection| Ok(Reply::Decided(Admission::Rejected(rejection)));
         match code.as_str() {

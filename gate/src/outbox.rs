@@ -103,6 +103,16 @@ impl OutboxHints {
         self.wake.notify_one();
     }
 
+    /// Outboxes hinted and not read yet.
+    pub fn len(&self) -> usize {
+        self.touched.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).len()
+    }
+
+    /// Whether no outbox is hinted.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     fn take(&self) -> Vec<String> {
         std::mem::take(&mut *self.touched.lock().unwrap_or_else(|poisoned| poisoned.into_inner())).into_iter().collect()
     }
@@ -241,7 +251,13 @@ impl Outbox {
             self.follow(stream).await?;
         }
         for stream in before.difference(&found) {
-            self.forget(stream);
+            // A walk can miss a stream whose slot was moving between two
+            // masters while it ran: forget only one that is really gone
+            // (keeping the claim cursor of one that is not).
+            let exists: bool = redis::cmd("EXISTS").arg(stream).query_async(&mut self.redis.clone()).await?;
+            if !exists {
+                self.forget(stream);
+            }
         }
         for stream in &found {
             let Some(voucher) = voucher_of_outbox(stream) else { continue };
@@ -299,9 +315,16 @@ impl Outbox {
                 tokio::time::sleep(block.min(FULL_READ_EVERY)).await;
             }
         }
-        for stream in &streams {
-            self.follow(stream).await?;
+        // A hinted outbox that does not exist (the admission that hinted it
+        // wrote nothing, or has not run yet) is dropped: the walk finds it
+        // if it ever appears.
+        let mut followed = Vec::with_capacity(streams.len());
+        for stream in streams {
+            if self.follow(&stream).await? {
+                followed.push(stream);
+            }
         }
+        let mut streams = followed;
         if due() {
             *lock(last_full_read) = Instant::now();
             streams.extend(self.streams());
@@ -321,10 +344,13 @@ impl Outbox {
             let read = match self.read_stream(stream, wanted, None).await {
                 Ok(read) => read,
                 Err(error) if error.code() == Some("NOGROUP") => {
-                    // Lost with its data, or deleted and written again: start over.
+                    // Lost with its data, or deleted and written again: start
+                    // over if it is there (read at the next call); a stream
+                    // that is gone is forgotten.
                     self.forget(stream);
-                    self.follow(stream).await?;
-                    self.hint(stream);
+                    if self.follow(stream).await? {
+                        self.hint(stream);
+                    }
                     continue;
                 }
                 Err(error) => return Err(error),

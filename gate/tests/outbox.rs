@@ -223,6 +223,50 @@ mod across_shards {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn orders_for_unknown_vouchers_and_hints_that_resolve_to_nothing_cost_the_relay_nothing() {
+        let cluster = shared_test_cluster().expect("the Redis Cluster starts (run scripts/setup)");
+        let prefix = format!("phantom{}", &uuid::Uuid::now_v7().simple().to_string()[20..]);
+        let config = RedisConfig::cluster(cluster.seed_urls(), prefix.clone());
+        let hints = OutboxHints::new();
+        let gate = Gate::connect(&config).await.expect("connects").with_outbox_hints(hints.clone());
+        let relay =
+            Outbox::connect(&config, "relay-phantoms", BLOCK).await.expect("connects").with_hints(hints.clone());
+        assert!(relay.read_new(10, BLOCK).await.expect("reads").is_empty(), "the first full read");
+
+        // A thousand orders for voucher ids nobody created: nothing for the
+        // relay to read, so nothing hinted.
+        for i in 0..1_000 {
+            let user = UserId::parse(&format!("prober{i}")).expect("valid");
+            let refused = gate.admit(VoucherId::generate(), &user, 1, OrderId::generate(), None).await.expect("admit");
+            assert_eq!(refused, Admission::Rejected(seckill_gate::Rejection::UnknownVoucher));
+        }
+        assert_eq!(hints.len(), 0, "an unknown voucher hints nothing");
+
+        // Hints of outboxes that do not exist (admission calls that timed
+        // out before they ran) are dropped at the first read, not re-hinted.
+        for _ in 0..1_000 {
+            hints.touch(&gate.keys(VoucherId::generate()).outbox);
+        }
+        assert!(relay.read_new(500, BLOCK).await.expect("reads").is_empty());
+        assert_eq!(hints.len(), 0, "a hint that does not resolve expires");
+
+        // So the relay at idle waits for hints again instead of spinning
+        // on phantoms: its next read finds nothing hinted.
+        assert!(relay.read_new(500, BLOCK).await.expect("reads").is_empty());
+        assert_eq!(hints.len(), 0);
+
+        // A real order is read by the next call.
+        let fresh = split_voucher(&gate, 1).await;
+        let order = OrderId::generate();
+        let buyer = UserId::parse("real").expect("valid");
+        assert!(matches!(gate.admit(fresh, &buyer, 1, order, None).await.expect("admits"), Admission::Admitted { .. }));
+        assert_eq!(hints.len(), 1, "its outbox hinted");
+        let read = relay.read_new(10, BLOCK).await.expect("reads");
+        assert_eq!(read.iter().map(order_of).collect::<Vec<_>>(), vec![order]);
+        relay.remove(&read).await.expect("removes");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn every_outbox_on_every_master_is_relayed_and_a_dead_relays_entries_are_claimed() {
         let cluster = shared_test_cluster().expect("the Redis Cluster starts (run scripts/setup)");
         let prefix = format!("relay{}", &uuid::Uuid::now_v7().simple().to_string()[20..]);
