@@ -26,7 +26,8 @@ pub struct FollowerHealth {
     started: Instant,
     /// Milliseconds since `started` of the last statistics report; -1: none yet.
     reported_at_ms: AtomicI64,
-    /// Records behind the high watermark, the largest over the partitions.
+    /// Records behind the high watermark that the application has not read,
+    /// the largest over the partitions.
     lag: AtomicI64,
 }
 
@@ -45,6 +46,15 @@ impl FollowerHealth {
         let age = self.started.elapsed().as_millis() as i64 - reported;
         age <= within.as_millis() as i64 && self.lag.load(Ordering::Relaxed) <= max_lag
     }
+
+    /// Records behind the high watermark at the last report, the largest
+    /// over the partitions (-1: no report yet).
+    pub fn lag(&self) -> i64 {
+        if self.reported_at_ms.load(Ordering::Relaxed) < 0 {
+            return -1;
+        }
+        self.lag.load(Ordering::Relaxed)
+    }
 }
 
 /// The follower's librdkafka context: records its lag from each report.
@@ -53,13 +63,32 @@ pub(crate) struct FollowerContext {
     health: Arc<FollowerHealth>,
 }
 
+/// Records of a partition the application has not read yet: behind the
+/// high watermark from the last record handed to it. librdkafka's own
+/// `consumer_lag` is measured from the committed offset, which a follower
+/// never has (it is always -1); its fetch position runs ahead of the
+/// application by whatever is prefetched, so a stuck reader would look
+/// current by it.
+fn unread(partition: &rdkafka::statistics::Partition) -> i64 {
+    if partition.hi_offset < 0 {
+        return 0;
+    }
+    if partition.app_offset >= 0 {
+        return (partition.hi_offset - partition.app_offset).max(0);
+    }
+    // Nothing handed over since the start: what was not fetched yet, and
+    // what was fetched and waits in the queue.
+    let not_fetched = if partition.next_offset >= 0 { (partition.hi_offset - partition.next_offset).max(0) } else { 0 };
+    not_fetched + partition.fetchq_cnt.max(0)
+}
+
 impl ClientContext for FollowerContext {
     fn stats(&self, statistics: Statistics) {
         let (mut lag, mut fetching) = (0, false);
         for stats in statistics.topics.values() {
             for (partition, stats) in &stats.partitions {
                 if *partition >= 0 && stats.fetch_state == "active" {
-                    lag = lag.max(stats.consumer_lag);
+                    lag = lag.max(unread(stats));
                     fetching = true;
                 }
             }
