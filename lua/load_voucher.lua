@@ -12,6 +12,7 @@
 -- KEYS[7]  admitted hash  <prefix>:{t}:admitted
 -- KEYS[8]  added hash     <prefix>:{t}:added
 -- KEYS[9]  transfers hash <prefix>:{t}:transfers
+-- KEYS[10] newest end     <prefix>:{t}:newest_end  (written by update_voucher.lua; read here)
 -- ARGV[1]  stock: the bucket's share of the voucher's units (integer >= 0)
 -- ARGV[2]  begins_ms (Unix milliseconds)
 -- ARGV[3]  ends_ms (Unix milliseconds, > begins_ms)
@@ -29,13 +30,17 @@
 -- Returns 1 when the voucher was loaded, 0 when it already existed (nothing
 -- changes: loading again never resets a sale's remaining stock) or when its
 -- sale ended more than ARGV[6] ms ago by the Redis clock (its keys expired;
--- a definition delivered again never brings an old sale back). Every key
--- of the voucher expires at ends_ms + ARGV[6]; KEYS[2..9] are passed so a
--- key written before the voucher (a fence of settle.lua) gets that time too.
-if #KEYS ~= 9 or #ARGV ~= 8 then
-  return redis.error_reply("load_voucher.lua: expects 9 KEYS and 8 ARGV")
+-- a definition delivered again never brings an old sale back). The end is
+-- the newest an admin gave the sale (KEYS[10]) when there is one: a replay
+-- of the log delivers the definition with the end it was created with, and
+-- a sale whose end was moved earlier must not come back with full stock
+-- until its first end. Every key of the voucher expires at ends_ms +
+-- ARGV[6]; KEYS[2..9] are passed so a key written before the voucher (a
+-- fence of settle.lua) gets that time too.
+if #KEYS ~= 10 or #ARGV ~= 8 then
+  return redis.error_reply("load_voucher.lua: expects 10 KEYS and 8 ARGV")
 end
-local ends = tonumber(ARGV[3])
+local ends = tonumber(redis.call("GET", KEYS[10]) or ARGV[3])
 local ttl = tonumber(ARGV[6])
 if not ends or not ttl or ttl < 1 then
   return redis.error_reply("load_voucher.lua: ends_ms and the TTL must be numbers, the TTL at least 1")
@@ -50,11 +55,11 @@ if ends + ttl <= now_ms then
 end
 redis.call("HSET", KEYS[1],
   "stock", ARGV[1], "remaining", ARGV[1],
-  "begins_ms", ARGV[2], "ends_ms", ARGV[3], "limit", ARGV[4], "hold_seconds", ARGV[5])
+  "begins_ms", ARGV[2], "ends_ms", string.format("%d", ends), "limit", ARGV[4], "hold_seconds", ARGV[5])
 if ARGV[7] ~= "1" then
   redis.call("HSET", KEYS[1], "shards", ARGV[7], "voucher_stock", ARGV[8])
 end
-for _, key in ipairs(KEYS) do
-  redis.call("PEXPIREAT", key, ends + ttl)
+for i = 1, 9 do
+  redis.call("PEXPIREAT", KEYS[i], ends + ttl)
 end
 return 1

@@ -15,6 +15,8 @@
 -- KEYS[8]  added hash     <prefix>:{t}:added     update id -> units it added to this bucket (and, in a
 --                                                bucket of a split voucher, "<update id>:total" -> to the voucher)
 -- KEYS[9]  transfers hash <prefix>:{t}:transfers
+-- KEYS[10] newest end     <prefix>:{t}:newest_end    the end this update sets, when it moves the end
+--                                                    (read by load_voucher.lua)
 -- ARGV[1]  update id: the record's event id, a UUIDv7, so ids of later
 --          updates compare greater as strings
 -- ARGV[2]  paused: "1", "0", or "" to leave it
@@ -35,7 +37,7 @@
 -- so an older update applied late never undoes a newer one; added units are
 -- added once per update id whatever the order, and recorded by id (KEYS[8]),
 -- so restore.lua can count an update applied after the log it restores from
--- was read. Every key of the voucher (KEYS[3..7] and [9] are passed for this alone)
+-- was read. Every key of the voucher but KEYS[10] (KEYS[3..7] and [9] are passed for this alone)
 -- then expires ARGV[5] ms after the sale's end as it now stands, so moving
 -- the end moves the cleaning; an end moved so far back that this time has
 -- passed removes the sale's keys.
@@ -47,8 +49,8 @@
 -- persistent stock the same way (StockLevel::add); a cap is a minimum, so
 -- the total is the same whichever of two updates arrives first.
 local MAX_STOCK = 1000000000
-if #KEYS ~= 9 or #ARGV ~= 7 then
-  return redis.error_reply("update_voucher.lua: expects 9 KEYS and 7 ARGV")
+if #KEYS ~= 10 or #ARGV ~= 7 then
+  return redis.error_reply("update_voucher.lua: expects 10 KEYS and 7 ARGV")
 end
 local ttl = tonumber(ARGV[5])
 if not ttl or ttl < 1 then
@@ -108,6 +110,13 @@ if (ARGV[2] ~= "" or ARGV[3] ~= "") and (not newest or ARGV[1] > newest) then
     redis.call("HSET", KEYS[1], "paused", ARGV[2])
   end
   if ARGV[3] ~= "" then
+    -- Remembered apart from the sale's keys, until the keys of every end
+    -- the sale had would have expired: a definition delivered again before
+    -- then is loaded with this end (load_voucher.lua), not its first one.
+    local previous_end = tonumber(redis.call("HGET", KEYS[1], "ends_ms"))
+    local keep_until = math.max(previous_end + ttl, tonumber(ARGV[3]) + ttl)
+    keep_until = math.max(keep_until, redis.call("PEXPIRETIME", KEYS[10]))
+    redis.call("SET", KEYS[10], ARGV[3], "PXAT", string.format("%d", keep_until))
     redis.call("HSET", KEYS[1], "ends_ms", ARGV[3])
   end
   redis.call("HSET", KEYS[1], "settings_version", ARGV[1])
@@ -116,7 +125,7 @@ local applied = state("applied", string.format("%d", add_total))
 local expires = tonumber(applied[6]) + ttl
 -- A key admit.lua writes next may not exist yet: it sets the time itself.
 redis.call("HDEL", KEYS[1], "keys_expire_ms")
-for _, key in ipairs(KEYS) do
-  redis.call("PEXPIREAT", key, expires)
+for i = 1, 9 do
+  redis.call("PEXPIREAT", KEYS[i], expires)
 end
 return applied

@@ -40,6 +40,11 @@ pub struct VoucherKeys {
     /// Stream: this bucket's outbox on a Redis Cluster (a single Redis has
     /// one outbox for everything, [`outbox_key`]).
     pub outbox: String,
+    /// String: the newest end (Unix ms) an admin gave the sale, kept until
+    /// the keys of every end it had would have expired, so a definition
+    /// delivered again (a replay of the log) is judged by the end the sale
+    /// has now, not the one it was created with.
+    pub newest_end: String,
 }
 
 /// The `admitted` value of an order id that was settled as not admitted.
@@ -82,6 +87,7 @@ impl VoucherKeys {
             added: format!("{base}:added"),
             transfers: format!("{base}:transfers"),
             outbox: format!("{base}:outbox"),
+            newest_end: format!("{base}:newest_end"),
         }
     }
 }
@@ -151,7 +157,7 @@ mod tests {
         let voucher = VoucherId::generate();
         let keys = VoucherKeys::new("t1", voucher);
         let tag = format!("{{v:{voucher}}}");
-        for key in keys.all().into_iter().chain([keys.outbox.as_str()]) {
+        for key in keys.all().into_iter().chain([keys.outbox.as_str(), keys.newest_end.as_str()]) {
             assert!(key.starts_with("t1:"), "{key}");
             assert_eq!(key.matches('{').count(), 1, "{key}");
             assert!(key.contains(&tag), "{key}");

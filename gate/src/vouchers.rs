@@ -42,6 +42,7 @@ impl Gate {
             .scripts
             .load_voucher
             .key(keys.all().as_slice())
+            .key(&keys.newest_end)
             .arg(share(definition.stock, layout.shards(), bucket))
             .arg(definition.begins_at.timestamp_millis())
             .arg(definition.ends_at.timestamp_millis())
@@ -108,6 +109,7 @@ impl Gate {
             .key(&keys.admitted)
             .key(&keys.added)
             .key(&keys.transfers)
+            .key(&keys.newest_end)
             .arg(update_id.to_string())
             .arg(paused)
             .arg(ends_ms)

@@ -7,7 +7,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use seckill_core::event::VoucherUpdated;
 use seckill_core::{OrderId, VoucherId};
-use seckill_gate::{Gate, RetryKey, Settlement, VoucherKeys};
+use seckill_gate::{Gate, RetryKey, Settlement, UpdateResult, VoucherKeys};
 
 use crate::{definition, user, Harness};
 
@@ -115,6 +115,31 @@ async fn a_sale_over_and_expired_is_not_loaded_again_and_a_fence_of_an_unknown_v
     );
 }
 
+async fn a_sale_whose_end_was_moved_earlier_is_not_brought_back_by_its_definition(h: &Harness) {
+    let gate = h.gate.clone().with_ended_sale_ttl(TTL);
+    let sale = definition(10, 2, (Utc::now() - chrono::Duration::minutes(1), Utc::now() + chrono::Duration::hours(1)));
+    assert!(gate.load_voucher(&sale).await.expect("loads"));
+    let v = sale.voucher_id;
+    let soon = Utc::now() + chrono::Duration::milliseconds(300);
+    let end_now = VoucherUpdated { voucher_id: v, paused: None, ends_at: Some(soon), add_stock: 0 };
+    gate.update_voucher(uuid::Uuid::now_v7(), &end_now).await.expect("updates");
+    let keys = gate.keys(v);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while !expiries(h, &keys).await.is_empty() {
+        assert!(tokio::time::Instant::now() < deadline, "still there: {:?}", expiries(h, &keys).await);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // A processor replaying the log (a new consumer group) delivers the
+    // definition, with its first end an hour away, and an update adding
+    // stock: the sale stays over.
+    assert!(!gate.load_voucher(&sale).await.expect("answers"), "not loaded again");
+    assert_eq!(gate.voucher(v).await.expect("reads"), None);
+    let add = VoucherUpdated { voucher_id: v, paused: None, ends_at: None, add_stock: 5 };
+    assert_eq!(gate.update_voucher(uuid::Uuid::now_v7(), &add).await.expect("answers"), UpdateResult::UnknownVoucher);
+    assert!(expiries(h, &keys).await.is_empty(), "nothing written: {:?}", expiries(h, &keys).await);
+}
+
 async fn holders_emptied_by_a_release_and_written_again_still_expire(h: &Harness) {
     let gate = h.gate.clone().with_ended_sale_ttl(TTL);
     let ends_at = Utc::now() + chrono::Duration::hours(1);
@@ -141,5 +166,6 @@ crate::on_single_and_cluster! {
         moving_the_end_moves_the_expiry_of_every_key,
         a_sale_over_and_expired_is_not_loaded_again_and_a_fence_of_an_unknown_voucher_expires,
         holders_emptied_by_a_release_and_written_again_still_expire,
+        a_sale_whose_end_was_moved_earlier_is_not_brought_back_by_its_definition,
     ],
 }
