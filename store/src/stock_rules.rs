@@ -154,7 +154,10 @@ fn follow_up(
             let mut level = state.level(voucher)?;
             (decision::cancel(level.as_mut(), record, r, Utc::now()), level)
         }
-        Request::Confirm(_) => (decision::confirm(record, Utc::now()), None),
+        Request::Confirm(r) => {
+            let level = state.level(voucher)?;
+            (decision::confirm(level.as_ref(), record, r, Utc::now()), None)
+        }
     };
     match follow_up {
         FollowUp::Apply(outcome) => {

@@ -120,14 +120,30 @@ pub fn cancel(
     })))
 }
 
-/// Decides a confirmation of the order `record` describes.
-pub fn confirm(record: &OrderRecord, now: DateTime<Utc>) -> FollowUp {
+/// Decides a confirmation of the order `record` describes, asked for by
+/// `request`. The hold deadline decides by time, not by which of the
+/// confirmation and the expiry reaches the log first: a confirmation asked
+/// for at or after the deadline never confirms (the order expires), one
+/// asked for before it confirms however late it is decided (the processor
+/// lagged or was down).
+pub fn confirm(
+    level: Option<&StockLevel>,
+    record: &OrderRecord,
+    request: &OrderRequest,
+    now: DateTime<Utc>,
+) -> FollowUp {
     match record.latest().map(|envelope| &envelope.event) {
         None => FollowUp::Park,
-        Some(Event::OrderCreated(created)) => FollowUp::Apply(Envelope::new(Event::OrderConfirmed(OrderConfirmed {
-            order: created.order.clone(),
-            confirmed_at: now.max(created.decided_at),
-        }))),
+        Some(Event::OrderCreated(created)) => {
+            let deadline = level.and_then(|level| level.hold_deadline(created));
+            if deadline.is_some_and(|deadline| request.requested_at >= deadline) {
+                return FollowUp::Ignore("expired");
+            }
+            FollowUp::Apply(Envelope::new(Event::OrderConfirmed(OrderConfirmed {
+                order: created.order.clone(),
+                confirmed_at: now.max(created.decided_at),
+            })))
+        }
         Some(Event::OrderConfirmed(_)) => FollowUp::Repeat,
         Some(Event::OrderCancelled(_)) => FollowUp::Ignore("cancelled"),
         Some(_) => FollowUp::Ignore("not_created"),
@@ -236,7 +252,7 @@ mod tests {
 
         let failed = decided(outcome(order(1), Err(FailReason::SoldOut), Utc::now()));
         assert_eq!(cancel(Some(&mut level), &failed, &cancel_request, Utc::now()), FollowUp::Ignore("not_created"));
-        assert_eq!(confirm(&cancelled, Utc::now()), FollowUp::Ignore("cancelled"));
+        assert_eq!(confirm(None, &cancelled, &request(None), Utc::now()), FollowUp::Ignore("cancelled"));
     }
 
     #[test]
@@ -247,7 +263,7 @@ mod tests {
             cancel(Some(&mut level), &unknown, &request(Some(CancelReason::Requested)), Utc::now()),
             FollowUp::Park
         );
-        assert_eq!(confirm(&unknown, Utc::now()), FollowUp::Park);
+        assert_eq!(confirm(Some(&level), &unknown, &request(None), Utc::now()), FollowUp::Park);
         assert_eq!(level.remaining, 5);
     }
 
@@ -259,9 +275,9 @@ mod tests {
         assert_eq!(level.hold_deadline(created_event), Some(created_event.decided_at + Duration::seconds(60)));
 
         let record = decided(created.clone());
-        let confirmed = applied(confirm(&record, Utc::now()));
+        let confirmed = applied(confirm(Some(&level), &record, &request(None), Utc::now()));
         let record = OrderRecord { confirmed: Some(confirmed), ..record };
-        assert_eq!(confirm(&record, Utc::now()), FollowUp::Repeat);
+        assert_eq!(confirm(Some(&level), &record, &request(None), Utc::now()), FollowUp::Repeat);
         let expiry = request(Some(CancelReason::Expired));
         assert_eq!(cancel(Some(&mut level), &record, &expiry, Utc::now()), FollowUp::Ignore("confirmed"));
         assert_eq!(level.remaining, 0);
@@ -271,12 +287,33 @@ mod tests {
     }
 
     #[test]
+    fn the_hold_deadline_decides_a_confirmation_by_when_it_was_asked_for() {
+        let mut level = level(2, 60, 2);
+        let created = outcome(order(1), decide(Some(&mut level), 0, &order(1)), Utc::now());
+        let Event::OrderCreated(created_event) = &created.event else { panic!("created") };
+        let deadline = created_event.decided_at + Duration::seconds(60);
+        let record = decided(created.clone());
+        let asked_at = |at| OrderRequest { requested_at: at, ..request(None) };
+        // Decided an hour after the deadline (the processor was down): what
+        // counts is when the owner asked.
+        let much_later = deadline + Duration::hours(1);
+        let in_time = confirm(Some(&level), &record, &asked_at(deadline - Duration::seconds(1)), much_later);
+        assert!(matches!(in_time, FollowUp::Apply(_)), "{in_time:?}");
+        for late in [deadline, deadline + Duration::seconds(1)] {
+            assert_eq!(confirm(Some(&level), &record, &asked_at(late), much_later), FollowUp::Ignore("expired"));
+        }
+        // A voucher that holds orders without a deadline has none to miss.
+        let unheld = StockLevel { hold_seconds: 0, ..level };
+        assert!(matches!(confirm(Some(&unheld), &record, &asked_at(much_later), much_later), FollowUp::Apply(_)));
+    }
+
+    #[test]
     fn outcomes_never_precede_the_outcome_they_follow() {
         let mut level = level(1, 0, 1);
         let late = Utc::now() + Duration::hours(1);
         let created = outcome(order(1), decide(Some(&mut level), 0, &order(1)), late);
         let record = decided(created);
-        let confirmed = applied(confirm(&record, Utc::now()));
+        let confirmed = applied(confirm(Some(&level), &record, &request(None), Utc::now()));
         let Event::OrderConfirmed(c) = &confirmed.event else { panic!("confirmed") };
         assert_eq!(c.confirmed_at, late, "a processor clock behind the decision's does not reorder");
         let record = OrderRecord { confirmed: Some(confirmed), ..record };

@@ -65,7 +65,7 @@ async fn a_cancelled_order_returns_its_stock_and_someone_else_buys_it() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn unconfirmed_orders_expire_after_the_hold_even_across_a_restart() {
+async fn unconfirmed_orders_expire_after_the_hold_even_across_a_restart_and_a_late_confirmation() {
     let mut platform = Platform::start().await;
     let now = chrono::Utc::now();
     let voucher = platform
@@ -92,6 +92,10 @@ async fn unconfirmed_orders_expire_after_the_hold_even_across_a_restart() {
     tokio::time::sleep(std::time::Duration::from_millis(2_500)).await;
     let still = platform.wait_final(dropped).await;
     assert_eq!(still["status"], "CREATED", "nobody expired it while the processor was down: {still}");
+    // A confirmation after the deadline reaches the log before the expiry
+    // does (the sweeper runs in the processor): the deadline still decides.
+    let (status, body) = platform.post(&format!("/api/v1/orders/{dropped}/confirm"), Some("lee"), None).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
     platform.start_processor().await;
 
     let expired = platform.wait_order(dropped, |o| o["status"] == "CANCELLED").await;
