@@ -60,6 +60,44 @@ fn a_clean_sale_passes_every_rule() {
 }
 
 #[test]
+fn cancels_that_overtook_their_orders_are_dated_where_the_processor_decided_them() {
+    // Every buyer cancels right after the 202, and each cancel overtakes its
+    // order through the outbox: the request is on the sales topic before the
+    // acceptance, the processor parks it and decides it right after the
+    // order. Zoe's request with an expiry was ignored (her order confirmed),
+    // her own later cancel returned the unit.
+    let mut sale = Script::new(3, 1, 60);
+    for (i, user) in ["ann", "ben", "cat"].into_iter().enumerate() {
+        let ms = 100 * i as i64;
+        let order = sale.admitted(user, 1, ms);
+        sale.request_cancel(&order, ms + 1, CancelReason::Requested);
+        sale.relayed(&order);
+        sale.decide(&order, ms + 10);
+        sale.cancelled(&order, ms + 11, CancelReason::Requested);
+    }
+    let zoe = sale.accept("zoe", 1, 500);
+    sale.decide(&zoe, 510);
+    sale.confirm(&zoe, 520);
+    sale.request_cancel(&zoe, 600, CancelReason::Expired);
+    let eve = sale.admitted("eve", 1, 700);
+    sale.request_cancel(&eve, 701, CancelReason::Requested);
+    sale.cancel(&zoe, 800, CancelReason::Requested);
+    sale.relayed(&eve);
+    sale.decide(&eve, 810);
+    sale.cancelled(&eve, 811, CancelReason::Requested);
+
+    let books = sale.log.books();
+    assert_eq!((books.units_sold, books.units_left), (0, Some(3)), "{books:?}");
+    // The live stores as the processor left them (not as the books say).
+    let mut live = agreeing(&sale);
+    live.stock = Some(StockFigures { stock: books.offered, remaining: sale.left });
+    let audit = audit_voucher(&sale.log, Some(&live));
+    assert!(audit.pass, "{}", Audit::new(vec![audit.clone()], true).text());
+    let timeline = crate::sale::Timeline::of(&sale.sale().log, &sale.sale().stats);
+    assert_eq!(timeline.stock_left.last().map(|step| step.value), Some(3), "the chart ends with every unit left");
+}
+
+#[test]
 fn a_second_decision_breaks_only_the_one_decision_rule() {
     let mut sale = busy_sale();
     let (envelope, _) = sale

@@ -162,8 +162,9 @@ impl VoucherLog {
 
     /// Every change to the persistent stock the log shows, in the order
     /// the processor made them: by where it read their cause on the sales
-    /// topic (an order's acceptance, its first cancel request, an update),
-    /// then by where the outcome appeared on the orders topic. Outcomes
+    /// topic (an order's acceptance; the cancel request it acted on, or the
+    /// acceptance for one that overtook its order; an update), then by
+    /// where the outcome appeared on the orders topic. Outcomes
     /// whose cause is missing from the log cannot be placed and are left
     /// out (the audit reports the missing acceptance).
     pub fn stock_changes(&self) -> Vec<StockChange> {
@@ -176,8 +177,8 @@ impl VoucherLog {
                     OutcomeKind::Created => {
                         (order.accepted, ChangeKind::Take { units, first: first_creation == Some(outcome.event_id) })
                     }
-                    OutcomeKind::Cancelled(_) => {
-                        (self.cancel_requests.get(order_id).copied(), ChangeKind::Return(units))
+                    OutcomeKind::Cancelled(reason) => {
+                        (self.cancellation_decided_at(order_id, reason), ChangeKind::Return(units))
                     }
                     OutcomeKind::Failed(_) | OutcomeKind::Confirmed => continue,
                 };
@@ -272,10 +273,11 @@ impl VoucherLog {
             let (Some(accepted), Some(_)) = (order.accepted, order.creation()) else { continue };
             let units = i64::from(order.quantity);
             steps.push((accepted, units, &order.user_id));
-            if !order.cancellations.is_empty() {
+            if let Some(cancellation) = order.cancellation() {
                 // Without its request in the log the release is placed at
                 // the acceptance: a missing record must not invent a peak.
-                let released = self.cancel_requests.get(order_id).copied().unwrap_or(accepted);
+                let OutcomeKind::Cancelled(reason) = cancellation.kind else { continue };
+                let released = self.cancellation_decided_at(order_id, reason).unwrap_or(accepted);
                 steps.push((released, -units, &order.user_id));
             }
         }

@@ -165,9 +165,11 @@ pub struct VoucherLog {
     /// Updates by event id, each once.
     pub updates: BTreeMap<Uuid, StockUpdate>,
     pub orders: HashMap<OrderId, OrderLog>,
-    /// Where each order's first `CancelRequested` appeared on the sales
-    /// topic: the request the processor acted on.
-    pub cancel_requests: HashMap<OrderId, Position>,
+    /// Where each order's `CancelRequested` records appeared on the sales
+    /// topic, with the reason each gave (see
+    /// [`VoucherLog::cancellation_decided_at`] for the one the processor
+    /// acted on).
+    pub cancel_requests: HashMap<OrderId, BTreeMap<Position, CancelReason>>,
 }
 
 impl VoucherLog {
@@ -214,10 +216,8 @@ impl VoucherLog {
                 log.accepted_at = order.accepted_at;
             }
             Event::CancelRequested(request) => {
-                self.cancel_requests
-                    .entry(request.order_id)
-                    .and_modify(|kept| *kept = (*kept).min(position))
-                    .or_insert(position);
+                let reason = request.reason.unwrap_or(CancelReason::Requested);
+                self.cancel_requests.entry(request.order_id).or_default().insert(position, reason);
             }
             Event::ConfirmRequested(_) => {}
             Event::OrderCreated(created) => {
@@ -238,6 +238,25 @@ impl VoucherLog {
                 push(&mut self.order(&cancelled.order).cancellations, outcome(position));
             }
         }
+    }
+
+    /// Where, in the processor's reading of the sales topic, it decided the
+    /// cancellation of `order` that gave `reason`: the first request with
+    /// that reason (an earlier one it ignored, e.g. an expiry of a
+    /// confirmed order, did not cancel it), and no earlier than the order's
+    /// acceptance: a request that reached the log before its order (sent
+    /// right after the `202`, it overtook the order through the outbox)
+    /// waited and was decided right after the order. None when neither the
+    /// request nor the acceptance is in the log.
+    pub fn cancellation_decided_at(&self, order_id: &OrderId, reason: CancelReason) -> Option<Position> {
+        let order = self.orders.get(order_id);
+        let requests = self.cancel_requests.get(order_id);
+        let request = requests.and_then(|requests| {
+            let same_reason = requests.iter().find(|(_, asked)| **asked == reason);
+            same_reason.or_else(|| requests.iter().next()).map(|(position, _)| *position)
+        });
+        let accepted = order.and_then(|order| order.accepted);
+        request.map(|request| accepted.map_or(request, |accepted| request.max(accepted)))
     }
 
     fn order(&mut self, order: &OrderAccepted) -> &mut OrderLog {

@@ -77,15 +77,25 @@ impl Script {
         envelope
     }
 
-    pub(crate) fn accept(&mut self, user: &str, quantity: u32, ms: i64) -> OrderAccepted {
-        let order = OrderAccepted {
+    /// An order the gate admitted at `ms`, not in the log yet.
+    pub(crate) fn admitted(&self, user: &str, quantity: u32, ms: i64) -> OrderAccepted {
+        OrderAccepted {
             order_id: OrderId::generate(),
             voucher_id: self.voucher,
             user_id: UserId::parse(user).expect("valid user"),
             quantity,
             accepted_at: at(ms),
-        };
+        }
+    }
+
+    /// The order's acceptance, reaching the sales topic.
+    pub(crate) fn relayed(&mut self, order: &OrderAccepted) {
         self.sales(Event::OrderAccepted(order.clone()));
+    }
+
+    pub(crate) fn accept(&mut self, user: &str, quantity: u32, ms: i64) -> OrderAccepted {
+        let order = self.admitted(user, quantity, ms);
+        self.relayed(&order);
         order
     }
 
@@ -110,12 +120,22 @@ impl Script {
 
     /// A request on the sales topic, then the cancellation on the orders topic.
     pub(crate) fn cancel(&mut self, order: &OrderAccepted, ms: i64, reason: CancelReason) -> Envelope {
+        self.request_cancel(order, ms, reason);
+        self.cancelled(order, ms, reason)
+    }
+
+    /// A cancel request on the sales topic.
+    pub(crate) fn request_cancel(&mut self, order: &OrderAccepted, ms: i64, reason: CancelReason) {
         self.sales(Event::CancelRequested(OrderRequest {
             order_id: order.order_id,
             voucher_id: self.voucher,
             reason: Some(reason),
             requested_at: at(ms),
         }));
+    }
+
+    /// The processor's cancellation on the orders topic.
+    pub(crate) fn cancelled(&mut self, order: &OrderAccepted, ms: i64, reason: CancelReason) -> Envelope {
         self.left += u64::from(order.quantity);
         self.orders(Event::OrderCancelled(OrderCancelled {
             order: order.clone(),
