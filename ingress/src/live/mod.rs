@@ -188,20 +188,40 @@ impl Live {
     }
 
     /// A user's recent orders, newest first, each as far as this ingress
-    /// knows (memory may be ahead of the view).
+    /// knows: the view's rows joined with memory's, which may be ahead of
+    /// the view (an order admitted or decided before the projector wrote
+    /// it, learned from the log).
     pub(crate) async fn user_orders(
         &self,
         user: &seckill_core::UserId,
         limit: usize,
     ) -> Result<Vec<OrderView>, StoreError> {
         let rows = self.view.user_orders(user, limit).await?;
-        Ok(rows
-            .into_iter()
-            .map(|row| match self.orders.get(row.order_id) {
-                Some(cached) => seckill_store::merge_order(Some(&row), &cached).map_or(row, |(_, merged)| merged),
-                None => row,
-            })
-            .collect())
+        Ok(self.joined_with_memory(user, rows, limit))
+    }
+
+    /// Like [`Live::user_orders`], but with the view unreadable (the
+    /// projector down), memory's rows alone: what a stream catching up can
+    /// still send.
+    pub(crate) async fn user_orders_or_memory(&self, user: &seckill_core::UserId, limit: usize) -> Vec<OrderView> {
+        let rows = self.view.user_orders(user, limit).await.unwrap_or_else(|error| {
+            tracing::warn!(%error, "The view is unreadable; a stream catches up from memory only.");
+            Vec::new()
+        });
+        self.joined_with_memory(user, rows, limit)
+    }
+
+    fn joined_with_memory(&self, user: &seckill_core::UserId, rows: Vec<OrderView>, limit: usize) -> Vec<OrderView> {
+        let mut joined: std::collections::BTreeMap<OrderId, OrderView> =
+            rows.into_iter().map(|row| (row.order_id, row)).collect();
+        for cached in self.orders.of_user(user, limit) {
+            let row = match joined.get(&cached.order_id) {
+                Some(row) => seckill_store::merge_order(Some(row), &cached).map_or_else(|| row.clone(), |(_, m)| m),
+                None => cached,
+            };
+            joined.insert(row.order_id, row);
+        }
+        joined.into_values().rev().take(limit).collect()
     }
 
     /// A voucher changed (created, updated) or was seen sold out here.

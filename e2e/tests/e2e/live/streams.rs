@@ -1,6 +1,6 @@
 //! Server-Sent Events: a user's order changes, every one, in order, resumed
-//! after a disconnect on another replica without gaps or duplicates; and a
-//! voucher's phase and stock.
+//! after a disconnect on another replica without gaps or duplicates (also
+//! while the projector is down); and a voucher's phase and stock.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -51,21 +51,23 @@ fn by_order(events: &[SseEvent]) -> HashMap<String, Vec<String>> {
     orders
 }
 
+/// Places an order for "streamer"; its id.
+async fn place(platform: &Platform, voucher: &str) -> String {
+    let (status, placed) = platform.order(voucher, "streamer").await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{placed}");
+    placed["order_id"].as_str().expect("order_id").to_owned()
+}
+
 #[tokio::test]
 async fn a_users_stream_delivers_every_change_in_order_and_resumes_on_another_replica_without_gaps_or_duplicates() {
-    let platform = Platform::start().await;
+    let mut platform = Platform::start().await;
     let (other, _replica) = platform.another_ingress().await;
-    let voucher = platform.create_voucher(10, 3).await;
+    let voucher = platform.create_voucher(10, 4).await;
     let auth = ("authorization", Platform::as_user("streamer"));
     let url = |base: &str| format!("{base}/api/v1/users/streamer/orders/stream");
     let mut stream = SseStream::open(&platform.http, &url(&platform.base), std::slice::from_ref(&auth)).await;
 
-    let place = || async {
-        let (status, placed) = platform.order(&voucher, "streamer").await;
-        assert_eq!(status, StatusCode::ACCEPTED, "{placed}");
-        placed["order_id"].as_str().expect("order_id").to_owned()
-    };
-    let (first, second) = (place().await, place().await);
+    let (first, second) = (place(&platform, &voucher).await, place(&platform, &voucher).await);
     platform.wait_order(&first, |o| o["status"] == "CREATED").await;
     platform.wait_order(&second, |o| o["status"] == "CREATED").await;
     act(&platform, &platform.base, &format!("/api/v1/orders/{first}/cancel"), "streamer").await;
@@ -85,7 +87,7 @@ async fn a_users_stream_delivers_every_change_in_order_and_resumes_on_another_re
     drop(stream);
 
     // While disconnected: a new order, and the confirmed one refunded.
-    let third = place().await;
+    let third = place(&platform, &voucher).await;
     platform.wait_order(&third, |o| o["status"] == "CREATED").await;
     act(&platform, &platform.base, &format!("/api/v1/orders/{second}/cancel"), "streamer").await;
     platform.wait_order(&second, |o| o["status"] == "CANCELLED").await;
@@ -101,6 +103,23 @@ async fn a_users_stream_delivers_every_change_in_order_and_resumes_on_another_re
     for (order, statuses) in &missed {
         assert_eq!(&seen[order], statuses);
     }
+    let resume_from = events.last().and_then(|event| event.id.clone()).expect("an id");
+    drop(resumed);
+
+    // The projector stops: an order admitted and decided while the client
+    // reconnects is in no view, only in the log. The replica learned it from
+    // the log, and its stream catches up from memory.
+    let projector = platform.projector.take().expect("the projector runs");
+    projector.stop().await;
+    let fourth = place(&platform, &voucher).await;
+    platform.wait_order(&fourth, |o| o["status"] == "CREATED").await;
+    let headers = [auth.clone(), ("last-event-id", resume_from)];
+    let mut resumed = SseStream::open(&platform.http, &url(&other), &headers).await;
+    let unviewed = HashMap::from([(fourth.clone(), vec!["PENDING", "CREATED"])]);
+    let events = read_until(&mut resumed, &unviewed).await;
+    assert_eq!(by_order(&events), HashMap::from([(fourth, vec!["PENDING".to_owned(), "CREATED".to_owned()])]));
+    drop(resumed);
+    platform.start_projector().await;
 
     // Another user's stream, a forged resume id and a missing token are refused.
     let response =

@@ -144,7 +144,7 @@ async fn user_stream(
         subscription,
         queued: VecDeque::new(),
     };
-    stream.catch_up().await.map_err(|e| ApiError::view_failed(&e))?;
+    stream.catch_up().await;
     Ok(sse_reply(&ingress.live, |sender| async move {
         loop {
             let event = tokio::select! {
@@ -172,14 +172,14 @@ struct UserStream {
 
 impl UserStream {
     /// Queues every change of the user's recent orders the cursor misses,
-    /// in time order.
-    async fn catch_up(&mut self) -> Result<(), seckill_store::StoreError> {
-        let rows = self.live.user_orders(&self.user, MAX_PAGE).await?;
+    /// in time order: from the view and memory, or memory alone while the
+    /// view cannot be read.
+    async fn catch_up(&mut self) {
+        let rows = self.live.user_orders_or_memory(&self.user, MAX_PAGE).await;
         let mut missed: Vec<Change> =
             rows.iter().flat_map(changes).filter(|change| self.cursor.misses(change)).collect();
         missed.sort_by_key(|change| (change.at_ms, change.order, change.rank));
         self.queued.extend(missed);
-        Ok(())
     }
 
     fn event(&mut self, change: &Change) -> Event {
@@ -211,12 +211,7 @@ impl UserStream {
                     }
                 }
                 // Too far behind the live changes: catch up from the view.
-                Err(RecvError::Lagged(_)) => {
-                    if let Err(error) = self.catch_up().await {
-                        tracing::warn!(%error, "A lagging stream could not catch up; closing it.");
-                        return None;
-                    }
-                }
+                Err(RecvError::Lagged(_)) => self.catch_up().await,
                 Err(RecvError::Closed) => return None,
             }
         }
