@@ -65,7 +65,7 @@ impl OrderCache {
     pub(crate) fn of_user(&self, user: &UserId, limit: usize) -> Vec<OrderView> {
         let ids: Vec<OrderId> = self.user_shard(user).get(user).cloned().unwrap_or_default();
         let mut rows: Vec<OrderView> = ids.into_iter().filter_map(|order| self.get(order)).collect();
-        rows.sort_by(|a, b| b.order_id.cmp(&a.order_id));
+        rows.sort_by_key(|row| std::cmp::Reverse(row.order_id));
         rows.truncate(limit);
         rows
     }
