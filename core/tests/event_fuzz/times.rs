@@ -106,7 +106,7 @@ pub(crate) fn decide_everything(envelope: &Envelope) -> Result<(), TestCaseError
                 // The order is unknown here: nothing to decide, nothing to panic on.
                 let unknown = OrderRecord::default();
                 decision::cancel(Some(&mut level), &unknown, request, now);
-                decision::confirm(&unknown, now);
+                decision::confirm(Some(&level), &unknown, request, now);
                 continue;
             }
             Event::OrderCreated(_) | Event::OrderFailed(_) | Event::OrderConfirmed(_) | Event::OrderCancelled(_) => {
@@ -126,8 +126,10 @@ pub(crate) fn decide_everything(envelope: &Envelope) -> Result<(), TestCaseError
                 }
             }
         }
-        if let FollowUp::Apply(confirmed) = decision::confirm(&record, now) {
-            decodes_again(&confirmed)?;
+        if let Some(request) = request(None) {
+            if let FollowUp::Apply(confirmed) = decision::confirm(Some(&level), &record, &request, now) {
+                decodes_again(&confirmed)?;
+            }
         }
     }
     Ok(())
