@@ -48,7 +48,8 @@ pub struct LiveMetrics {
     /// `seckill_live_wakeups_total`: waiters woken by a change.
     pub wakeups: IntCounter,
     /// `seckill_live_refused_total{reason}`: long-polls and streams turned
-    /// away by a bound (`waiters_full`, `streams_full`,
+    /// away by a bound (`waiters_full`, `user_waiters_full`,
+    /// `address_waiters_full`, `streams_full`, `voucher_streams_full`,
     /// `user_streams_full`, `address_streams_full`).
     pub refused: IntCounterVec,
     /// `seckill_live_followed_total`: records the live follower applied.

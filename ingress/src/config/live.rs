@@ -25,8 +25,16 @@ pub struct LiveConfig {
     pub pending_order_ttl_seconds: u64,
     /// Most long-polls waiting at once; more get `503`.
     pub max_waiters: usize,
-    /// Most open event streams (users' and vouchers'); more get `503`.
+    /// Most long-polls of one user waiting at once; more get `429`.
+    pub max_waiters_per_user: usize,
+    /// Most long-polls from one client address waiting at once; more get
+    /// `429`.
+    pub max_waiters_per_address: usize,
+    /// Most open streams of users' orders; more get `503`.
     pub max_streams: usize,
+    /// Most open voucher streams (anyone may open one): a pool of their
+    /// own, so watchers never take a buyer's place; more get `503`.
+    pub max_voucher_streams: usize,
     /// Most open streams of one user's orders.
     pub max_streams_per_user: usize,
     /// Most open streams from one client address.
@@ -50,7 +58,10 @@ impl Default for LiveConfig {
             order_cache_capacity: 200_000,
             pending_order_ttl_seconds: 3_600,
             max_waiters: 50_000,
-            max_streams: 20_000,
+            max_waiters_per_user: 16,
+            max_waiters_per_address: 1_024,
+            max_streams: 10_000,
+            max_voucher_streams: 10_000,
             max_streams_per_user: 4,
             max_streams_per_address: 256,
             heartbeat_seconds: 15,
@@ -79,7 +90,18 @@ impl LiveConfig {
             "must be 10 to 604800",
         )?;
         ensure((1..=1_000_000).contains(&self.max_waiters), "live.max_waiters", "must be 1 to 1000000")?;
+        ensure((1..=1_000).contains(&self.max_waiters_per_user), "live.max_waiters_per_user", "must be 1 to 1000")?;
+        ensure(
+            (1..=1_000_000).contains(&self.max_waiters_per_address),
+            "live.max_waiters_per_address",
+            "must be 1 to 1000000",
+        )?;
         ensure((1..=1_000_000).contains(&self.max_streams), "live.max_streams", "must be 1 to 1000000")?;
+        ensure(
+            (1..=1_000_000).contains(&self.max_voucher_streams),
+            "live.max_voucher_streams",
+            "must be 1 to 1000000",
+        )?;
         ensure((1..=64).contains(&self.max_streams_per_user), "live.max_streams_per_user", "must be 1 to 64")?;
         ensure(
             (1..=1_000_000).contains(&self.max_streams_per_address),

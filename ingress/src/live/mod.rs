@@ -25,6 +25,7 @@ mod feeds;
 mod follow;
 pub(crate) mod http;
 mod orders;
+pub(crate) mod places;
 mod voucher_feeds;
 mod vouchers;
 mod waiters;
@@ -41,9 +42,10 @@ use seckill_store::{OrderStatus, OrderView, StoreError, ViewReader};
 use tokio_util::sync::CancellationToken;
 
 pub(crate) use self::clock::ServerClock;
-use self::feeds::{StreamPermits, UserFeeds};
+use self::feeds::UserFeeds;
 pub(crate) use self::follow::{fetch_wait, follow};
 use self::orders::OrderCache;
+use self::places::{Bounds, Places};
 pub(crate) use self::voucher_feeds::VoucherFeeds;
 pub(crate) use self::vouchers::VoucherCache;
 use self::waiters::Waiters;
@@ -64,7 +66,10 @@ pub(crate) struct Live {
     orders: OrderCache,
     pub(crate) waiters: Arc<Waiters>,
     pub(crate) feeds: Arc<UserFeeds>,
-    pub(crate) streams: Arc<StreamPermits>,
+    pub(crate) streams: Arc<Places>,
+    /// Places of long-poll waiters (per user and address; the total is
+    /// also bounded by [`Waiters`]).
+    pub(crate) waiter_places: Arc<Places>,
     /// One refresher per voucher someone streams.
     pub(crate) voucher_feeds: VoucherFeeds,
     pub(crate) metrics: LiveMetrics,
@@ -99,11 +104,18 @@ impl Live {
             orders: OrderCache::new(config.order_cache_capacity),
             waiters: Arc::new(Waiters::new(config.max_waiters)),
             feeds: Arc::default(),
-            streams: Arc::new(StreamPermits::new(
-                config.max_streams,
-                config.max_streams_per_user,
-                config.max_streams_per_address,
-            )),
+            streams: Arc::new(Places::new(Bounds {
+                with_user: config.max_streams,
+                anonymous: config.max_voucher_streams,
+                per_user: config.max_streams_per_user,
+                per_address: config.max_streams_per_address,
+            })),
+            waiter_places: Arc::new(Places::new(Bounds {
+                with_user: config.max_waiters,
+                anonymous: config.max_waiters,
+                per_user: config.max_waiters_per_user,
+                per_address: config.max_waiters_per_address,
+            })),
             voucher_feeds: VoucherFeeds::default(),
             follower: std::sync::OnceLock::new(),
             closing: CancellationToken::new(),

@@ -21,6 +21,7 @@ use crate::rate_limit::{RateLimiter, Verdict};
 pub(crate) struct Limits {
     per_user: Option<RateLimiter<UserId>>,
     per_ip: Option<RateLimiter<IpAddr>>,
+    per_ip_reads: Option<RateLimiter<IpAddr>>,
     trust_x_forwarded_for: bool,
 }
 
@@ -33,6 +34,11 @@ impl Limits {
                 config.max_tracked_keys,
             ),
             per_ip: RateLimiter::new(f64::from(config.per_ip_per_second), config.per_ip_burst, config.max_tracked_keys),
+            per_ip_reads: RateLimiter::new(
+                f64::from(config.per_ip_reads_per_second),
+                config.per_ip_reads_burst,
+                config.max_tracked_keys,
+            ),
             trust_x_forwarded_for: config.trust_x_forwarded_for,
         }
     }
@@ -60,16 +66,6 @@ fn counted_address(address: IpAddr) -> IpAddr {
     }
 }
 
-/// The client's address (see [`Limits::client_address`]), for bounds that
-/// count per address.
-pub(crate) fn client_address(
-    ingress: Arc<Ingress>,
-) -> impl Filter<Extract = (Option<IpAddr>,), Error = std::convert::Infallible> + Clone {
-    warp::addr::remote()
-        .and(warp::header::headers_cloned())
-        .map(move |peer: Option<SocketAddr>, headers: HeaderMap| ingress.limits.client_address(peer, &headers))
-}
-
 /// The last `X-Forwarded-For` entry across all the header's lines. Several
 /// lines of a list header mean the same as one line joined with commas, and
 /// a proxy may append a line of its own instead of extending the client's,
@@ -81,15 +77,40 @@ fn last_forwarded_for(headers: &HeaderMap) -> Option<IpAddr> {
     last_entry.trim().parse().ok()
 }
 
-fn verdict_to_result(verdict: Verdict, ingress: &Ingress, reason: RefusalReason, whose: &str) -> Result<(), Rejection> {
+fn verdict_to_result(verdict: Verdict, ingress: &Ingress, reason: RefusalReason, what: &str) -> Result<(), Rejection> {
     match verdict {
         Verdict::Allowed => Ok(()),
         Verdict::Limited { retry_after } => {
             ingress.metrics.refused.with_label_values(&[reason.as_str()]).inc();
-            Err(ApiError::rate_limited(retry_after, format!("too many order requests from this {whose}; slow down"))
-                .into())
+            Err(ApiError::rate_limited(retry_after, format!("too many {what}; slow down")).into())
         }
     }
+}
+
+/// Passes while the client's address is under its rate of order reads
+/// (`per_ip_reads_per_second`); returns the address, for the bounds that
+/// count per address.
+pub(crate) fn reading_client_address(
+    ingress: Arc<Ingress>,
+) -> impl Filter<Extract = (Option<IpAddr>,), Error = Rejection> + Clone {
+    warp::addr::remote().and(warp::header::headers_cloned()).and_then(
+        move |peer: Option<SocketAddr>, headers: HeaderMap| {
+            let ingress = Arc::clone(&ingress);
+            async move {
+                let limits = &ingress.limits;
+                let address = limits.client_address(peer, &headers);
+                if let (Some(limiter), Some(address)) = (&limits.per_ip_reads, address) {
+                    verdict_to_result(
+                        limiter.check(&address, Instant::now()),
+                        &ingress,
+                        RefusalReason::RateLimitedIp,
+                        "reads from this address",
+                    )?;
+                }
+                Ok::<_, Rejection>(address)
+            }
+        },
+    )
 }
 
 /// Passes while the client's address is under its rate.
@@ -107,7 +128,7 @@ pub(super) fn per_client_address(ingress: Arc<Ingress>) -> impl Filter<Extract =
                     limiter.check(&address, Instant::now()),
                     &ingress,
                     RefusalReason::RateLimitedIp,
-                    "address",
+                    "order requests from this address",
                 )
             }
         })
@@ -116,7 +137,12 @@ pub(super) fn per_client_address(ingress: Arc<Ingress>) -> impl Filter<Extract =
 
 fn check_user(ingress: &Ingress, user: &UserId) -> Result<(), Rejection> {
     let Some(limiter) = &ingress.limits.per_user else { return Ok(()) };
-    verdict_to_result(limiter.check(user, Instant::now()), ingress, RefusalReason::RateLimitedUser, "user")
+    verdict_to_result(
+        limiter.check(user, Instant::now()),
+        ingress,
+        RefusalReason::RateLimitedUser,
+        "order requests from this user",
+    )
 }
 
 /// The authenticated user (see [`auth::user`]), while under their rate.

@@ -20,7 +20,7 @@ use seckill_web::{healthz, instrumented, metrics, recover};
 use warp::{Filter, Rejection, Reply};
 
 pub(crate) use self::auth::{Authenticator, Caller};
-pub(crate) use self::limits::{client_address, Limits};
+pub(crate) use self::limits::{reading_client_address, Limits};
 use crate::live::{self, Live};
 use crate::sold_out::SoldOutMemo;
 use seckill_gate::Gate;

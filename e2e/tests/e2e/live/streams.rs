@@ -163,3 +163,41 @@ async fn a_vouchers_stream_pushes_its_phase_and_stock() {
     .await;
     assert_eq!(response.status(), StatusCode::NOT_FOUND);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watchers_filling_the_voucher_streams_never_take_a_buyers_place() {
+    let platform = Platform::start_configured(None, |config| {
+        config.live.max_voucher_streams = 5;
+        config.live.max_waiters_per_user = 2;
+    })
+    .await;
+    let voucher = platform.create_voucher(10, 1).await;
+    let watch = format!("{}/api/v1/vouchers/{voucher}/stream", platform.base);
+    let mut watchers = Vec::new();
+    for _ in 0..5 {
+        watchers.push(SseStream::open(&platform.http, &watch, &[]).await);
+    }
+    let refused = SseStream::request(&platform.http, &watch, &[]).await;
+    assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE, "the anonymous pool is full");
+
+    // The buyer's own stream opens all the same, and shows their order.
+    let auth = ("authorization", Platform::as_user("buyer"));
+    let mine = format!("{}/api/v1/users/buyer/orders/stream", platform.base);
+    let mut stream = SseStream::open(&platform.http, &mine, std::slice::from_ref(&auth)).await;
+    let (status, placed) = platform.order(&voucher, "buyer").await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{placed}");
+    let order = placed["order_id"].as_str().expect("order_id").to_owned();
+    let events = read_until(&mut stream, &HashMap::from([(order.clone(), vec!["PENDING", "CREATED"])])).await;
+    assert_eq!(by_order(&events)[&order], ["PENDING", "CREATED"]);
+
+    // Long-polls are bounded per user: of three waiting at once, one is
+    // told to slow down.
+    let poll = format!("{}/api/v1/orders/{order}?wait=2s&status=CREATED", platform.base);
+    let polls = (0..3).map(|_| platform.http.get(&poll).header(auth.0, auth.1.clone()).send());
+    let statuses: Vec<StatusCode> =
+        futures::future::join_all(polls).await.into_iter().map(|r| r.expect("answered").status()).collect();
+    let limited = statuses.iter().filter(|s| **s == StatusCode::TOO_MANY_REQUESTS).count();
+    let answered = statuses.iter().filter(|s| **s == StatusCode::OK).count();
+    assert_eq!((answered, limited), (2, 1), "{statuses:?}");
+    drop(watchers);
+}

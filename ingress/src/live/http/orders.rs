@@ -12,6 +12,7 @@
 //! the `Seckill-Wait` header says which (`changed` or `timeout`; the
 //! ingress shutting down ends every wait early, as `timeout`).
 
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,8 +25,9 @@ use warp::http::{header, HeaderValue};
 use warp::{Filter, Rejection, Reply};
 
 use crate::config::MAX_WAIT_SECONDS;
+use crate::live::places::Refused;
 use crate::live::Source;
-use crate::routes::{auth, Caller, Ingress};
+use crate::routes::{auth, reading_client_address, Caller, Ingress};
 
 /// The response header that says how a long-poll ended.
 pub(crate) const WAIT_HEADER: &str = "seckill-wait";
@@ -43,6 +45,7 @@ struct OrderQuery {
 pub(super) fn one(ingress: Arc<Ingress>) -> impl Filter<Extract = (impl Reply,), Error = Rejection> + Clone {
     warp::path!("api" / "v1" / "orders" / String)
         .and(warp::get())
+        .and(reading_client_address(Arc::clone(&ingress)))
         .and(auth::caller(Arc::clone(&ingress)))
         .and(warp::query::<OrderQuery>())
         .and(warp::any().map(move || Arc::clone(&ingress)))
@@ -52,6 +55,7 @@ pub(super) fn one(ingress: Arc<Ingress>) -> impl Filter<Extract = (impl Reply,),
 pub(super) fn of_user(ingress: Arc<Ingress>) -> impl Filter<Extract = (impl Reply,), Error = Rejection> + Clone {
     warp::path!("api" / "v1" / "users" / String / "orders")
         .and(warp::get())
+        .and(reading_client_address(Arc::clone(&ingress)))
         .and(auth::caller(Arc::clone(&ingress)))
         .and(warp::query::<ListQuery>())
         .and(warp::any().map(move || Arc::clone(&ingress)))
@@ -112,6 +116,7 @@ fn reply(ingress: &Ingress, order: &OrderView, source: Source, wait: Option<&'st
 
 async fn get_order(
     raw: String,
+    address: Option<IpAddr>,
     caller: Caller,
     query: OrderQuery,
     ingress: Arc<Ingress>,
@@ -126,18 +131,41 @@ async fn get_order(
         return Ok(reply(&ingress, &order, source, None));
     };
     let have = query.status.unwrap_or(OrderStatus::Pending);
-    long_poll(&ingress, &caller, order_id, have, wait).await.map_err(Rejection::from)
+    long_poll(&ingress, &caller, address, order_id, have, wait).await.map_err(Rejection::from)
 }
 
 /// Answers once the order's status is not `have`, or after `wait`.
 async fn long_poll(
     ingress: &Ingress,
     caller: &Caller,
+    address: Option<IpAddr>,
     order_id: OrderId,
     have: OrderStatus,
     wait: Duration,
 ) -> Result<warp::reply::Response, ApiError> {
     let live = &ingress.live;
+    let user = match caller {
+        Caller::User(user) => Some(user),
+        Caller::Admin => None,
+    };
+    let _place = live.waiter_places.take(user, address).map_err(|refused| {
+        let (reason, error) = match refused {
+            Refused::Full => (
+                "waiters_full",
+                ApiError::unavailable("too many requests are waiting; poll without wait or retry later"),
+            ),
+            Refused::UserFull => (
+                "user_waiters_full",
+                ApiError::rate_limited(Duration::from_secs(1), "this user has too many requests waiting"),
+            ),
+            Refused::AddressFull => (
+                "address_waiters_full",
+                ApiError::rate_limited(Duration::from_secs(1), "this address has too many requests waiting"),
+            ),
+        };
+        live.metrics.refused.with_label_values(&[reason]).inc();
+        error
+    })?;
     // Registered before the first read: a change between the two wakes us.
     let Some(registration) = live.waiters.register(order_id) else {
         live.metrics.refused.with_label_values(&["waiters_full"]).inc();
@@ -179,6 +207,7 @@ fn scopeguard<F: FnOnce()>(on_drop: F) -> impl Drop {
 
 async fn list_user_orders(
     raw: String,
+    _address: Option<IpAddr>,
     caller: Caller,
     query: ListQuery,
     ingress: Arc<Ingress>,

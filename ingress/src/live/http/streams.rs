@@ -29,9 +29,10 @@ use warp::{Filter, Rejection, Reply};
 use super::orders::sees;
 use super::vouchers::read_failed;
 use crate::live::changes::{changes, Change, Cursor};
-use crate::live::feeds::{Refused, StreamPermit, Subscription};
+use crate::live::feeds::Subscription;
+use crate::live::places::{Place, Refused};
 use crate::live::{Live, VoucherFeeds};
-use crate::routes::{auth, client_address, Caller, Ingress};
+use crate::routes::{auth, reading_client_address, Caller, Ingress};
 
 /// Events written ahead of a slow client.
 const EVENTS_IN_FLIGHT: usize = 16;
@@ -44,7 +45,7 @@ pub(super) fn user(ingress: Arc<Ingress>) -> impl Filter<Extract = (impl Reply,)
     warp::path!("api" / "v1" / "users" / String / "orders" / "stream")
         .and(warp::get())
         .and(auth::caller(Arc::clone(&ingress)))
-        .and(client_address(Arc::clone(&ingress)))
+        .and(reading_client_address(Arc::clone(&ingress)))
         .and(warp::header::optional::<String>("last-event-id"))
         .and(warp::any().map(move || Arc::clone(&ingress)))
         .and_then(user_stream)
@@ -53,15 +54,18 @@ pub(super) fn user(ingress: Arc<Ingress>) -> impl Filter<Extract = (impl Reply,)
 pub(super) fn voucher(ingress: Arc<Ingress>) -> impl Filter<Extract = (impl Reply,), Error = Rejection> + Clone {
     warp::path!("api" / "v1" / "vouchers" / String / "stream")
         .and(warp::get())
-        .and(client_address(Arc::clone(&ingress)))
+        .and(reading_client_address(Arc::clone(&ingress)))
         .and(warp::any().map(move || Arc::clone(&ingress)))
         .and_then(voucher_stream)
 }
 
 /// A place for one more stream, or the answer saying why not.
-fn permit(live: &Live, user: Option<&UserId>, address: Option<IpAddr>) -> Result<StreamPermit, ApiError> {
-    live.streams.acquire(user, address).map_err(|refused| {
+fn permit(live: &Live, user: Option<&UserId>, address: Option<IpAddr>) -> Result<Place, ApiError> {
+    live.streams.take(user, address).map_err(|refused| {
         let (reason, error) = match refused {
+            Refused::Full if user.is_none() => {
+                ("voucher_streams_full", ApiError::unavailable("too many open voucher streams; retry later"))
+            }
             Refused::Full => ("streams_full", ApiError::unavailable("too many open streams; retry later")),
             Refused::UserFull => (
                 "user_streams_full",
@@ -81,11 +85,11 @@ fn permit(live: &Live, user: Option<&UserId>, address: Option<IpAddr>) -> Result
 struct Open {
     live: Arc<Live>,
     kind: &'static str,
-    _permit: StreamPermit,
+    _permit: Place,
 }
 
 impl Open {
-    fn new(live: Arc<Live>, kind: &'static str, permit: StreamPermit) -> Self {
+    fn new(live: Arc<Live>, kind: &'static str, permit: Place) -> Self {
         live.metrics.streams.with_label_values(&[kind]).inc();
         Self { live, kind, _permit: permit }
     }
