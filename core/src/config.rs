@@ -105,18 +105,71 @@ impl fmt::Debug for Secret {
     }
 }
 
-/// Where a service answers HTTP.
+/// Where a service answers HTTP, and how many connections it holds.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HttpConfig {
     /// Address to bind; port 0 picks a free port (tests).
     pub listen: SocketAddr,
+    /// Most connections open at once; past it a new one is answered `503`
+    /// and closed at once. Keep it below the process's file limit minus
+    /// what Redis, Kafka and the store use.
+    #[serde(default = "default_max_connections")]
+    pub max_connections: usize,
+    /// Most connections open at once from one client address (an IPv6
+    /// /64); past it, `503` and closed at once. Above the streams and
+    /// long-polls one address may hold, plus its ordinary requests.
+    #[serde(default = "default_max_connections_per_address")]
+    pub max_connections_per_address: usize,
+    /// How long a client has to send a request's headers, on a new
+    /// connection and between requests on a kept-alive one (so also how
+    /// long an idle connection is kept); then it is closed.
+    #[serde(default = "default_header_read_timeout_ms")]
+    pub header_read_timeout_ms: u64,
+}
+
+fn default_max_connections() -> usize {
+    16_384
+}
+
+fn default_max_connections_per_address() -> usize {
+    2_048
+}
+
+fn default_header_read_timeout_ms() -> u64 {
+    10_000
 }
 
 impl HttpConfig {
     /// Binds `127.0.0.1:port`.
     pub fn local(port: u16) -> Self {
-        Self { listen: SocketAddr::from(([127, 0, 0, 1], port)) }
+        Self::on(SocketAddr::from(([127, 0, 0, 1], port)))
+    }
+
+    /// Binds `listen`, with the default connection bounds.
+    pub fn on(listen: SocketAddr) -> Self {
+        Self {
+            listen,
+            max_connections: default_max_connections(),
+            max_connections_per_address: default_max_connections_per_address(),
+            header_read_timeout_ms: default_header_read_timeout_ms(),
+        }
+    }
+}
+
+impl Validate for HttpConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        ensure((1..=1_000_000).contains(&self.max_connections), "http.max_connections", "must be 1 to 1000000")?;
+        ensure(
+            (1..=self.max_connections).contains(&self.max_connections_per_address),
+            "http.max_connections_per_address",
+            "must be 1 to http.max_connections",
+        )?;
+        ensure(
+            (100..=600_000).contains(&self.header_read_timeout_ms),
+            "http.header_read_timeout_ms",
+            "must be 100 to 600000",
+        )
     }
 }
 

@@ -8,6 +8,7 @@ use prometheus::Registry;
 use seckill_core::metrics::{register_start_time, AdmissionMetrics, HttpMetrics, LiveMetrics};
 use seckill_kafka::Follower;
 use seckill_store::ViewReader;
+use seckill_web::Serving;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -128,8 +129,12 @@ impl App {
     /// the producer.
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), IngressError> {
         let addr = self.local_addr();
-        let filter =
-            routes(Arc::clone(&self.ingress), self.deps.registry, self.http_metrics, self.config.max_body_bytes);
+        let filter = routes(
+            Arc::clone(&self.ingress),
+            self.deps.registry,
+            self.http_metrics.clone(),
+            self.config.max_body_bytes,
+        );
         tracing::info!(%addr, "Ingress listening.");
         // The relay stops after the last request drained, so every order
         // admitted before shutdown gets its chance to be published now.
@@ -156,7 +161,8 @@ impl App {
                 live.closing.cancel();
             })
         };
-        seckill_web::serve(self.listener, filter, shutdown, Duration::from_millis(self.config.drain_ms)).await;
+        let serving = Serving { drain: Duration::from_millis(self.config.drain_ms), metrics: Some(self.http_metrics) };
+        seckill_web::serve(self.listener, filter, shutdown, self.config.http.clone(), serving).await;
         live.closing.cancel();
         let _ = closing.await;
         let _ = follower.await;

@@ -77,6 +77,7 @@ impl Default for IngressConfig {
 
 impl Validate for IngressConfig {
     fn validate(&self) -> Result<(), ConfigError> {
+        self.http.validate()?;
         self.redis.validate()?;
         self.kafka.validate()?;
         self.auth.validate()?;

@@ -5,12 +5,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use prometheus::Registry;
+use seckill_core::config::HttpConfig;
 use seckill_core::metrics::{register_start_time, ConsumerMetrics, HttpMetrics, ProcessorMetrics};
 use seckill_core::VoucherId;
 use seckill_gate::Gate;
 use seckill_kafka::{BatchConsumer, ConsumerSettings, DeadLetter};
 use seckill_store::StockStore;
-use seckill_web::{healthz, instrumented, metrics, recover, ApiError};
+use seckill_web::{healthz, instrumented, metrics, recover, ApiError, Serving};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::AbortOnDropHandle;
@@ -39,6 +40,7 @@ pub struct App {
     sweeper: ExpirySweeper,
     registry: Registry,
     http_metrics: HttpMetrics,
+    http: HttpConfig,
 }
 
 impl App {
@@ -67,6 +69,7 @@ impl App {
             topics: topics.clone(),
             interval: Duration::from_millis(config.expiry_sweep_ms),
             metrics: processor_metrics.clone(),
+            lag: metrics.lag.clone(),
         };
         let pipeline = Pipeline {
             gate,
@@ -83,6 +86,7 @@ impl App {
             pipeline,
             sweeper,
             http_metrics: HttpMetrics::register(&registry, "processor"),
+            http: config.http.clone(),
             registry,
         })
     }
@@ -105,14 +109,15 @@ impl App {
             .or(healthz())
             .or(metrics(self.registry))
             .recover(recover)
-            .with(instrumented(self.http_metrics, ROUTES));
+            .with(instrumented(self.http_metrics.clone(), ROUTES));
         tracing::info!(%addr, "Processor consuming.");
         // Aborted when `run` is dropped (a crash in tests), like a process.
         let http = AbortOnDropHandle::new(tokio::spawn(seckill_web::serve(
             self.listener,
             routes,
             shutdown.clone(),
-            Duration::from_secs(2),
+            self.http,
+            Serving { drain: Duration::from_secs(2), metrics: Some(self.http_metrics) },
         )));
         let sweeper = AbortOnDropHandle::new(tokio::spawn(self.sweeper.run(shutdown.clone())));
         self.pipeline.run(self.consumer, shutdown).await;

@@ -39,6 +39,7 @@ impl Default for ProcessorConfig {
 
 impl Validate for ProcessorConfig {
     fn validate(&self) -> Result<(), ConfigError> {
+        self.http.validate()?;
         self.kafka.validate()?;
         self.store.validate()?;
         self.redis.validate()?;

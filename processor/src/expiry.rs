@@ -5,13 +5,16 @@
 //! down when a hold ended finds the order on its first sweep. The sweeper
 //! does not cancel anything itself; it publishes `CancelRequested` (reason
 //! `expired`) on the sales topic, and the pipeline decides it in log order
-//! with everything else, so a confirmation that got there first wins.
+//! with everything else (a confirmation asked for before the deadline wins
+//! whenever it is decided). While the pipeline is behind on the sales topic
+//! a request is never sent twice.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
+use prometheus::IntGaugeVec;
 use seckill_core::event::Event;
 use seckill_core::metrics::ProcessorMetrics;
 use seckill_core::topics::Topics;
@@ -20,9 +23,10 @@ use seckill_kafka::EventProducer;
 use seckill_store::{StockStore, MAX_EXPIRED_PAGE};
 use tokio_util::sync::CancellationToken;
 
-/// How long a published request is given to be decided before the order,
-/// still held, is requested again (the first request may have been lost
-/// with a crashed broker or processor).
+/// How long a published request is given to be decided, once the pipeline
+/// has caught up with the sales topic, before the order, still held, is
+/// requested again (the first request may have been lost with a crashed
+/// broker or processor).
 const REQUEST_AGAIN_AFTER: Duration = Duration::from_secs(30);
 
 /// Finds expired holds and requests their cancellation.
@@ -33,20 +37,44 @@ pub(crate) struct ExpirySweeper {
     pub(crate) topics: Topics,
     pub(crate) interval: Duration,
     pub(crate) metrics: ProcessorMetrics,
+    /// The pipeline's consumer lag per partition (`seckill_consumer_lag`):
+    /// while it is behind on the sales topic, a request already published is
+    /// still on its way, not lost.
+    pub(crate) lag: IntGaugeVec,
+}
+
+/// Whether a due hold is requested now, given when it was last requested:
+/// at once the first time; again only once `REQUEST_AGAIN_AFTER` has passed
+/// and the pipeline is caught up, so the earlier request, had it arrived,
+/// would have been decided. A lagging processor is never sent the same
+/// request again (each would make it emit the order's history once more).
+fn request_now(last: Option<Instant>, now: Instant, pipeline_caught_up: bool) -> bool {
+    match last {
+        None => true,
+        Some(at) => pipeline_caught_up && now.saturating_duration_since(at) >= REQUEST_AGAIN_AFTER,
+    }
+}
+
+/// Whether the consumer reports no record of `topic` left to handle (no
+/// report counts as caught up: a processor with no partition of it).
+fn caught_up(lag: &IntGaugeVec, topic: &str) -> bool {
+    prometheus::core::Collector::collect(lag).iter().flat_map(|family| family.get_metric()).all(|metric| {
+        let of_topic = metric.get_label().iter().any(|label| label.name() == "topic" && label.value() == topic);
+        !of_topic || metric.get_gauge().get_value() <= 0.0
+    })
 }
 
 impl ExpirySweeper {
     /// Sweeps every `interval` until `shutdown`.
     pub(crate) async fn run(self, shutdown: CancellationToken) {
-        // Bounded by the page size: entries are dropped once older than
-        // REQUEST_AGAIN_AFTER, and at most one page is added per sweep.
+        // The orders of the last page of due holds, with when each was last
+        // requested: at most one page.
         let mut requested: HashMap<OrderId, Instant> = HashMap::new();
         loop {
             tokio::select! {
                 () = shutdown.cancelled() => return,
                 () = tokio::time::sleep(self.interval) => {}
             }
-            requested.retain(|_, at| at.elapsed() < REQUEST_AGAIN_AFTER);
             if let Err(error) = self.sweep(&mut requested).await {
                 tracing::warn!(%error, "Expiry sweep failed; trying again next interval.");
             }
@@ -55,11 +83,15 @@ impl ExpirySweeper {
 
     async fn sweep(&self, requested: &mut HashMap<OrderId, Instant>) -> Result<(), String> {
         let due = self.store.expired(Utc::now(), MAX_EXPIRED_PAGE).await.map_err(|e| e.to_string())?;
+        // An order no longer due was decided: forget it.
+        let due_now: HashSet<OrderId> = due.iter().map(|request| request.order_id).collect();
+        requested.retain(|order, _| due_now.contains(order));
+        let caught_up = caught_up(&self.lag, &self.topics.sales);
         for request in due {
-            if requested.contains_key(&request.order_id) {
+            let order_id = request.order_id;
+            if !request_now(requested.get(&order_id).copied(), Instant::now(), caught_up) {
                 continue;
             }
-            let order_id = request.order_id;
             let envelope = Envelope::new(Event::CancelRequested(request));
             self.producer.send(&self.topics.sales, &envelope).await.map_err(|e| e.to_string())?;
             requested.insert(order_id, Instant::now());
@@ -67,5 +99,35 @@ impl ExpirySweeper {
             tracing::debug!(%order_id, "Hold expired; cancellation requested.");
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use prometheus::Opts;
+
+    use super::*;
+
+    #[test]
+    fn a_request_is_sent_again_only_when_the_pipeline_would_have_decided_it() {
+        let now = Instant::now();
+        assert!(request_now(None, now, false), "the first time, at once, lagging or not");
+        let long_ago = now.checked_sub(REQUEST_AGAIN_AFTER * 10).unwrap_or(now);
+        if long_ago < now {
+            assert!(!request_now(Some(long_ago), now, false), "never again while the pipeline is behind");
+            assert!(request_now(Some(long_ago), now, true), "caught up and still held: the request was lost");
+        }
+        assert!(!request_now(Some(now), now, true), "not again right away");
+    }
+
+    #[test]
+    fn the_pipeline_is_caught_up_when_no_partition_of_the_topic_is_behind() {
+        let lag = IntGaugeVec::new(Opts::new("lag", "lag"), &["topic", "partition"]).expect("a gauge");
+        assert!(caught_up(&lag, "sales"), "no report");
+        lag.with_label_values(&["sales", "0"]).set(0);
+        lag.with_label_values(&["orders", "0"]).set(500);
+        assert!(caught_up(&lag, "sales"), "another topic's lag does not count");
+        lag.with_label_values(&["sales", "1"]).set(3);
+        assert!(!caught_up(&lag, "sales"));
     }
 }

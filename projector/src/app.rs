@@ -5,10 +5,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use prometheus::Registry;
+use seckill_core::config::HttpConfig;
 use seckill_core::metrics::{register_start_time, ConsumerMetrics, HttpMetrics};
 use seckill_kafka::{BatchConsumer, ConsumerSettings, DeadLetter, EventProducer};
 use seckill_store::{ViewReader, ViewStore};
-use seckill_web::{healthz, instrumented, metrics, query_routes, recover};
+use seckill_web::{healthz, instrumented, metrics, query_routes, recover, Serving};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::AbortOnDropHandle;
@@ -36,6 +37,7 @@ pub struct App {
     producer: EventProducer,
     registry: Registry,
     http_metrics: HttpMetrics,
+    http: HttpConfig,
 }
 
 impl App {
@@ -68,6 +70,7 @@ impl App {
             projection,
             producer,
             http_metrics: HttpMetrics::register(&registry, "projector"),
+            http: config.http.clone(),
             registry,
         })
     }
@@ -90,14 +93,15 @@ impl App {
             .or(healthz())
             .or(metrics(self.registry))
             .recover(recover)
-            .with(instrumented(self.http_metrics, ROUTES));
+            .with(instrumented(self.http_metrics.clone(), ROUTES));
         tracing::info!(%addr, "Projector consuming and serving queries.");
         // Aborted when `run` is dropped (a crash in tests), like a process.
         let http = AbortOnDropHandle::new(tokio::spawn(seckill_web::serve(
             self.listener,
             routes,
             shutdown.clone(),
-            Duration::from_secs(5),
+            self.http,
+            Serving { drain: Duration::from_secs(5), metrics: Some(self.http_metrics) },
         )));
         self.consumer.run(&self.projection, &shutdown).await;
         self.producer.flush(Duration::from_secs(5));

@@ -29,6 +29,7 @@ impl Default for ProjectorConfig {
 
 impl Validate for ProjectorConfig {
     fn validate(&self) -> Result<(), ConfigError> {
+        self.http.validate()?;
         self.kafka.validate()?;
         self.store.validate()?;
         self.consumer.validate()

@@ -18,4 +18,4 @@ pub use error::{recover, ApiError};
 pub use ops::{healthz, instrumented, metrics};
 pub use query::{page_limit, query_routes, voucher_routes, ListQuery};
 pub use remote_view::RemoteView;
-pub use server::serve;
+pub use server::{counted_address, peer_address, serve, PeerAddress, Serving};

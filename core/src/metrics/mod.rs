@@ -93,6 +93,11 @@ pub struct HttpMetrics {
     pub requests: IntCounterVec,
     /// `seckill_http_request_duration_seconds{route}`.
     pub duration: HistogramVec,
+    /// `seckill_http_connections`: connections open now.
+    pub connections: IntGauge,
+    /// `seckill_http_connections_refused_total{reason}`: connections closed
+    /// at once by a bound (`full`, `address_full`).
+    pub connections_refused: IntCounterVec,
 }
 
 impl HttpMetrics {
@@ -120,6 +125,24 @@ impl HttpMetrics {
                         FAST_BUCKETS,
                     ),
                     &["route"],
+                )
+                .expect("valid metric"),
+            ),
+            connections: register(
+                registry,
+                IntGauge::with_opts(opts(service, "seckill_http_connections", "HTTP connections open now."))
+                    .expect("valid metric"),
+            ),
+            connections_refused: register(
+                registry,
+                IntCounterVec::new(
+                    opts(
+                        service,
+                        "seckill_http_connections_refused_total",
+                        "HTTP connections closed at once by a bound: full (http.max_connections) or address_full \
+                         (http.max_connections_per_address).",
+                    ),
+                    &["reason"],
                 )
                 .expect("valid metric"),
             ),

@@ -225,7 +225,7 @@ impl Platform {
         wrap: impl FnOnce(Arc<dyn seckill_store::StockStore>) -> Arc<dyn seckill_store::StockStore>,
     ) -> Running {
         let config = ProcessorConfig {
-            http: HttpConfig { listen },
+            http: HttpConfig::on(listen),
             kafka: self.kafka.clone(),
             consumer: ConsumerConfig::new(&format!("{}-processor", self.infra.namespace)),
             redis: self.redis.clone(),
@@ -246,7 +246,7 @@ impl Platform {
 
     pub async fn start_projector(&mut self) {
         let config = ProjectorConfig {
-            http: HttpConfig { listen: self.projector_addr },
+            http: HttpConfig::on(self.projector_addr),
             kafka: self.kafka.clone(),
             consumer: ConsumerConfig::new(&format!("{}-projector", self.infra.namespace)),
             ..ProjectorConfig::default()

@@ -30,5 +30,6 @@ mod restart;
 mod retries;
 mod rules;
 mod security;
+mod slow_clients;
 mod stats;
 mod stress;

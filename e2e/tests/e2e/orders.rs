@@ -70,6 +70,11 @@ async fn rejections_use_the_documented_codes() {
         "{}",
         as_admin.1
     );
+    // Only owners confirm: the admin is refused before any order is looked up.
+    for order in [admitted["order_id"].as_str().expect("id").to_owned(), OrderId::generate().to_string()] {
+        let (status, body) = platform.post(&format!("/api/v1/orders/{order}/confirm"), None, None).await;
+        assert_eq!((status, body["error"].as_str()), (StatusCode::FORBIDDEN, Some("forbidden")), "{body}");
+    }
 
     let later = Utc::now() + chrono::Duration::hours(1);
     let future = platform.create_voucher_between(5, 1, later, later + chrono::Duration::hours(1)).await;

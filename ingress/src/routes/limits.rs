@@ -1,7 +1,7 @@
 //! Rate limits on the order routes: per client address before the caller is
 //! even authenticated, per user right after, both before Redis is touched.
 
-use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -46,23 +46,10 @@ impl Limits {
     /// The client's address as limits count it: the socket's peer, or,
     /// behind a trusted proxy, the last `X-Forwarded-For` entry (the one that
     /// proxy added; earlier entries are whatever the client claimed); see
-    /// [`counted_address`] for IPv6.
+    /// [`seckill_web::counted_address`] for IPv6.
     fn client_address(&self, peer: Option<SocketAddr>, headers: &HeaderMap) -> Option<IpAddr> {
         let forwarded = if self.trust_x_forwarded_for { last_forwarded_for(headers) } else { None };
-        forwarded.or(peer.map(|peer| peer.ip())).map(counted_address)
-    }
-}
-
-/// The unit a per-address limit counts. An IPv6 host is given a whole /64
-/// and can pick any address in it per request, so the /64 is one client; an
-/// IPv4-mapped IPv6 address is the IPv4 client it names.
-fn counted_address(address: IpAddr) -> IpAddr {
-    match address {
-        IpAddr::V4(_) => address,
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => IpAddr::V4(v4),
-            None => IpAddr::V6(Ipv6Addr::from(u128::from(v6) & !u128::from(u64::MAX))),
-        },
+        forwarded.or(peer.map(|peer| peer.ip())).map(seckill_web::counted_address)
     }
 }
 
@@ -93,7 +80,7 @@ fn verdict_to_result(verdict: Verdict, ingress: &Ingress, reason: RefusalReason,
 pub(crate) fn reading_client_address(
     ingress: Arc<Ingress>,
 ) -> impl Filter<Extract = (Option<IpAddr>,), Error = Rejection> + Clone {
-    warp::addr::remote().and(warp::header::headers_cloned()).and_then(
+    seckill_web::peer_address().and(warp::header::headers_cloned()).and_then(
         move |peer: Option<SocketAddr>, headers: HeaderMap| {
             let ingress = Arc::clone(&ingress);
             async move {
@@ -115,7 +102,7 @@ pub(crate) fn reading_client_address(
 
 /// Passes while the client's address is under its rate.
 pub(super) fn per_client_address(ingress: Arc<Ingress>) -> impl Filter<Extract = (), Error = Rejection> + Clone {
-    warp::addr::remote()
+    seckill_web::peer_address()
         .and(warp::header::headers_cloned())
         .and_then(move |peer: Option<SocketAddr>, headers: HeaderMap| {
             let ingress = Arc::clone(&ingress);

@@ -72,11 +72,12 @@ async fn handle(
     action: Action,
 ) -> Result<warp::reply::Response, Rejection> {
     let order_id: OrderId = raw.parse().map_err(|e| ApiError::invalid(format!("order_id: {e}")))?;
-    // Someone else's order is answered exactly like an unknown one.
-    let (order, _) = visible_order(&ingress, &caller, order_id).await?;
+    // Refused for what the caller is, whatever the order: known or not.
     if caller == Caller::Admin && action == Action::Confirm {
         return Err(ApiError::forbidden("only the owner confirms an order").into());
     }
+    // Someone else's order is answered exactly like an unknown one.
+    let (order, _) = visible_order(&ingress, &caller, order_id).await?;
 
     let request = OrderRequest { order_id, voucher_id: order.voucher_id, reason: None, requested_at: Utc::now() };
     let event = match (action, order.status) {
