@@ -5,7 +5,7 @@ mod admin_retries;
 pub(crate) mod auth;
 mod body;
 mod limits;
-mod openapi;
+pub(crate) mod openapi;
 mod order_actions;
 mod orders;
 mod vouchers;
@@ -76,7 +76,10 @@ pub(crate) fn routes(
         .or(order_actions::confirm(Arc::clone(&ingress)))
         .or(live::http::routes(Arc::clone(&ingress)))
         .or(openapi::document());
-    with_state_free_routes(api, registry).recover(recover).with(instrumented(http_metrics, ROUTES))
+    with_state_free_routes(api, registry)
+        .or(openapi::method_not_allowed())
+        .recover(recover)
+        .with(instrumented(http_metrics, ROUTES))
 }
 
 fn with_state_free_routes<F>(

@@ -77,7 +77,9 @@ fn parse_wait(raw: &str) -> Result<Duration, ApiError> {
         Some(number) => (number, 1),
         None => (raw.strip_suffix('s').ok_or_else(invalid)?, 1_000),
     };
-    if number.is_empty() || number.len() > 6 || !number.bytes().all(|b| b.is_ascii_digit()) {
+    // Exactly what the document's pattern allows: digits, no leading zero.
+    let leading_zero = number.len() > 1 && number.starts_with('0');
+    if number.is_empty() || number.len() > 6 || leading_zero || !number.bytes().all(|b| b.is_ascii_digit()) {
         return Err(invalid());
     }
     let millis = number.parse::<u64>().map_err(|_| invalid())? * unit_ms;
@@ -123,9 +125,8 @@ async fn get_order(
 ) -> Result<warp::reply::Response, Rejection> {
     let order_id: OrderId = raw.parse().map_err(|e| ApiError::invalid(format!("order_id: {e}")))?;
     let wait = query.wait.as_deref().map(parse_wait).transpose()?;
-    if query.status.is_some() && wait.is_none() {
-        return Err(ApiError::invalid("status applies to a long-poll only: give wait too").into());
-    }
+    // `status` says what a long-poll waits to change from; a plain read
+    // answers the status as it is, so without `wait` it changes nothing.
     let Some(wait) = wait else {
         let (order, source) = visible_order(&ingress, &caller, order_id).await?;
         return Ok(reply(&ingress, &order, source, None));
@@ -232,7 +233,28 @@ mod tests {
         assert_eq!(parse_wait("10s").expect("valid"), Duration::from_secs(10));
         assert_eq!(parse_wait("250ms").expect("valid"), Duration::from_millis(250));
         assert_eq!(parse_wait("30s").expect("valid"), Duration::from_secs(30));
-        for bad in ["31s", "30001ms", "10", "s", "-1s", "1.5s", "10m", "", "99999999s"] {
+        for bad in ["31s", "30001ms", "10", "s", "-1s", "1.5s", "10m", "", "99999999s", "010s", "006977s"] {
+            assert!(parse_wait(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_documents_pattern_for_waits_is_exactly_what_is_accepted() {
+        let document: serde_json::Value =
+            serde_json::from_str(crate::routes::openapi::OPENAPI_JSON).expect("the document");
+        let parameters = document["paths"]["/api/v1/orders/{order_id}"]["get"]["parameters"].as_array().expect("some");
+        let wait = parameters.iter().find(|p| p["name"] == "wait").expect("wait is documented");
+        let pattern = wait["schema"]["pattern"].as_str().expect("a pattern");
+        // The pattern's two alternatives, spelled out: every value of either
+        // parses, and the first values past them do not.
+        assert_eq!(pattern, "^((0|[1-9][0-9]{0,3}|[12][0-9]{4}|30000)ms|([0-9]|[12][0-9]|30)s)$");
+        for ms in [0, 1, 999, 9_999, 10_000, 29_999, 30_000] {
+            assert!(parse_wait(&format!("{ms}ms")).is_ok(), "{ms}ms");
+        }
+        for s in 0..=30 {
+            assert!(parse_wait(&format!("{s}s")).is_ok(), "{s}s");
+        }
+        for bad in ["30001ms", "31s", "00ms", "01s"] {
             assert!(parse_wait(bad).is_err(), "{bad}");
         }
     }
