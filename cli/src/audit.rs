@@ -41,7 +41,7 @@ pub(crate) struct AuditArgs {
     #[command(flatten)]
     selection: SaleSelection,
     /// Also compare with the running platform: the view (--view-url), the
-    /// persistent stock (--processor-url) and Redis (the config's [redis]).
+    /// persistent stock (--processor-url) and Redis (the config's `[redis]`).
     #[arg(long)]
     live: bool,
     /// The projector's query API.

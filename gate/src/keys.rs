@@ -22,11 +22,11 @@ pub struct VoucherKeys {
     pub orders: String,
     /// Set: order ids whose units were given back.
     pub released: String,
-    /// Hash: "<user>|<Idempotency-Key>" → the order it admitted.
+    /// Hash: `"<user>|<Idempotency-Key>"` → the order it admitted.
     pub retries: String,
     /// Set: ids of the admin updates applied.
     pub updates: String,
-    /// Hash: order id → "<user id>|<quantity>" of every order admitted, or
+    /// Hash: order id → `"<user id>|<quantity>"` of every order admitted, or
     /// [`FENCED`] for an id settled as never admitted (a late call with it
     /// is refused).
     pub admitted: String,

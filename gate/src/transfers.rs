@@ -81,7 +81,7 @@ impl TransferDecision {
 }
 
 /// One transfer of units from bucket `from` to bucket `to` of a voucher,
-/// step by step; [`Gate::borrow`] runs all three, tests stop it between
+/// step by step; `Gate::borrow` runs all three, tests stop it between
 /// them.
 #[derive(Clone, Debug)]
 pub struct Transfer<'gate> {
