@@ -13,7 +13,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use crate::cassandra::Cassandra;
-use crate::testenv::test_path;
+use crate::test_dir::test_path;
 use crate::watchdog::Watchdog;
 use crate::DevstackError;
 

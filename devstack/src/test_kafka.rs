@@ -11,7 +11,7 @@
 use std::sync::OnceLock;
 
 use crate::kafka::{Kafka, KafkaSettings};
-use crate::testenv::test_path;
+use crate::test_dir::test_path;
 use crate::watchdog::Watchdog;
 use crate::DevstackError;
 

@@ -18,10 +18,10 @@ use chrono::Utc;
 use seckill_core::event::{Event, OrderAccepted};
 use seckill_core::{Envelope, OrderId, UserId, VoucherId};
 
+use crate::borrowers::Borrowed;
 use crate::connection::through_moving_slots;
 use crate::gate::unexpected;
 use crate::layout::Layout;
-use crate::transfers::Borrowed;
 use crate::{Admission, Gate, Rejection, RetryKey, Settlement};
 
 /// How many times one request borrows units (or finds them borrowed by

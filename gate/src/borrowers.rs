@@ -20,15 +20,22 @@ use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use seckill_core::VoucherId;
-use tokio::sync::Mutex;
-
-use crate::layout::Layout;
-use crate::transfers::Borrowed;
-use crate::Gate;
+use tokio::sync::{Mutex, MutexGuard};
 
 /// Stripes of buckets, each with its own turn (collisions only make two
 /// buckets take turns together).
 const STRIPES: usize = 256;
+
+/// What a borrower found and did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Borrowed {
+    /// Units were moved to the borrower's bucket (or may have been, by a
+    /// transfer completed on the way): try again. `available` is what every
+    /// bucket had together at the look.
+    Moved { available: u64 },
+    /// Not enough in every bucket together; `available` is what there is.
+    Dry { available: u64 },
+}
 
 /// What the last borrow in a stripe found, and for which bucket.
 #[derive(Clone, Copy, Debug)]
@@ -58,6 +65,14 @@ impl Default for Borrowers {
     }
 }
 
+/// One bucket's turn to borrow, held until it is finished or dropped.
+pub(crate) struct Turn<'a> {
+    stripe: &'a Stripe,
+    last: MutexGuard<'a, Option<LastBorrow>>,
+    voucher: VoucherId,
+    bucket: u32,
+}
+
 impl Borrowers {
     /// `stripes` turns (at least one) shared by every bucket.
     pub(crate) fn with_stripes(stripes: usize) -> Self {
@@ -71,42 +86,34 @@ impl Borrowers {
     }
 
     /// How many borrows `bucket` of `voucher` (and its stripe) has seen:
-    /// read before trying the bucket, handed to [`Gate::borrow_once`].
+    /// read before trying the bucket, handed to [`Turn::found_since`].
     pub(crate) fn epoch(&self, voucher: VoucherId, bucket: u32) -> u64 {
         self.stripe(voucher, bucket).epoch.load(Ordering::Acquire)
     }
+
+    /// Waits for `bucket` of `voucher`'s turn to borrow.
+    pub(crate) async fn turn(&self, voucher: VoucherId, bucket: u32) -> Turn<'_> {
+        let stripe = self.stripe(voucher, bucket);
+        Turn { stripe, last: stripe.last.lock().await, voucher, bucket }
+    }
 }
 
-impl Gate {
-    /// Borrows units for bucket `to` of `layout` after it was found without
-    /// `quantity`, once this process's other borrowers of that bucket are
-    /// done. `seen` is the bucket's epoch read before it was tried: if a
-    /// borrow finished since, its units may be there now (answer: try
-    /// again), or it found the voucher dry (answer: dry, when it had fewer
-    /// than `quantity`).
-    pub(crate) async fn borrow_once(
-        &self,
-        layout: &Layout,
-        to: u32,
-        quantity: u64,
-        seen: u64,
-    ) -> redis::RedisResult<Borrowed> {
-        let voucher = layout.voucher();
-        let stripe = self.borrowers.stripe(voucher, to);
-        let mut last = stripe.last.lock().await;
-        // What the last borrow found, if it was for this bucket: a borrow
-        // for another bucket of the stripe says nothing of this one, so
-        // this request, holding the turn now, borrows itself.
-        let mine = last.filter(|last| last.voucher == voucher && last.bucket == to).map(|last| last.found);
-        if let (true, Some(found)) = (stripe.epoch.load(Ordering::Acquire) != seen, mine) {
-            return Ok(match found {
-                Borrowed::Dry { available } if available < quantity => Borrowed::Dry { available },
-                Borrowed::Dry { available } | Borrowed::Moved { available } => Borrowed::Moved { available },
-            });
+impl Turn<'_> {
+    /// What a borrow for this bucket that finished since `seen` (an
+    /// [`Borrowers::epoch`]) found; None when none did, or when the last
+    /// borrow of the stripe was another bucket's (it says nothing of this
+    /// one: this request, holding the turn, borrows itself).
+    pub(crate) fn found_since(&self, seen: u64) -> Option<Borrowed> {
+        if self.stripe.epoch.load(Ordering::Acquire) == seen {
+            return None;
         }
-        let borrowed = self.borrow(layout, to, quantity).await;
-        *last = borrowed.as_ref().ok().map(|found| LastBorrow { voucher, bucket: to, found: *found });
-        stripe.epoch.fetch_add(1, Ordering::AcqRel);
-        borrowed
+        self.last.filter(|last| last.voucher == self.voucher && last.bucket == self.bucket).map(|last| last.found)
+    }
+
+    /// Records what this turn's borrow found (None: it failed) and ends the
+    /// turn.
+    pub(crate) fn finish(mut self, found: Option<Borrowed>) {
+        *self.last = found.map(|found| LastBorrow { voucher: self.voucher, bucket: self.bucket, found });
+        self.stripe.epoch.fetch_add(1, Ordering::AcqRel);
     }
 }

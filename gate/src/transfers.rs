@@ -40,20 +40,10 @@ use redis::RedisResult;
 use seckill_core::metrics::TransferOutcome;
 use uuid::Uuid;
 
+use crate::borrowers::Borrowed;
 use crate::gate::unexpected;
 use crate::layout::Layout;
 use crate::Gate;
-
-/// What a borrower found and did.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Borrowed {
-    /// Units were moved to the borrower's bucket (or may have been, by a
-    /// transfer completed on the way): try again. `available` is what every
-    /// bucket had together at the look.
-    Moved { available: u64 },
-    /// Not enough in every bucket together; `available` is what there is.
-    Dry { available: u64 },
-}
 
 /// One bucket's figures a borrower looks at.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -180,6 +170,31 @@ impl<'gate> Transfer<'gate> {
 }
 
 impl Gate {
+    /// Borrows units for bucket `to` of `layout` after it was found without
+    /// `quantity`, once this process's other borrowers of that bucket are
+    /// done (see `crate::borrowers`). `seen` is the bucket's epoch read
+    /// before it was tried: if a borrow for it finished since, its units may
+    /// be there now (answer: try again), or it found the voucher dry
+    /// (answer: dry, when it had fewer than `quantity`).
+    pub(crate) async fn borrow_once(
+        &self,
+        layout: &Layout,
+        to: u32,
+        quantity: u64,
+        seen: u64,
+    ) -> RedisResult<Borrowed> {
+        let turn = self.borrowers.turn(layout.voucher(), to).await;
+        if let Some(found) = turn.found_since(seen) {
+            return Ok(match found {
+                Borrowed::Dry { available } if available < quantity => Borrowed::Dry { available },
+                Borrowed::Dry { available } | Borrowed::Moved { available } => Borrowed::Moved { available },
+            });
+        }
+        let borrowed = self.borrow(layout, to, quantity).await;
+        turn.finish(borrowed.as_ref().ok().copied());
+        borrowed
+    }
+
     /// Moves units into bucket `to` of `layout` from the other buckets until
     /// it has `quantity` (when the voucher has them), richest first, each
     /// giving at least half of what it has, so a bucket that keeps running

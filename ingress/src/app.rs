@@ -21,7 +21,8 @@ use seckill_gate::{Gate, Outbox, OutboxHints};
 const SOLD_OUT_MEMO_CAPACITY: usize = 10_000;
 /// Longest blocking read of the outbox relay.
 const RELAY_READ_BLOCK: Duration = Duration::from_millis(100);
-use crate::routes::{routes, Authenticator, Ingress, Limits};
+use crate::access::{Access, Authenticator, Limits};
+use crate::routes::{routes, Ingress};
 use crate::{IngressConfig, IngressError};
 
 /// What the ingress is given rather than builds: shared with other services
@@ -111,9 +112,12 @@ impl App {
             sold_out: SoldOutMemo::new(Duration::from_millis(config.sold_out_memo_ms), SOLD_OUT_MEMO_CAPACITY),
             producer,
             topics,
+            access: Arc::new(Access {
+                auth: Authenticator::new(&config.auth),
+                limits: Limits::new(&config.rate_limit),
+                metrics: metrics.clone(),
+            }),
             metrics,
-            auth: Authenticator::new(&config.auth),
-            limits: Limits::new(&config.rate_limit),
             live,
             admin_retry_ttl: Duration::from_secs(config.admin_idempotency_ttl_seconds),
         });

@@ -9,6 +9,7 @@
 //! (admin token) create and change vouchers; users read and act on their
 //! own orders; the API is described by `openapi.json`.
 
+mod access;
 mod app;
 pub mod config;
 mod error;

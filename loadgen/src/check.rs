@@ -9,8 +9,21 @@ use seckill_core::UserId;
 use seckill_gate::Gate;
 use serde_json::Value;
 
-use crate::run::{Checks, LoadgenError};
+use crate::error::LoadgenError;
 use crate::{Credentials, Plan};
+
+/// What to check beyond the HTTP API, when reachable.
+#[derive(Clone, Debug, Default)]
+pub struct Checks {
+    /// The processor's base URL, for the persistent stock.
+    pub processor_url: Option<String>,
+    /// The gate's Redis, for its remaining stock.
+    pub redis_url: Option<String>,
+    /// Or the seed nodes of the gate's Redis Cluster.
+    pub redis_cluster_nodes: Vec<String>,
+    /// The platform's Redis key prefix.
+    pub redis_prefix: String,
+}
 
 /// Polls the voucher's counters in the status view until it has decided
 /// (created or failed) `admitted` orders, or `timeout`. Returns how long

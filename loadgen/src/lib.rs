@@ -14,14 +14,17 @@
 
 mod check;
 mod client;
+mod error;
 mod percentiles;
 mod plan;
 mod report;
 mod run;
 mod visibility;
 
+pub use check::Checks;
 pub use client::Credentials;
+pub use error::LoadgenError;
 pub use percentiles::Percentiles;
 pub use plan::{Pacing, Plan};
 pub use report::{Invariants, Report};
-pub use run::{run, Checks, LoadgenError};
+pub use run::run;

@@ -14,35 +14,11 @@ use tokio::task::JoinSet;
 
 use seckill_core::UserId;
 
-use crate::check::{self, FinalOrder};
+use crate::check::{self, Checks, FinalOrder};
+use crate::error::LoadgenError;
 use crate::report::{Invariants, Report};
 use crate::visibility::VisibilityProbe;
 use crate::{Pacing, Percentiles, Plan};
-
-/// What to check beyond the HTTP API, when reachable.
-#[derive(Clone, Debug, Default)]
-pub struct Checks {
-    /// The processor's base URL, for the persistent stock.
-    pub processor_url: Option<String>,
-    /// The gate's Redis, for its remaining stock.
-    pub redis_url: Option<String>,
-    /// Or the seed nodes of the gate's Redis Cluster.
-    pub redis_cluster_nodes: Vec<String>,
-    /// The platform's Redis key prefix.
-    pub redis_prefix: String,
-}
-
-/// Why a run could not be carried out (answers the server gives are
-/// measurements, not errors).
-#[derive(Debug, thiserror::Error)]
-pub enum LoadgenError {
-    #[error("HTTP: {0}")]
-    Http(#[from] reqwest::Error),
-    #[error("Redis: {0}")]
-    Redis(#[from] redis::RedisError),
-    #[error("{0}")]
-    Invalid(String),
-}
 
 /// One order request's result.
 struct Outcome {

@@ -2,9 +2,7 @@
 //! confirm requests, admin changes) here, the read side in [`crate::live`].
 
 mod admin_retries;
-pub(crate) mod auth;
 mod body;
-mod limits;
 pub(crate) mod openapi;
 mod order_actions;
 mod orders;
@@ -19,8 +17,8 @@ use seckill_kafka::EventProducer;
 use seckill_web::{healthz, instrumented, metrics, recover};
 use warp::{Filter, Rejection, Reply};
 
-pub(crate) use self::auth::{Authenticator, Caller};
-pub(crate) use self::limits::{reading_client_address, Limits};
+use crate::access::Access;
+use crate::live::http::Reading;
 use crate::live::{self, Live};
 use crate::sold_out::SoldOutMemo;
 use seckill_gate::Gate;
@@ -53,8 +51,8 @@ pub(crate) struct Ingress {
     pub(crate) producer: EventProducer,
     pub(crate) topics: Topics,
     pub(crate) metrics: AdmissionMetrics,
-    pub(crate) auth: Authenticator,
-    pub(crate) limits: Limits,
+    /// Who may call and how fast.
+    pub(crate) access: Arc<Access>,
     /// The read side: where reads are answered and orders looked up.
     pub(crate) live: Arc<Live>,
     /// How long an admin's `Idempotency-Key` is remembered.
@@ -74,7 +72,10 @@ pub(crate) fn routes(
         .or(vouchers::update(Arc::clone(&ingress), max_body_bytes))
         .or(order_actions::cancel(Arc::clone(&ingress)))
         .or(order_actions::confirm(Arc::clone(&ingress)))
-        .or(live::http::routes(Arc::clone(&ingress)))
+        .or(live::http::routes(Arc::new(Reading {
+            live: Arc::clone(&ingress.live),
+            access: Arc::clone(&ingress.access),
+        })))
         .or(openapi::document());
     with_state_free_routes(api, registry)
         .or(openapi::method_not_allowed())

@@ -19,8 +19,9 @@ use seckill_web::ApiError;
 use warp::http::StatusCode;
 use warp::{Filter, Rejection, Reply};
 
-use super::auth::Caller;
-use super::{limits, Ingress};
+use super::Ingress;
+use crate::access::auth::Caller;
+use crate::access::limits;
 use crate::live::http::orders::visible_order;
 
 /// What the client asks of the order.
@@ -59,8 +60,8 @@ fn route(
         .and(warp::path(segment))
         .and(warp::path::end())
         .and(warp::post())
-        .and(limits::per_client_address(Arc::clone(&ingress)))
-        .and(limits::rate_limited_caller(Arc::clone(&ingress)))
+        .and(limits::per_client_address(Arc::clone(&ingress.access)))
+        .and(limits::rate_limited_caller(Arc::clone(&ingress.access)))
         .and(warp::any().map(move || Arc::clone(&ingress)))
         .and_then(move |order, caller, ingress| handle(order, caller, ingress, action))
 }
@@ -77,7 +78,7 @@ async fn handle(
         return Err(ApiError::forbidden("only the owner confirms an order").into());
     }
     // Someone else's order is answered exactly like an unknown one.
-    let (order, _) = visible_order(&ingress, &caller, order_id).await?;
+    let (order, _) = visible_order(&ingress.live, &caller, order_id).await?;
 
     let request = OrderRequest { order_id, voucher_id: order.voucher_id, reason: None, requested_at: Utc::now() };
     let event = match (action, order.status) {

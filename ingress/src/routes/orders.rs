@@ -21,7 +21,8 @@ use serde::Deserialize;
 use warp::http::StatusCode;
 use warp::{Filter, Rejection, Reply};
 
-use super::{body, limits, Ingress};
+use super::{body, Ingress};
+use crate::access::limits;
 use crate::error::rejection_error;
 use seckill_gate::{Admission, Rejection as GateRejection, RetryKey, Settlement};
 
@@ -61,8 +62,8 @@ pub(super) fn place(
 ) -> impl Filter<Extract = (impl Reply,), Error = Rejection> + Clone {
     warp::path!("api" / "v1" / "vouchers" / String / "orders")
         .and(warp::post())
-        .and(limits::per_client_address(Arc::clone(&ingress)))
-        .and(limits::rate_limited_user(Arc::clone(&ingress)))
+        .and(limits::per_client_address(Arc::clone(&ingress.access)))
+        .and(limits::rate_limited_user(Arc::clone(&ingress.access)))
         .and(warp::header::optional::<String>("idempotency-key"))
         .and(body::bounded(max_body_bytes))
         .and(warp::any().map(move || Arc::clone(&ingress)))

@@ -25,7 +25,8 @@ use warp::http::StatusCode;
 use warp::{Filter, Rejection, Reply};
 
 use super::admin_retries::{gate_unavailable, AdminRetry, Prepared};
-use super::{auth, body, Ingress};
+use super::{body, Ingress};
+use crate::access::auth;
 
 /// The admin's request.
 #[derive(Debug, Deserialize)]
@@ -76,7 +77,7 @@ pub(super) fn create(
 ) -> impl Filter<Extract = (impl Reply,), Error = Rejection> + Clone {
     warp::path!("api" / "v1" / "vouchers")
         .and(warp::post())
-        .and(auth::admin(Arc::clone(&ingress)))
+        .and(auth::admin(Arc::clone(&ingress.access)))
         .and(warp::header::optional::<String>("idempotency-key"))
         .and(body::bounded(max_body_bytes))
         .and(warp::any().map(move || Arc::clone(&ingress)))
@@ -89,7 +90,7 @@ pub(super) fn update(
 ) -> impl Filter<Extract = (impl Reply,), Error = Rejection> + Clone {
     warp::path!("api" / "v1" / "vouchers" / String)
         .and(warp::patch())
-        .and(auth::admin(Arc::clone(&ingress)))
+        .and(auth::admin(Arc::clone(&ingress.access)))
         .and(warp::header::optional::<String>("idempotency-key"))
         .and(body::bounded(max_body_bytes))
         .and(warp::any().map(move || Arc::clone(&ingress)))

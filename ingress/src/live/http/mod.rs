@@ -11,16 +11,24 @@ use std::sync::Arc;
 
 use warp::{Filter, Rejection, Reply};
 
-use crate::routes::Ingress;
+use super::Live;
+use crate::access::Access;
+
+/// What the read routes answer from, and check callers with.
+#[derive(Debug)]
+pub(crate) struct Reading {
+    pub(crate) live: Arc<Live>,
+    pub(crate) access: Arc<Access>,
+}
 
 /// Every read route.
-pub(crate) fn routes(ingress: Arc<Ingress>) -> impl Filter<Extract = (impl Reply,), Error = Rejection> + Clone {
-    orders::one(Arc::clone(&ingress))
-        .or(vouchers::one(Arc::clone(&ingress)))
-        .or(time::route(Arc::clone(&ingress)))
-        .or(vouchers::list(Arc::clone(&ingress)))
-        .or(orders::of_user(Arc::clone(&ingress)))
-        .or(streams::user(Arc::clone(&ingress)))
-        .or(streams::voucher(ingress))
+pub(crate) fn routes(reading: Arc<Reading>) -> impl Filter<Extract = (impl Reply,), Error = Rejection> + Clone {
+    orders::one(Arc::clone(&reading))
+        .or(vouchers::one(Arc::clone(&reading)))
+        .or(time::route(Arc::clone(&reading)))
+        .or(vouchers::list(Arc::clone(&reading)))
+        .or(orders::of_user(Arc::clone(&reading)))
+        .or(streams::user(Arc::clone(&reading)))
+        .or(streams::voucher(reading))
         .or(page::routes())
 }

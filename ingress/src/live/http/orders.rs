@@ -24,10 +24,11 @@ use serde::Deserialize;
 use warp::http::{header, HeaderValue};
 use warp::{Filter, Rejection, Reply};
 
+use super::Reading;
+use crate::access::{auth, reading_client_address, Caller};
 use crate::config::MAX_WAIT_SECONDS;
 use crate::live::places::Refused;
-use crate::live::Source;
-use crate::routes::{auth, reading_client_address, Caller, Ingress};
+use crate::live::{Live, Source};
 
 /// The response header that says how a long-poll ended.
 pub(crate) const WAIT_HEADER: &str = "seckill-wait";
@@ -42,23 +43,23 @@ struct OrderQuery {
     status: Option<OrderStatus>,
 }
 
-pub(super) fn one(ingress: Arc<Ingress>) -> impl Filter<Extract = (impl Reply,), Error = Rejection> + Clone {
+pub(super) fn one(reading: Arc<Reading>) -> impl Filter<Extract = (impl Reply,), Error = Rejection> + Clone {
     warp::path!("api" / "v1" / "orders" / String)
         .and(warp::get())
-        .and(reading_client_address(Arc::clone(&ingress)))
-        .and(auth::caller(Arc::clone(&ingress)))
+        .and(reading_client_address(Arc::clone(&reading.access)))
+        .and(auth::caller(Arc::clone(&reading.access)))
         .and(warp::query::<OrderQuery>())
-        .and(warp::any().map(move || Arc::clone(&ingress)))
+        .and(warp::any().map(move || Arc::clone(&reading)))
         .and_then(get_order)
 }
 
-pub(super) fn of_user(ingress: Arc<Ingress>) -> impl Filter<Extract = (impl Reply,), Error = Rejection> + Clone {
+pub(super) fn of_user(reading: Arc<Reading>) -> impl Filter<Extract = (impl Reply,), Error = Rejection> + Clone {
     warp::path!("api" / "v1" / "users" / String / "orders")
         .and(warp::get())
-        .and(reading_client_address(Arc::clone(&ingress)))
-        .and(auth::caller(Arc::clone(&ingress)))
+        .and(reading_client_address(Arc::clone(&reading.access)))
+        .and(auth::caller(Arc::clone(&reading.access)))
         .and(warp::query::<ListQuery>())
-        .and(warp::any().map(move || Arc::clone(&ingress)))
+        .and(warp::any().map(move || Arc::clone(&reading)))
         .and_then(list_user_orders)
 }
 
@@ -91,21 +92,21 @@ fn parse_wait(raw: &str) -> Result<Duration, ApiError> {
 
 /// The order, if `caller` may see it, and where it was read.
 pub(crate) async fn visible_order(
-    ingress: &Ingress,
+    live: &Live,
     caller: &Caller,
     order_id: OrderId,
 ) -> Result<(OrderView, Source), ApiError> {
-    let found = ingress.live.order(order_id).await.map_err(|e| ApiError::view_failed(&e))?;
+    let found = live.order(order_id).await.map_err(|e| ApiError::view_failed(&e))?;
     found.filter(|(order, _)| sees(caller, &order.user_id)).ok_or_else(|| ApiError::unknown_order(order_id))
 }
 
-fn reply(ingress: &Ingress, order: &OrderView, source: Source, wait: Option<&'static str>) -> warp::reply::Response {
+fn reply(reading: &Reading, order: &OrderView, source: Source, wait: Option<&'static str>) -> warp::reply::Response {
     let metric = match source {
         Source::Memory => ReadSource::Memory,
         Source::View => ReadSource::View,
         Source::Pending => ReadSource::Pending,
     };
-    ingress.live.metrics.answers.with_label_values(&["order", metric.as_str()]).inc();
+    reading.live.metrics.answers.with_label_values(&["order", metric.as_str()]).inc();
     let mut response = warp::reply::json(order).into_response();
     let headers = response.headers_mut();
     // Someone's own order: never kept by a shared cache.
@@ -121,30 +122,30 @@ async fn get_order(
     address: Option<IpAddr>,
     caller: Caller,
     query: OrderQuery,
-    ingress: Arc<Ingress>,
+    reading: Arc<Reading>,
 ) -> Result<warp::reply::Response, Rejection> {
     let order_id: OrderId = raw.parse().map_err(|e| ApiError::invalid(format!("order_id: {e}")))?;
     let wait = query.wait.as_deref().map(parse_wait).transpose()?;
     // `status` says what a long-poll waits to change from; a plain read
     // answers the status as it is, so without `wait` it changes nothing.
     let Some(wait) = wait else {
-        let (order, source) = visible_order(&ingress, &caller, order_id).await?;
-        return Ok(reply(&ingress, &order, source, None));
+        let (order, source) = visible_order(&reading.live, &caller, order_id).await?;
+        return Ok(reply(&reading, &order, source, None));
     };
     let have = query.status.unwrap_or(OrderStatus::Pending);
-    long_poll(&ingress, &caller, address, order_id, have, wait).await.map_err(Rejection::from)
+    long_poll(&reading, &caller, address, order_id, have, wait).await.map_err(Rejection::from)
 }
 
 /// Answers once the order's status is not `have`, or after `wait`.
 async fn long_poll(
-    ingress: &Ingress,
+    reading: &Reading,
     caller: &Caller,
     address: Option<IpAddr>,
     order_id: OrderId,
     have: OrderStatus,
     wait: Duration,
 ) -> Result<warp::reply::Response, ApiError> {
-    let live = &ingress.live;
+    let live = &reading.live;
     let user = match caller {
         Caller::User(user) => Some(user),
         Caller::Admin => None,
@@ -178,17 +179,17 @@ async fn long_poll(
     let mut woken = Box::pin(registration.notify().notified());
     woken.as_mut().enable();
     loop {
-        let (order, source) = visible_order(ingress, caller, order_id).await?;
+        let (order, source) = visible_order(&reading.live, caller, order_id).await?;
         if order.status != have {
-            return Ok(reply(ingress, &order, source, Some("changed")));
+            return Ok(reply(reading, &order, source, Some("changed")));
         }
         tokio::select! {
             () = &mut woken => {
                 woken = Box::pin(registration.notify().notified());
                 woken.as_mut().enable();
             }
-            () = tokio::time::sleep_until(deadline) => return Ok(reply(ingress, &order, source, Some("timeout"))),
-            () = live.closing.cancelled() => return Ok(reply(ingress, &order, source, Some("timeout"))),
+            () = tokio::time::sleep_until(deadline) => return Ok(reply(reading, &order, source, Some("timeout"))),
+            () = live.closing.cancelled() => return Ok(reply(reading, &order, source, Some("timeout"))),
         }
     }
 }
@@ -211,14 +212,14 @@ async fn list_user_orders(
     _address: Option<IpAddr>,
     caller: Caller,
     query: ListQuery,
-    ingress: Arc<Ingress>,
+    reading: Arc<Reading>,
 ) -> Result<warp::reply::Response, Rejection> {
     let user = UserId::parse(&raw).map_err(|e| ApiError::invalid(format!("user_id: {e}")))?;
     if !sees(&caller, &user) {
         return Err(ApiError::not_found(format!("no orders of user {user} are visible to you")).into());
     }
     let limit = page_limit(query.limit)?;
-    let orders = ingress.live.user_orders(&user, limit).await.map_err(|e| ApiError::view_failed(&e))?;
+    let orders = reading.live.user_orders(&user, limit).await.map_err(|e| ApiError::view_failed(&e))?;
     let mut response = warp::reply::json(&serde_json::json!({ "user_id": user, "orders": orders })).into_response();
     response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("private, no-store"));
     Ok(response)

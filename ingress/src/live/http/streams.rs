@@ -28,11 +28,12 @@ use warp::{Filter, Rejection, Reply};
 
 use super::orders::sees;
 use super::vouchers::read_failed;
+use super::Reading;
+use crate::access::{auth, reading_client_address, Caller};
 use crate::live::changes::{changes, Change, Cursor};
 use crate::live::feeds::Subscription;
 use crate::live::places::{Place, Refused};
 use crate::live::{Live, VoucherFeeds};
-use crate::routes::{auth, reading_client_address, Caller, Ingress};
 
 /// Events written ahead of a slow client.
 const EVENTS_IN_FLIGHT: usize = 16;
@@ -41,21 +42,21 @@ const EVENTS_IN_FLIGHT: usize = 16;
 /// stream opened still reaches it.
 const NEW_STREAM_LOOKBACK_MS: i64 = 5_000;
 
-pub(super) fn user(ingress: Arc<Ingress>) -> impl Filter<Extract = (impl Reply,), Error = Rejection> + Clone {
+pub(super) fn user(reading: Arc<Reading>) -> impl Filter<Extract = (impl Reply,), Error = Rejection> + Clone {
     warp::path!("api" / "v1" / "users" / String / "orders" / "stream")
         .and(warp::get())
-        .and(auth::caller(Arc::clone(&ingress)))
-        .and(reading_client_address(Arc::clone(&ingress)))
+        .and(auth::caller(Arc::clone(&reading.access)))
+        .and(reading_client_address(Arc::clone(&reading.access)))
         .and(warp::header::optional::<String>("last-event-id"))
-        .and(warp::any().map(move || Arc::clone(&ingress)))
+        .and(warp::any().map(move || Arc::clone(&reading)))
         .and_then(user_stream)
 }
 
-pub(super) fn voucher(ingress: Arc<Ingress>) -> impl Filter<Extract = (impl Reply,), Error = Rejection> + Clone {
+pub(super) fn voucher(reading: Arc<Reading>) -> impl Filter<Extract = (impl Reply,), Error = Rejection> + Clone {
     warp::path!("api" / "v1" / "vouchers" / String / "stream")
         .and(warp::get())
-        .and(reading_client_address(Arc::clone(&ingress)))
-        .and(warp::any().map(move || Arc::clone(&ingress)))
+        .and(reading_client_address(Arc::clone(&reading.access)))
+        .and(warp::any().map(move || Arc::clone(&reading)))
         .and_then(voucher_stream)
 }
 
@@ -123,7 +124,7 @@ async fn user_stream(
     caller: Caller,
     address: Option<IpAddr>,
     last_event_id: Option<String>,
-    ingress: Arc<Ingress>,
+    reading: Arc<Reading>,
 ) -> Result<warp::reply::Response, Rejection> {
     let user = UserId::parse(&raw).map_err(|e| ApiError::invalid(format!("user_id: {e}")))?;
     if !sees(&caller, &user) {
@@ -133,9 +134,9 @@ async fn user_stream(
         Some(raw) => {
             Cursor::parse(raw).ok_or_else(|| ApiError::invalid("Last-Event-ID is not an id of this stream"))?
         }
-        None => Cursor::starting_at(ingress.live.clock.now().timestamp_millis() - NEW_STREAM_LOOKBACK_MS),
+        None => Cursor::starting_at(reading.live.clock.now().timestamp_millis() - NEW_STREAM_LOOKBACK_MS),
     };
-    let live = Arc::clone(&ingress.live);
+    let live = Arc::clone(&reading.live);
     let permit = permit(&live, Some(&user), address)?;
     // Subscribed before the history is read: a change in between is in one
     // or the other, and the cursor sends it once.
@@ -149,7 +150,7 @@ async fn user_stream(
         queued: VecDeque::new(),
     };
     stream.catch_up().await;
-    Ok(sse_reply(&ingress.live, |sender| async move {
+    Ok(sse_reply(&reading.live, |sender| async move {
         loop {
             let event = tokio::select! {
                 () = sender.closed() => return,
@@ -225,15 +226,15 @@ impl UserStream {
 async fn voucher_stream(
     raw: String,
     address: Option<IpAddr>,
-    ingress: Arc<Ingress>,
+    reading: Arc<Reading>,
 ) -> Result<warp::reply::Response, Rejection> {
     let voucher: VoucherId = raw.parse().map_err(|e| ApiError::invalid(format!("voucher_id: {e}")))?;
-    let live = Arc::clone(&ingress.live);
+    let live = Arc::clone(&reading.live);
     let first = live.vouchers.voucher(voucher).await.map_err(|e| read_failed(&e))?;
     let first = first.ok_or_else(|| ApiError::unknown_voucher(voucher))?;
     let open = Open::new(Arc::clone(&live), "voucher", permit(&live, None, address)?);
     let mut feed = VoucherFeeds::watch(&live, voucher, first.representation);
-    Ok(sse_reply(&ingress.live, move |sender| async move {
+    Ok(sse_reply(&reading.live, move |sender| async move {
         let mut last = None;
         loop {
             let shown = Arc::clone(&feed.borrow_and_update());

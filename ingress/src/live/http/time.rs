@@ -6,11 +6,11 @@ use chrono::SecondsFormat;
 use warp::http::{header, HeaderValue};
 use warp::{Filter, Rejection, Reply};
 
-use crate::routes::Ingress;
+use super::Reading;
 
-pub(super) fn route(ingress: Arc<Ingress>) -> impl Filter<Extract = (impl Reply,), Error = Rejection> + Clone {
+pub(super) fn route(reading: Arc<Reading>) -> impl Filter<Extract = (impl Reply,), Error = Rejection> + Clone {
     warp::path!("api" / "v1" / "time").and(warp::get()).map(move || {
-        let now = ingress.live.clock.now();
+        let now = reading.live.clock.now();
         let body = serde_json::json!({
             "server_time": now.to_rfc3339_opts(SecondsFormat::Millis, true),
             "unix_ms": now.timestamp_millis(),

@@ -9,8 +9,8 @@ use serde::Deserialize;
 use warp::{Filter, Rejection, Reply};
 
 use super::conditional;
+use super::Reading;
 use crate::live::vouchers::ReadError;
-use crate::routes::Ingress;
 
 /// Query string of the voucher listing.
 #[derive(Debug, Deserialize)]
@@ -20,20 +20,20 @@ struct ListQuery {
     before: Option<String>,
 }
 
-pub(super) fn one(ingress: Arc<Ingress>) -> impl Filter<Extract = (impl Reply,), Error = Rejection> + Clone {
+pub(super) fn one(reading: Arc<Reading>) -> impl Filter<Extract = (impl Reply,), Error = Rejection> + Clone {
     warp::path!("api" / "v1" / "vouchers" / String)
         .and(warp::get())
         .and(warp::header::optional::<String>("if-none-match"))
-        .and(warp::any().map(move || Arc::clone(&ingress)))
+        .and(warp::any().map(move || Arc::clone(&reading)))
         .and_then(get_voucher)
 }
 
-pub(super) fn list(ingress: Arc<Ingress>) -> impl Filter<Extract = (impl Reply,), Error = Rejection> + Clone {
+pub(super) fn list(reading: Arc<Reading>) -> impl Filter<Extract = (impl Reply,), Error = Rejection> + Clone {
     warp::path!("api" / "v1" / "vouchers")
         .and(warp::get())
         .and(warp::query::<ListQuery>())
         .and(warp::header::optional::<String>("if-none-match"))
-        .and(warp::any().map(move || Arc::clone(&ingress)))
+        .and(warp::any().map(move || Arc::clone(&reading)))
         .and_then(list_vouchers)
 }
 
@@ -54,17 +54,17 @@ pub(super) fn read_failed(error: &ReadError) -> ApiError {
 async fn get_voucher(
     raw: String,
     if_none_match: Option<String>,
-    ingress: Arc<Ingress>,
+    reading: Arc<Reading>,
 ) -> Result<warp::reply::Response, Rejection> {
     let id: VoucherId = raw.parse().map_err(|e| ApiError::invalid(format!("voucher_id: {e}")))?;
     conditional::check_if_none_match(if_none_match.as_deref())?;
-    let served = ingress.live.vouchers.voucher(id).await.map_err(|e| read_failed(&e))?;
+    let served = reading.live.vouchers.voucher(id).await.map_err(|e| read_failed(&e))?;
     let served = served.ok_or_else(|| ApiError::unknown_voucher(id))?;
     Ok(conditional::answer(
         &served,
         if_none_match.as_deref(),
-        ingress.live.clock.now(),
-        &ingress.live.metrics,
+        reading.live.clock.now(),
+        &reading.live.metrics,
         "voucher",
     ))
 }
@@ -72,7 +72,7 @@ async fn get_voucher(
 async fn list_vouchers(
     query: ListQuery,
     if_none_match: Option<String>,
-    ingress: Arc<Ingress>,
+    reading: Arc<Reading>,
 ) -> Result<warp::reply::Response, Rejection> {
     let limit = page_limit(query.limit)?;
     conditional::check_if_none_match(if_none_match.as_deref())?;
@@ -80,7 +80,7 @@ async fn list_vouchers(
         Some(raw) => Some(raw.parse::<VoucherId>().map_err(|e| ApiError::invalid(format!("before: {e}")))?),
         None => None,
     };
-    let served = ingress.live.vouchers.page(limit, before).await.map_err(|e| read_failed(&e))?;
-    let now = ingress.live.clock.now();
-    Ok(conditional::answer(&served, if_none_match.as_deref(), now, &ingress.live.metrics, "voucher_list"))
+    let served = reading.live.vouchers.page(limit, before).await.map_err(|e| read_failed(&e))?;
+    let now = reading.live.clock.now();
+    Ok(conditional::answer(&served, if_none_match.as_deref(), now, &reading.live.metrics, "voucher_list"))
 }

@@ -15,7 +15,7 @@ use seckill_web::ApiError;
 use warp::http::StatusCode;
 use warp::{Filter, Rejection};
 
-use super::Ingress;
+use super::Access;
 use crate::config::AuthConfig;
 
 /// Who acts.
@@ -74,7 +74,7 @@ impl Authenticator {
             return Ok(Caller::Admin);
         }
         let Some((key, rules)) = &self.users else {
-            return Err(ApiError::unauthorized("this ingress accepts no user tokens (no auth.jwt_secret is set)"));
+            return Err(ApiError::unauthorized("this access accepts no user tokens (no auth.jwt_secret is set)"));
         };
         key.verify(token, rules, unix_now()).map(Caller::User).map_err(|e| ApiError::unauthorized(e.to_string()))
     }
@@ -98,35 +98,35 @@ impl Authenticator {
 }
 
 /// Counts a refusal by its status and passes it on.
-fn counted(ingress: &Ingress, error: ApiError) -> Rejection {
+fn counted(access: &Access, error: ApiError) -> Rejection {
     let reason =
         if error.status == StatusCode::FORBIDDEN { RefusalReason::Forbidden } else { RefusalReason::Unauthorized };
-    ingress.metrics.refused.with_label_values(&[reason.as_str()]).inc();
+    access.metrics.refused.with_label_values(&[reason.as_str()]).inc();
     Rejection::from(error)
 }
 
 /// The caller, whoever it is.
-pub(crate) fn caller(ingress: Arc<Ingress>) -> impl Filter<Extract = (Caller,), Error = Rejection> + Clone {
+pub(crate) fn caller(access: Arc<Access>) -> impl Filter<Extract = (Caller,), Error = Rejection> + Clone {
     warp::header::optional::<String>("authorization").and(warp::header::optional::<String>("x-user-id")).and_then(
         move |authorization: Option<String>, user: Option<String>| {
-            let ingress = Arc::clone(&ingress);
+            let access = Arc::clone(&access);
             async move {
-                ingress.auth.caller(authorization.as_deref(), user.as_deref()).map_err(|e| counted(&ingress, e))
+                access.auth.caller(authorization.as_deref(), user.as_deref()).map_err(|e| counted(&access, e))
             }
         },
     )
 }
 
 /// The calling user: orders are placed by users, not by the admin token.
-pub(super) fn user(ingress: Arc<Ingress>) -> impl Filter<Extract = (UserId,), Error = Rejection> + Clone {
-    let refusing = Arc::clone(&ingress);
-    caller(ingress).and_then(move |caller: Caller| {
-        let ingress = Arc::clone(&refusing);
+pub(crate) fn user(access: Arc<Access>) -> impl Filter<Extract = (UserId,), Error = Rejection> + Clone {
+    let refusing = Arc::clone(&access);
+    caller(access).and_then(move |caller: Caller| {
+        let access = Arc::clone(&refusing);
         async move {
             match caller {
                 Caller::User(user) => Ok(user),
                 Caller::Admin => Err(counted(
-                    &ingress,
+                    &access,
                     ApiError::forbidden("orders are placed by users: send a user's token, not the admin token"),
                 )),
             }
@@ -135,11 +135,11 @@ pub(super) fn user(ingress: Arc<Ingress>) -> impl Filter<Extract = (UserId,), Er
 }
 
 /// Passes the admin only.
-pub(super) fn admin(ingress: Arc<Ingress>) -> impl Filter<Extract = (), Error = Rejection> + Clone {
+pub(crate) fn admin(access: Arc<Access>) -> impl Filter<Extract = (), Error = Rejection> + Clone {
     warp::header::optional::<String>("authorization")
         .and_then(move |authorization: Option<String>| {
-            let ingress = Arc::clone(&ingress);
-            async move { ingress.auth.admin(authorization.as_deref()).map_err(|e| counted(&ingress, e)) }
+            let access = Arc::clone(&access);
+            async move { access.auth.admin(authorization.as_deref()).map_err(|e| counted(&access, e)) }
         })
         .untuple_one()
 }

@@ -12,7 +12,7 @@ use warp::http::HeaderMap;
 use warp::{Filter, Rejection};
 
 use super::auth::{self, Caller};
-use super::Ingress;
+use super::Access;
 use crate::config::RateLimitConfig;
 use crate::rate_limit::{RateLimiter, Verdict};
 
@@ -64,11 +64,11 @@ fn last_forwarded_for(headers: &HeaderMap) -> Option<IpAddr> {
     last_entry.trim().parse().ok()
 }
 
-fn verdict_to_result(verdict: Verdict, ingress: &Ingress, reason: RefusalReason, what: &str) -> Result<(), Rejection> {
+fn verdict_to_result(verdict: Verdict, access: &Access, reason: RefusalReason, what: &str) -> Result<(), Rejection> {
     match verdict {
         Verdict::Allowed => Ok(()),
         Verdict::Limited { retry_after } => {
-            ingress.metrics.refused.with_label_values(&[reason.as_str()]).inc();
+            access.metrics.refused.with_label_values(&[reason.as_str()]).inc();
             Err(ApiError::rate_limited(retry_after, format!("too many {what}; slow down")).into())
         }
     }
@@ -78,18 +78,18 @@ fn verdict_to_result(verdict: Verdict, ingress: &Ingress, reason: RefusalReason,
 /// (`per_ip_reads_per_second`); returns the address, for the bounds that
 /// count per address.
 pub(crate) fn reading_client_address(
-    ingress: Arc<Ingress>,
+    access: Arc<Access>,
 ) -> impl Filter<Extract = (Option<IpAddr>,), Error = Rejection> + Clone {
     seckill_web::peer_address().and(warp::header::headers_cloned()).and_then(
         move |peer: Option<SocketAddr>, headers: HeaderMap| {
-            let ingress = Arc::clone(&ingress);
+            let access = Arc::clone(&access);
             async move {
-                let limits = &ingress.limits;
+                let limits = &access.limits;
                 let address = limits.client_address(peer, &headers);
                 if let (Some(limiter), Some(address)) = (&limits.per_ip_reads, address) {
                     verdict_to_result(
                         limiter.check(&address, Instant::now()),
-                        &ingress,
+                        &access,
                         RefusalReason::RateLimitedIp,
                         "reads from this address",
                     )?;
@@ -101,19 +101,19 @@ pub(crate) fn reading_client_address(
 }
 
 /// Passes while the client's address is under its rate.
-pub(super) fn per_client_address(ingress: Arc<Ingress>) -> impl Filter<Extract = (), Error = Rejection> + Clone {
+pub(crate) fn per_client_address(access: Arc<Access>) -> impl Filter<Extract = (), Error = Rejection> + Clone {
     seckill_web::peer_address()
         .and(warp::header::headers_cloned())
         .and_then(move |peer: Option<SocketAddr>, headers: HeaderMap| {
-            let ingress = Arc::clone(&ingress);
+            let access = Arc::clone(&access);
             async move {
-                let limits = &ingress.limits;
+                let limits = &access.limits;
                 let (Some(limiter), Some(address)) = (&limits.per_ip, limits.client_address(peer, &headers)) else {
                     return Ok(());
                 };
                 verdict_to_result(
                     limiter.check(&address, Instant::now()),
-                    &ingress,
+                    &access,
                     RefusalReason::RateLimitedIp,
                     "order requests from this address",
                 )
@@ -122,36 +122,34 @@ pub(super) fn per_client_address(ingress: Arc<Ingress>) -> impl Filter<Extract =
         .untuple_one()
 }
 
-fn check_user(ingress: &Ingress, user: &UserId) -> Result<(), Rejection> {
-    let Some(limiter) = &ingress.limits.per_user else { return Ok(()) };
+fn check_user(access: &Access, user: &UserId) -> Result<(), Rejection> {
+    let Some(limiter) = &access.limits.per_user else { return Ok(()) };
     verdict_to_result(
         limiter.check(user, Instant::now()),
-        ingress,
+        access,
         RefusalReason::RateLimitedUser,
         "order requests from this user",
     )
 }
 
 /// The authenticated user (see [`auth::user`]), while under their rate.
-pub(super) fn rate_limited_user(ingress: Arc<Ingress>) -> impl Filter<Extract = (UserId,), Error = Rejection> + Clone {
-    let limiting = Arc::clone(&ingress);
-    auth::user(ingress).and_then(move |user: UserId| {
-        let ingress = Arc::clone(&limiting);
-        async move { check_user(&ingress, &user).map(|()| user) }
+pub(crate) fn rate_limited_user(access: Arc<Access>) -> impl Filter<Extract = (UserId,), Error = Rejection> + Clone {
+    let limiting = Arc::clone(&access);
+    auth::user(access).and_then(move |user: UserId| {
+        let access = Arc::clone(&limiting);
+        async move { check_user(&access, &user).map(|()| user) }
     })
 }
 
 /// The authenticated caller (see [`auth::caller`]); a user only while under
 /// their rate (the admin has none).
-pub(super) fn rate_limited_caller(
-    ingress: Arc<Ingress>,
-) -> impl Filter<Extract = (Caller,), Error = Rejection> + Clone {
-    let limiting = Arc::clone(&ingress);
-    auth::caller(ingress).and_then(move |caller: Caller| {
-        let ingress = Arc::clone(&limiting);
+pub(crate) fn rate_limited_caller(access: Arc<Access>) -> impl Filter<Extract = (Caller,), Error = Rejection> + Clone {
+    let limiting = Arc::clone(&access);
+    auth::caller(access).and_then(move |caller: Caller| {
+        let access = Arc::clone(&limiting);
         async move {
             if let Caller::User(user) = &caller {
-                check_user(&ingress, user)?;
+                check_user(&access, user)?;
             }
             Ok::<_, Rejection>(caller)
         }
