@@ -54,7 +54,7 @@ pub(crate) struct DevArgs {
     /// Make Kafka fsync every appended batch before it acknowledges, so an
     /// acknowledged order survives a machine crash on this single node (by
     /// default Kafka leaves that to the page cache and, in production, to
-    /// its other replicas). See the README for the measured cost.
+    /// its other replicas). See docs/OPERATIONS.md for the measured cost.
     #[arg(long)]
     fsync_every_batch: bool,
 }

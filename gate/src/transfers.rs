@@ -28,7 +28,7 @@
 //! transfer interrupted at any point. (A failover that loses one bucket's
 //! last writes but not the other's can: that is the replication loss of
 //! every Redis write, which the processor's re-checks absorb and
-//! `reconcile` repairs; see the README.)
+//! `reconcile` repairs; see docs/CLUSTER.md.)
 //!
 //! Reconcile stops new transfers of a voucher for a bounded time while it
 //! restores the buckets ([`Gate::freeze_transfers`]): a dry bucket does not

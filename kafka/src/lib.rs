@@ -4,7 +4,7 @@
 //! idempotent with `acks=all` and callers wait for the acknowledgement;
 //! consumers store an offset only after everything the record caused is
 //! durable ([`BatchConsumer::store`]). Consumers are therefore written to be
-//! idempotent. Kafka transactions are deliberately not used (see the README).
+//! idempotent. Kafka transactions are deliberately not used (see docs/GUARANTEES.md).
 
 mod admin;
 mod consumer;

@@ -1,7 +1,8 @@
 //! The local run killed as a closed terminal or `kill -9` kills it: its
 //! Redis and Kafka run on (each in its own process group). The
 //! next `seckill dev` on the same data must stop them, say so, and serve the
-//! earlier run's data with servers of its own.
+//! earlier run's data with servers of its own; and the README's "Try it"
+//! block, pasted whole, works against it.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -111,6 +112,32 @@ async fn read_final(http: &reqwest::Client, run: &DevRun, order: &str, user: &st
     }
 }
 
+/// The README's "Try it" block, as a new user pastes it.
+fn try_it_block() -> String {
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md")).expect("README");
+    let (_, section) = readme.split_once("\n## Try it\n").expect("the README has a Try it section");
+    let start = section.find("```sh\n").expect("a sh block in it") + "```sh\n".len();
+    let end = start + section[start..].find("\n```").expect("the block ends");
+    section[start..end].to_owned()
+}
+
+/// Pastes the README's "Try it" block into bash against `run`, from a
+/// directory laid out as the block expects after `scripts/dev`: `.seckill`
+/// (the run's data) and `target/release/seckill` (this build's binary). The
+/// one change is the port (the block names the default, 8080). The block
+/// ends with an event stream that never closes: it is cut after a while.
+fn paste_try_it(run: &DevRun, dir: &Path) -> (Option<i32>, String) {
+    let paste = dir.join("paste");
+    std::fs::create_dir_all(paste.join("target/release")).expect("a directory to paste in");
+    std::os::unix::fs::symlink(&run.data, paste.join(".seckill")).expect("links .seckill");
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_seckill"), paste.join("target/release/seckill"))
+        .expect("links the binary");
+    let block = try_it_block().replace("http://127.0.0.1:8080", &run.base());
+    let output =
+        Command::new("timeout").args(["15", "bash", "-c", &block]).current_dir(&paste).output().expect("bash runs");
+    (output.status.code(), String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
 fn admin_token(data: &Path) -> String {
     std::fs::read_to_string(data.join("admin-token")).expect("the run's admin token").trim().to_owned()
 }
@@ -161,6 +188,22 @@ async fn a_killed_local_run_leaves_servers_the_next_run_stops() {
     assert_eq!(read_final(&http, &run, order_id, "alice").await["status"], "CREATED");
     let after = order(&http, &run, &voucher, "bob").await;
     assert_eq!(after["status"], "CREATED", "{after}");
+
+    // The README's Try it block works when pasted whole.
+    let (status, pasted) = tokio::task::block_in_place(|| paste_try_it(&run, dir.path()));
+    assert_eq!(status, Some(124), "only the final event stream is cut:\n{pasted}");
+    for shown in [
+        r#""status":"PENDING""#,
+        "seckill-wait:",
+        r#""phase":"#,
+        r#""unix_ms":"#,
+        r#""requested":"confirm""#,
+        r#""paused":true"#,
+        r#""openapi":"#,
+        "event:order",
+    ] {
+        assert!(pasted.to_lowercase().contains(&shown.to_lowercase()), "the Try it block shows {shown}:\n{pasted}");
+    }
 
     // Ctrl-C stops everything it started.
     assert!(tokio::task::block_in_place(|| second.stop(Duration::from_secs(60))), "exit 0 on SIGINT:\n{}", run.log());
