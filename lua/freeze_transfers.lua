@@ -12,15 +12,15 @@
 if #KEYS ~= 1 or #ARGV ~= 1 then
   return redis.error_reply("freeze_transfers.lua: expects 1 KEYS and 1 ARGV")
 end
+if ARGV[1] ~= "" and not tonumber(ARGV[1]) then
+  return redis.error_reply("freeze_transfers.lua: the time must be a number or empty")
+end
 if redis.call("EXISTS", KEYS[1]) == 0 then
   return 0
 end
 if ARGV[1] == "" then
   redis.call("HDEL", KEYS[1], "transfers_frozen_until_ms")
 else
-  if not tonumber(ARGV[1]) then
-    return redis.error_reply("freeze_transfers.lua: the time must be a number or empty")
-  end
   redis.call("HSET", KEYS[1], "transfers_frozen_until_ms", ARGV[1])
 end
 return 1

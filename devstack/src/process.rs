@@ -66,12 +66,35 @@ pub(crate) fn send_signal(pid: u32, signal: &str) {
 /// How long [`Server::start`] waits for a server's port.
 const READY_TIMEOUT: Duration = Duration::from_secs(20);
 
-/// A port nobody listens on right now.
+/// Where [`free_port`] hands ports out: below the kernel's ephemeral range
+/// (32768 and up on Linux), so no outgoing connection's source port can take
+/// one between handing it out and its server binding it, and low enough
+/// that a Redis Cluster node's bus port (its port + 10000) is below that
+/// range too.
+const PORTS_FROM: u32 = 10_000;
+const PORTS: u32 = 10_000;
+
+/// The next candidate, shared by the process's threads.
+static NEXT_PORT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(u32::MAX);
+
+/// A port nobody listens on right now (nor on its port + 10000), never the
+/// same twice in one process: tests start several servers at once, and a
+/// port handed out twice made two of them fight for it. Each process scans
+/// from a place of its own (by its pid), so parallel test processes rarely
+/// meet; a port some other program holds is skipped.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .map(|addr| addr.port())
-        .expect("the loopback interface has free ports")
+    use std::sync::atomic::Ordering;
+    let start = PORTS_FROM + (std::process::id().wrapping_mul(7_919) % PORTS);
+    let _ = NEXT_PORT.compare_exchange(u32::MAX, start, Ordering::AcqRel, Ordering::Acquire);
+    for _ in 0..PORTS {
+        let next = NEXT_PORT.fetch_add(1, Ordering::AcqRel);
+        let port = u16::try_from(PORTS_FROM + (next - PORTS_FROM) % PORTS).expect("below 20000");
+        let free = |port: u16| TcpListener::bind(("127.0.0.1", port)).is_ok();
+        if free(port) && free(port + 10_000) {
+            return port;
+        }
+    }
+    panic!("no free port in {PORTS_FROM}..{}", PORTS_FROM + PORTS)
 }
 
 /// Finds `name` on PATH or in cargo's bin directory.
@@ -221,5 +244,22 @@ impl Server {
 impl Drop for Server {
     fn drop(&mut self) {
         self.kill();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ports_handed_out_are_distinct_and_free() {
+        let ports: Vec<u16> = (0..500).map(|_| free_port()).collect();
+        let distinct: std::collections::HashSet<u16> = ports.iter().copied().collect();
+        assert_eq!(distinct.len(), ports.len(), "a port handed out twice");
+        assert!(ports.iter().all(|port| (10_000..20_000).contains(port)), "{ports:?}");
+        // Handed out, not held: each can be bound by its server.
+        let held: Vec<TcpListener> =
+            ports.iter().map(|port| TcpListener::bind(("127.0.0.1", *port)).expect("binds")).collect();
+        assert_eq!(held.len(), 500);
     }
 }

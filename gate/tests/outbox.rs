@@ -333,6 +333,33 @@ mod across_shards {
         assert_eq!(read.iter().map(order_of).collect::<Vec<_>>(), vec![order]);
         relay.remove(&read).await.expect("removes");
 
+        // An outbox whose bucket expired but that still holds an order is
+        // kept (retire_outbox.lua refuses it): the order is relayed first.
+        let unrelayed = split_voucher(&gate, 1).await;
+        let waiting = OrderId::generate();
+        let waiter = UserId::parse("waiting").expect("valid");
+        assert!(matches!(
+            gate.admit(unrelayed, &waiter, 1, waiting, None).await.expect("admits"),
+            Admission::Admitted { .. }
+        ));
+        let unrelayed_keys = gate.keys(unrelayed);
+        let mut connection = gate.connection().clone();
+        let _: () = redis::cmd("DEL").arg(&unrelayed_keys.voucher).query_async(&mut connection).await.expect("DEL");
+        relay.discover().await.expect("walks");
+        let kept: u32 =
+            redis::cmd("XLEN").arg(&unrelayed_keys.outbox).query_async(&mut connection).await.expect("XLEN");
+        assert_eq!(kept, 1, "a non-empty outbox is never removed");
+        // Found by the walk, read at the next full read.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let read = relay.read_new(10, BLOCK).await.expect("reads");
+            relay.remove(&read).await.expect("removes");
+            if read.iter().any(|entry| order_of(entry) == waiting) {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the order in the kept outbox was never read");
+        }
+
         // The sale's keys expire: its empty outbox goes at the next walk.
         let keys = gate.keys(fresh);
         let mut connection = gate.connection().clone();

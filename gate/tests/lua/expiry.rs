@@ -140,6 +140,23 @@ async fn a_sale_whose_end_was_moved_earlier_is_not_brought_back_by_its_definitio
     assert!(expiries(h, &keys).await.is_empty(), "nothing written: {:?}", expiries(h, &keys).await);
 }
 
+async fn an_end_moved_into_the_past_ends_the_sale_and_removes_its_keys(h: &Harness) {
+    let gate = h.gate.clone().with_ended_sale_ttl(TTL);
+    let v = busy_sale(&gate, Utc::now() + chrono::Duration::hours(1)).await;
+    let keys = gate.keys(v);
+    assert_eq!(expiries(h, &keys).await.len(), 8);
+    // An admin ends the sale a minute ago: its keys' time (end + TTL) has
+    // passed, so they go at once, and nothing is admitted any more.
+    let past = Utc::now() - chrono::Duration::seconds(30);
+    let end_it = VoucherUpdated { voucher_id: v, paused: None, ends_at: Some(past), add_stock: 0 };
+    gate.update_voucher(uuid::Uuid::now_v7(), &end_it).await.expect("updates");
+    assert!(expiries(h, &keys).await.is_empty(), "left: {:?}", expiries(h, &keys).await);
+    assert_eq!(
+        gate.admit(v, &user("too-late"), 1, OrderId::generate(), None).await.expect("answers"),
+        seckill_gate::Admission::Rejected(seckill_gate::Rejection::UnknownVoucher)
+    );
+}
+
 async fn holders_emptied_by_a_release_and_written_again_still_expire(h: &Harness) {
     let gate = h.gate.clone().with_ended_sale_ttl(TTL);
     let ends_at = Utc::now() + chrono::Duration::hours(1);
@@ -167,5 +184,6 @@ crate::on_single_and_cluster! {
         a_sale_over_and_expired_is_not_loaded_again_and_a_fence_of_an_unknown_voucher_expires,
         holders_emptied_by_a_release_and_written_again_still_expire,
         a_sale_whose_end_was_moved_earlier_is_not_brought_back_by_its_definition,
+        an_end_moved_into_the_past_ends_the_sale_and_removes_its_keys,
     ],
 }

@@ -1,9 +1,9 @@
 //! A master killed and its replica promoted under a running gate: what the
 //! promoted replica never received is gone (the replication loss every
 //! Redis write has, see docs/CLUSTER.md), and the same gate, without being
-//! told, admits against the new master within a few response timeouts.
+//! told, admits against the new master after a few failed attempts.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use seckill_core::config::RedisConfig;
 use seckill_core::OrderId;
@@ -14,6 +14,10 @@ use crate::{unique_prefix, user, voucher};
 
 /// How long the gate's calls may take, as a service configures it.
 const RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
+/// Failed calls one buyer may see after the failover before the gate finds
+/// the new master (a call to the dead address times out; the connection is
+/// rebuilt after it).
+const MAX_FAILED_ATTEMPTS: usize = 5;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_promoted_replica_forgets_unreplicated_admissions_and_the_same_gate_goes_on() {
@@ -51,25 +55,26 @@ async fn a_promoted_replica_forgets_unreplicated_admissions_and_the_same_gate_go
     // connection; each buyer's call is sent again with the same order id
     // until answered (admit.lua answers an id it admitted before as
     // admitted, so a call that timed out after running is not counted
-    // twice), and every buyer is answered within a few response timeouts.
-    let started = Instant::now();
+    // twice), and every buyer is answered after a few failed attempts: the
+    // bound is on attempts, not on how long a loaded machine takes.
     let burst = (0..40).map(|i| {
         let gate = gate.clone();
         async move {
             let (buyer, order) = (user(&format!("after-{i}")), OrderId::generate());
+            let mut failures = Vec::new();
             loop {
                 match gate.admit(v, &buyer, 1, order, None).await {
                     Ok(answer) => return answer,
                     Err(error) => {
                         assert!(error.is_timeout() || error.is_io_error(), "{error}");
-                        assert!(started.elapsed() < 3 * RESPONSE_TIMEOUT, "still failing: {error}");
+                        failures.push(error.to_string());
+                        assert!(failures.len() <= MAX_FAILED_ATTEMPTS, "still failing: {failures:?}");
                     }
                 }
             }
         }
     });
     let answers = futures::future::join_all(burst).await;
-    assert!(started.elapsed() < 3 * RESPONSE_TIMEOUT, "took {:?}", started.elapsed());
     let admitted = answers.iter().filter(|a| matches!(a, Admission::Admitted { .. })).count();
     assert_eq!(admitted, 8, "the three unreplicated admissions are gone: 8 units left, {answers:?}");
     let snapshot = gate.admission_snapshot(v).await.expect("reads").expect("there");

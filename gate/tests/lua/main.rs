@@ -16,6 +16,7 @@ mod failover;
 mod restore;
 mod settle;
 mod transfers;
+mod validation;
 
 use chrono::{DateTime, Utc};
 use seckill_core::config::RedisConfig;

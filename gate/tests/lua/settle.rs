@@ -71,7 +71,10 @@ async fn a_call_that_timed_out_is_settled_by_what_redis_did(h: &Harness) {
         .expect("pause");
     let queued = order(v, "queued", 1);
     // The script waits in Redis past the call's timeout, then runs.
-    assert!(impatient.admit_order(&queued, None).await.is_err(), "the call timed out");
+    match impatient.admit_order(&queued, None).await {
+        Err(error) => assert!(error.is_timeout(), "the call timed out, not another failure: {error}"),
+        Ok(answer) => panic!("the call was answered while Redis was paused: {answer:?}"),
+    }
     // Each attempt waits at most 100 ms; the pause ends well within these.
     let mut attempts = 0..100;
     let settled = loop {
