@@ -26,8 +26,13 @@ async fn a_broker_killed_mid_sale_loses_no_promised_order() {
         })
         .expect("broker restarts on its log");
     }
+    let fault = "broker SIGKILL x2";
+    let recovery = crate::recovered(&cluster, fault).await;
+    println!("[{fault}] recovered in {recovery:?} after the second restart");
     pause(3_000).await;
-    settle(&mut cluster, &vouchers, load, "broker SIGKILL x2").await;
+    let tally = load.finish().await;
+    assert_eq!(tally.no_answer, 0, "[{fault}] the ingress never died: every request was answered");
+    crate::settle_tally(&mut cluster, &vouchers, tally, fault).await;
 }
 
 /// Waits until at least `more` orders beyond `before` were promised, or

@@ -76,6 +76,17 @@ pub async fn check(cluster: &Cluster, vouchers: &[Voucher], tally: &Tally, fault
     for (order, outcomes) in &per_order {
         legal_history(order, outcomes);
     }
+    // 202 or 503, never a wrong one: an order in the log was promised, or
+    // named by a 503 as possibly admitted, or is one of the requests that
+    // got no answer at all (the ingress died holding it): at most one each.
+    let unpromised: Vec<&&str> =
+        per_order.keys().filter(|order| !promised.contains(**order) && !tally.named_in_503.contains(**order)).collect();
+    assert!(
+        unpromised.len() as u64 <= tally.no_answer,
+        "[{fault}] orders in the log nobody was told of ({}), more than the {} unanswered requests: {unpromised:?}",
+        unpromised.len(),
+        tally.no_answer
+    );
     for order in &tally.cancel_requested {
         let last = per_order.get(order.as_str()).and_then(|o| o.last()).map(|o| o.kind);
         assert!(
@@ -94,14 +105,17 @@ pub async fn check(cluster: &Cluster, vouchers: &[Voucher], tally: &Tally, fault
     })
     .await;
     println!(
-        "[{fault}] requests {}, 202 {}, refused {:?}, 503 {}, no answer {}; retries answered alike {}; cancels {} and \
+        "[{fault}] requests {}, 202 {}, refused {:?}, 503 {} (naming {}), no answer {} (orders in the log not promised: \
+         {}); retries answered alike {}; cancels {} and \
          confirms {} accepted; admin changes {} applied, {} refused or unanswered; promised orders final: \
          {statuses:?}; orders in the log {}, each decided once, outcomes in order; outbox {outbox}",
         tally.requests,
         tally.promised.len(),
         tally.refused,
         tally.unavailable,
+        tally.named_in_503.len(),
         tally.no_answer,
+        unpromised.len(),
         tally.retries_answered_alike,
         tally.cancel_requested.len(),
         tally.confirm_requested.len(),
@@ -336,7 +350,7 @@ async fn redis_bought(cluster: &Cluster, voucher: &str) -> HashMap<String, u64> 
     bought.into_iter().filter(|(_, units)| *units > 0).collect()
 }
 
-async fn outbox_len(cluster: &Cluster) -> Option<u64> {
+pub async fn outbox_len(cluster: &Cluster) -> Option<u64> {
     let key = seckill_gate::outbox_key(&cluster.namespace);
     redis::cmd("XLEN").arg(key).query_async(&mut redis(cluster).await?).await.ok()
 }

@@ -44,6 +44,10 @@ pub struct Tally {
     pub refused: HashMap<String, u64>,
     /// `503`: Redis or the log unavailable; nothing admitted.
     pub unavailable: u64,
+    /// Orders a `503` named as possibly admitted (the gate could not be
+    /// asked): the only orders besides the promised ones the log may hold,
+    /// with those of requests that got no answer.
+    pub named_in_503: HashSet<String>,
     /// No answer (the ingress was down or died mid-request).
     pub no_answer: u64,
     /// Retries with an `Idempotency-Key` answered `202` with the first order.
@@ -65,6 +69,7 @@ impl Tally {
             *self.refused.entry(code).or_default() += count;
         }
         self.unavailable += later.unavailable;
+        self.named_in_503.extend(later.named_in_503);
         self.no_answer += later.no_answer;
         self.retries_answered_alike += later.retries_answered_alike;
         self.cancel_requested.extend(later.cancel_requested);
@@ -255,6 +260,11 @@ impl Load {
         self.tally.lock().expect("tally").promised.len()
     }
 
+    /// How many order requests were answered `503` so far.
+    pub fn unavailable_so_far(&self) -> u64 {
+        self.tally.lock().expect("tally").unavailable
+    }
+
     /// Stops the clients and the admin and returns what they saw.
     pub async fn finish(mut self) -> Tally {
         self.stop.cancel();
@@ -280,7 +290,12 @@ fn record(tally: &Mutex<Tally>, voucher: &str, user: &str, quantity: u64, (statu
             Some(order)
         }
         StatusCode::SERVICE_UNAVAILABLE => {
+            // Every 503 is read: the error shape, and the order it may name.
+            assert_eq!(body["error"], "unavailable", "a 503 says what it is: {body}");
             tally.unavailable += 1;
+            if let Some(order) = body["order_id"].as_str() {
+                tally.named_in_503.insert(order.to_owned());
+            }
             None
         }
         StatusCode::BAD_GATEWAY => {

@@ -177,6 +177,11 @@ pub struct AdmissionMetrics {
     /// `seckill_requests_refused_total{reason}`: requests turned away before
     /// any work, by [`RefusalReason`].
     pub refused: IntCounterVec,
+    /// `seckill_admission_settlements_total{result}`: admission calls that
+    /// failed without an answer and were settled by the order id:
+    /// `admitted`, `not_admitted`, or `unknown` (the gate could not be
+    /// asked).
+    pub settlements: IntCounterVec,
 }
 
 /// Why a request was turned away at the door (the `reason` label).
@@ -317,6 +322,19 @@ impl AdmissionMetrics {
                         "Requests refused before any work: unauthorized, forbidden or rate limited (per user or per address).",
                     ),
                     &["reason"],
+                )
+                .expect("valid metric"),
+            ),
+            settlements: register(
+                registry,
+                IntCounterVec::new(
+                    opts(
+                        service,
+                        "seckill_admission_settlements_total",
+                        "Admission calls that failed without an answer, settled by the order id: admitted, \
+                         not_admitted or unknown (the gate could not be asked).",
+                    ),
+                    &["result"],
                 )
                 .expect("valid metric"),
             ),

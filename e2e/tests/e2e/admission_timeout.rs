@@ -63,6 +63,22 @@ async fn an_order_admitted_after_its_call_timed_out_is_answered_202() {
     assert_eq!(order["status"], "CREATED", "the order the client was told about is the one created: {order}");
     let shown = platform.wait_voucher(&voucher, |v| v["created"] == 1).await;
     assert_eq!(shown["admitted"], 1, "one order reached the log: {shown}");
+    // The 202 came from settling the call that timed out, not from a call
+    // that simply arrived in time.
+    assert_eq!(settlements(&platform, "admitted").await, 1);
+}
+
+/// How many admission calls the ingress settled with `result`.
+async fn settlements(platform: &Platform, result: &str) -> u64 {
+    let metrics = platform.http.get(format!("{}/metrics", platform.base)).send().await.expect("metrics");
+    let metrics = metrics.text().await.expect("text");
+    let series = format!("result=\"{result}\"");
+    metrics
+        .lines()
+        .filter(|line| line.starts_with("seckill_admission_settlements_total") && line.contains(&series))
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+        .map(|count| count as u64)
+        .sum()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -99,6 +115,7 @@ async fn an_order_whose_call_never_ran_is_answered_503_and_the_user_may_order_ag
     let (status, body) = order.await.expect("request task");
     assert_eq!((status, body["error"].as_str()), (StatusCode::SERVICE_UNAVAILABLE, Some("unavailable")), "{body}");
     assert_eq!(gate_state(&platform, &voucher, "unlucky").await, (None, 5), "nothing was admitted: {body}");
+    assert_eq!(settlements(&platform, "not_admitted").await, 1, "the 503 came from settling the call");
     // The same user orders again and gets exactly one order.
     let (status, body) = platform.order(&voucher, "unlucky").await;
     assert_eq!(status, StatusCode::ACCEPTED, "{body}");

@@ -60,17 +60,26 @@ pub(crate) async fn sell_out(platform: Arc<Platform>, users: usize, repeaters: u
     assert_eq!(answers.len(), requests_sent);
 
     let mut admitted: HashMap<String, String> = HashMap::new();
-    let mut codes: HashMap<String, usize> = HashMap::new();
     for (user, status, body) in &answers {
         if *status == StatusCode::ACCEPTED {
             let order = body["order_id"].as_str().expect("order_id").to_owned();
             assert!(admitted.insert(user.clone(), order).is_none(), "{user} was admitted twice");
-        } else {
-            assert_eq!(*status, StatusCode::CONFLICT, "{body}");
-            let code = body["error"].as_str().expect("error code").to_owned();
-            assert!(code == "sold_out" || code == "duplicate_order", "unexpected rejection {body}");
-            *codes.entry(code).or_default() += 1;
         }
+    }
+    // A refused holder is told it holds, with its own order (whether Redis
+    // or the sold-out memo answered); everyone else, that it is sold out.
+    let mut codes: HashMap<String, usize> = HashMap::new();
+    for (user, status, body) in answers.iter().filter(|(_, status, _)| *status != StatusCode::ACCEPTED) {
+        assert_eq!(*status, StatusCode::CONFLICT, "{body}");
+        let code = body["error"].as_str().expect("error code").to_owned();
+        match admitted.get(user) {
+            Some(order) => {
+                assert_eq!(code, "duplicate_order", "{user} holds {order}: {body}");
+                assert_eq!(body["order_id"].as_str(), Some(order.as_str()), "{user} is told its own order: {body}");
+            }
+            None => assert_eq!(code, "sold_out", "{user} holds nothing: {body}"),
+        }
+        *codes.entry(code).or_default() += 1;
     }
     println!("contention: {} admitted, rejections {codes:?}", admitted.len());
     assert_eq!(admitted.len() as u64, STOCK, "exactly the stock is admitted");

@@ -174,18 +174,21 @@ async fn settle(
         }
         match ingress.gate.settle(order.voucher_id, &order.user_id, order.order_id).await {
             Ok(Settlement::Admitted) => {
+                ingress.metrics.settlements.with_label_values(&["admitted"]).inc();
                 ingress.metrics.outcomes.with_label_values(&["admitted"]).inc();
                 tracing::info!(order_id = %order.order_id, "The admission had run: the order is admitted.");
                 remember(ingress, order, false).await;
                 return Ok(accepted_reply(order.order_id));
             }
             Ok(Settlement::NotAdmitted) => {
+                ingress.metrics.settlements.with_label_values(&["not_admitted"]).inc();
                 ingress.metrics.outcomes.with_label_values(&["unavailable"]).inc();
                 return Err(ApiError::unavailable(NOT_ADMITTED));
             }
             Err(error) => last_error = Some(error),
         }
     }
+    ingress.metrics.settlements.with_label_values(&["unknown"]).inc();
     ingress.metrics.outcomes.with_label_values(&["unavailable"]).inc();
     tracing::error!(error = ?last_error, order_id = %order.order_id, "Could not find out whether an order was admitted.");
     Err(ApiError::unavailable(format!(

@@ -74,11 +74,15 @@ async fn long_polls_on_every_replica_are_answered_by_the_decision_and_others_by_
     assert_eq!(wait.as_deref(), Some("changed"));
 
     // Bad waits are refused, someone else's order is not found.
-    for query in ["wait=31s", "wait=10", "wait=1s&status=LOST", "status=CREATED"] {
+    for query in ["wait=31s", "wait=10", "wait=010s", "wait=1s&status=LOST"] {
         let (status, _, body) =
             read(&platform, &platform.base, &format!("/api/v1/orders/{order}?{query}"), Some("waiter"), &[]).await;
         assert_eq!((status, body["error"].as_str()), (StatusCode::BAD_REQUEST, Some("invalid_request")), "{query}");
     }
+    // `status` without `wait` is a plain read: the order as it stands.
+    let (status, _, body) =
+        read(&platform, &platform.base, &format!("/api/v1/orders/{order}?status=PENDING"), Some("waiter"), &[]).await;
+    assert_eq!((status, body["status"].as_str()), (StatusCode::OK, Some("CREATED")), "{body}");
     let (status, _, _, _) = long_poll(&platform, &other, &order, "intruder", "wait=5s").await.expect("answered");
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
