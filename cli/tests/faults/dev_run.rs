@@ -71,6 +71,21 @@ impl DevRun {
     }
 }
 
+/// Stops, when the test ends however it ends, the servers `seckill dev`
+/// started in their own process groups (a failing assertion would otherwise
+/// leave its Redis and Kafka running after the directory is gone).
+struct StopsItsServers<'a>(&'a DevRun);
+
+impl Drop for StopsItsServers<'_> {
+    fn drop(&mut self) {
+        for pid in self.0.server_pids().into_iter().flatten() {
+            if running(pid) {
+                let _ = Command::new("kill").args(["-KILL", &pid.to_string()]).status();
+            }
+        }
+    }
+}
+
 fn running(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .ok()
@@ -149,6 +164,7 @@ async fn a_killed_local_run_leaves_servers_the_next_run_stops() {
     let run =
         DevRun { ports: [(); 5].map(|()| free_port()), data: dir.path().join("data"), run_dir: dir.path().join("run") };
     std::fs::create_dir_all(&run.run_dir).expect("run dir");
+    let _stops_its_servers = StopsItsServers(&run);
     let http = reqwest::Client::builder().timeout(Duration::from_secs(10)).build().expect("client");
 
     let mut first = tokio::task::block_in_place(|| run.start());

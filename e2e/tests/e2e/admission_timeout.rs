@@ -121,3 +121,30 @@ async fn an_order_whose_call_never_ran_is_answered_503_and_the_user_may_order_ag
     assert_eq!(status, StatusCode::ACCEPTED, "{body}");
     assert_eq!(gate_state(&platform, &voucher, "unlucky").await, (Some(1), 4));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_unreachable_through_every_retry_gets_a_503_naming_the_order() {
+    let (platform, voucher) = paused_platform().await;
+    // Redis stops answering at all: the admission call and every attempt to
+    // settle it time out.
+    let redis = platform.infra.redis.pid().expect("Redis runs");
+    let signal = |signal: &str| {
+        let status = std::process::Command::new("kill").arg(signal).arg(redis.to_string()).status().expect("kill");
+        assert!(status.success());
+    };
+    signal("-STOP");
+    let (status, body) = platform.order(&voucher, "in-the-dark").await;
+    signal("-CONT");
+    assert_eq!((status, body["error"].as_str()), (StatusCode::SERVICE_UNAVAILABLE, Some("unavailable")), "{body}");
+    let order = body["order_id"].as_str().expect("the 503 names the order that may have been admitted");
+    assert!(body["message"].as_str().is_some_and(|m| m.contains(order)), "and says how to look it up: {body}");
+    assert_eq!(settlements(&platform, "unknown").await, 1, "the gate could not be asked");
+    // The order named is the one to look up: once Redis is back, it is
+    // either the user's order or unknown, never someone else's.
+    let (status, found) = platform.get(&format!("{}/api/v1/orders/{order}", platform.base)).await;
+    match status {
+        StatusCode::OK => assert_eq!(found["user_id"], "in-the-dark", "{found}"),
+        StatusCode::NOT_FOUND => {}
+        other => panic!("{other}: {found}"),
+    }
+}
