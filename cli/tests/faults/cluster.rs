@@ -155,6 +155,24 @@ impl Cluster {
         self.slot(service).take().is_some_and(|mut server| server.stop(Duration::from_secs(20)))
     }
 
+    /// Stops every service with SIGTERM at once (each drains on its own);
+    /// which of them exited 0 within 20 s.
+    pub fn stop_all(&mut self) -> Vec<(Service, bool)> {
+        let services = [Service::Ingress, Service::Processor, Service::Projector];
+        let servers: Vec<(Service, Option<Server>)> =
+            services.into_iter().map(|service| (service, self.slot(service).take())).collect();
+        std::thread::scope(|scope| {
+            let stopping: Vec<_> = servers
+                .into_iter()
+                .map(|(service, server)| {
+                    scope
+                        .spawn(move || (service, server.is_some_and(|mut server| server.stop(Duration::from_secs(20)))))
+                })
+                .collect();
+            stopping.into_iter().map(|stopping| stopping.join().expect("a stopping thread")).collect()
+        })
+    }
+
     /// A `seckill` command configured as `service` is.
     pub fn command(&self, service: Service, args: &[&str]) -> Command {
         let mut command = Command::new(env!("CARGO_BIN_EXE_seckill"));
@@ -199,10 +217,14 @@ impl Cluster {
             Service::Processor => {
                 env.push(("SECKILL_STORE__PATH".to_owned(), store("processor.redb")));
                 env.push(("SECKILL_CONSUMER__GROUP".to_owned(), format!("{ns}-processor")));
+                // Static membership: a restarted processor takes its
+                // partitions back at once (see consumer.instance_id).
+                env.push(("SECKILL_CONSUMER__INSTANCE_ID".to_owned(), "processor-1".to_owned()));
             }
             Service::Projector => {
                 env.push(("SECKILL_STORE__PATH".to_owned(), store("view.redb")));
                 env.push(("SECKILL_CONSUMER__GROUP".to_owned(), format!("{ns}-projector")));
+                env.push(("SECKILL_CONSUMER__INSTANCE_ID".to_owned(), "projector-1".to_owned()));
             }
         }
         env

@@ -68,8 +68,7 @@ async fn settle(cluster: &mut Cluster, vouchers: &[Voucher], load: Load, fault: 
 async fn settle_tally(cluster: &mut Cluster, vouchers: &[Voucher], tally: load::Tally, fault: &str) {
     assert!(!tally.promised.is_empty(), "[{fault}] some orders were admitted");
     check(cluster, vouchers, &tally, fault).await;
-    for service in [Service::Ingress, Service::Processor, Service::Projector] {
-        let clean = tokio::task::block_in_place(|| cluster.stop(service));
+    for (service, clean) in tokio::task::block_in_place(|| cluster.stop_all()) {
         assert!(clean, "[{fault}] {service:?} did not exit 0 on SIGTERM within 20 s");
     }
 }
@@ -188,17 +187,65 @@ async fn recovered(cluster: &Cluster, fault: &str) -> Duration {
 async fn processor_and_projector_killed_repeatedly_decide_everything_once() {
     let _turn = TURN.lock().await;
     let (mut cluster, vouchers, load) = under_load().await;
-    for _ in 0..3 {
+    let fault = "processor+projector SIGKILL x3";
+    let canaries = create_voucher(&cluster, 1_000, 1, 0).await;
+    let mut decided_after = Vec::new();
+    let mut canary_orders = Vec::new();
+    for round in 0..3 {
         for service in [Service::Processor, Service::Projector] {
             pause(1_500).await;
             tokio::task::block_in_place(|| {
                 cluster.kill(service);
                 cluster.start_service(service);
             });
+            if service == Service::Processor {
+                // How long the restarted processor takes to decide again: a
+                // new buyer's order, from the restart to its decision.
+                let user = format!("canary-{round}");
+                let (order, took) = canary(&cluster, &canaries, &user, fault).await;
+                decided_after.push(took);
+                canary_orders.push(load::Promised { order, voucher: canaries.clone(), user, quantity: 1 });
+            }
         }
     }
+    println!("[{fault}] a restarted processor decided a new order after {decided_after:?}");
     pause(2_000).await;
-    settle(&mut cluster, &vouchers, load, "processor+projector SIGKILL x3").await;
+    let mut tally = load.finish().await;
+    tally.promised.extend(canary_orders);
+    settle_tally(&mut cluster, &vouchers, tally, fault).await;
+}
+
+/// Orders one unit of `voucher` as `user` and waits until the order is
+/// decided; its id and how long that took, bounded by `RECOVERY_BOUND`.
+async fn canary(cluster: &Cluster, voucher: &str, user: &str, fault: &str) -> (String, Duration) {
+    let started = tokio::time::Instant::now();
+    let token = format!("Bearer {}", user_token(user));
+    let answer = cluster
+        .http
+        .post(format!("{}/api/v1/vouchers/{voucher}/orders", cluster.url(Service::Ingress)))
+        .header("authorization", &token)
+        .send()
+        .await
+        .expect("the ingress answers");
+    assert_eq!(answer.status(), StatusCode::ACCEPTED, "[{fault}] the canary is admitted");
+    let body: serde_json::Value = answer.json().await.expect("json");
+    let order = body["order_id"].as_str().expect("a 202 names its order").to_owned();
+    loop {
+        let read = cluster
+            .http
+            .get(format!("{}/api/v1/orders/{order}", cluster.url(Service::Ingress)))
+            .header("authorization", &token)
+            .send()
+            .await;
+        if let Ok(read) = read {
+            let row: serde_json::Value = read.json().await.unwrap_or_default();
+            if row["status"].as_str().is_some_and(|status| status != "PENDING") {
+                return (order, started.elapsed());
+            }
+        }
+        assert!(started.elapsed() < RECOVERY_BOUND, "[{fault}] the canary {order} undecided after {RECOVERY_BOUND:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -301,6 +348,7 @@ async fn read_dead_letters(cluster: &Cluster, expected: usize) -> std::collectio
             max_batch: 100,
             max_wait: Duration::from_millis(50),
             fetch_wait: seckill_kafka::READER_FETCH_WAIT,
+            instance_id: None,
         },
         &[&format!("{}.dead-letters", cluster.namespace)],
     )
