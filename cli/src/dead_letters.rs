@@ -69,7 +69,6 @@ async fn redrive(config: &ToolConfig, topic: &str) -> anyhow::Result<()> {
         max_batch: 500,
         max_wait: Duration::from_millis(100),
         fetch_wait: seckill_kafka::READER_FETCH_WAIT,
-        instance_id: None,
     };
     let consumer = BatchConsumer::subscribe(&settings, &[topic]).context("joining the redrive group")?;
     let producer = EventProducer::new(&ProducerSettings::from(&config.kafka)).context("creating the producer")?;

@@ -344,25 +344,12 @@ pub struct ConsumerConfig {
     /// Shorter: an idle consumer notices new records sooner. Longer: fewer
     /// fetch requests, which a broker pays for even when they return nothing.
     pub fetch_wait_ms: u64,
-    /// This instance's static membership in the group (Kafka's
-    /// `group.instance.id`): an instance restarted with the same id takes
-    /// its partitions back at once, instead of the group waiting out the
-    /// dead member's session (10 s). Unique per running instance (e.g. the
-    /// pod or host name); None: dynamic membership.
-    #[serde(default)]
-    pub instance_id: Option<String>,
 }
 
 impl ConsumerConfig {
     /// A group named `group` with the default batch bounds.
     pub fn new(group: &str) -> Self {
-        Self {
-            group: group.to_owned(),
-            max_batch: 500,
-            max_wait_ms: 5,
-            fetch_wait_ms: DEFAULT_FETCH_WAIT_MS,
-            instance_id: None,
-        }
+        Self { group: group.to_owned(), max_batch: 500, max_wait_ms: 5, fetch_wait_ms: DEFAULT_FETCH_WAIT_MS }
     }
 }
 
@@ -371,14 +358,7 @@ impl Validate for ConsumerConfig {
         ensure(!self.group.trim().is_empty(), "consumer.group", "must not be empty")?;
         ensure((1..=10_000).contains(&self.max_batch), "consumer.max_batch", "must be 1 to 10000")?;
         ensure(self.max_wait_ms <= 1_000, "consumer.max_wait_ms", "must be at most 1000")?;
-        ensure((1..=1_000).contains(&self.fetch_wait_ms), "consumer.fetch_wait_ms", "must be 1 to 1000")?;
-        ensure(
-            self.instance_id
-                .as_ref()
-                .is_none_or(|id| (1..=249).contains(&id.len()) && !id.contains(char::is_whitespace)),
-            "consumer.instance_id",
-            "must be 1 to 249 characters without spaces when set",
-        )
+        ensure((1..=1_000).contains(&self.fetch_wait_ms), "consumer.fetch_wait_ms", "must be 1 to 1000")
     }
 }
 

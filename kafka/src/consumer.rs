@@ -35,9 +35,6 @@ pub struct ConsumerSettings {
     pub max_wait: Duration,
     /// How long the broker may hold a fetch that found nothing new.
     pub fetch_wait: Duration,
-    /// Static membership (`group.instance.id`), if any: see
-    /// [`ConsumerConfig::instance_id`].
-    pub instance_id: Option<String>,
 }
 
 /// Fetch wait for short-lived readers (tools, tests), which want records as
@@ -53,7 +50,6 @@ impl ConsumerSettings {
             max_batch: consumer.max_batch,
             max_wait: Duration::from_millis(consumer.max_wait_ms),
             fetch_wait: Duration::from_millis(consumer.fetch_wait_ms),
-            instance_id: consumer.instance_id.clone(),
         }
     }
 }
@@ -78,11 +74,7 @@ impl std::fmt::Debug for BatchConsumer {
 impl BatchConsumer {
     /// Joins `settings.group` and subscribes to `topics`.
     pub fn subscribe(settings: &ConsumerSettings, topics: &[&str]) -> Result<Self, KafkaError> {
-        let mut config = ClientConfig::new();
-        if let Some(instance) = &settings.instance_id {
-            config.set("group.instance.id", instance);
-        }
-        let consumer: StreamConsumer<LagContext> = config
+        let consumer: StreamConsumer<LagContext> = ClientConfig::new()
             .set("bootstrap.servers", &settings.brokers)
             .set("group.id", &settings.group)
             .set("enable.auto.commit", "true")

@@ -56,7 +56,6 @@ async fn an_idle_bound_shorter_than_the_batch_fill_loses_no_record() {
             // Far longer than the idle bound below.
             max_wait: Duration::from_millis(200),
             fetch_wait: READER_FETCH_WAIT,
-            instance_id: None,
         },
         &[&topic],
     )

@@ -372,7 +372,6 @@ async fn read_log(
             max_batch: 1_000,
             max_wait: Duration::from_millis(50),
             fetch_wait: seckill_kafka::READER_FETCH_WAIT,
-            instance_id: None,
         },
         &[&format!("{}.sales", cluster.namespace), &format!("{}.orders", cluster.namespace)],
     )

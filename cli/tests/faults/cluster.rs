@@ -217,14 +217,10 @@ impl Cluster {
             Service::Processor => {
                 env.push(("SECKILL_STORE__PATH".to_owned(), store("processor.redb")));
                 env.push(("SECKILL_CONSUMER__GROUP".to_owned(), format!("{ns}-processor")));
-                // Static membership: a restarted processor takes its
-                // partitions back at once (see consumer.instance_id).
-                env.push(("SECKILL_CONSUMER__INSTANCE_ID".to_owned(), "processor-1".to_owned()));
             }
             Service::Projector => {
                 env.push(("SECKILL_STORE__PATH".to_owned(), store("view.redb")));
                 env.push(("SECKILL_CONSUMER__GROUP".to_owned(), format!("{ns}-projector")));
-                env.push(("SECKILL_CONSUMER__INSTANCE_ID".to_owned(), "projector-1".to_owned()));
             }
         }
         env

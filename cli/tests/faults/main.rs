@@ -348,7 +348,6 @@ async fn read_dead_letters(cluster: &Cluster, expected: usize) -> std::collectio
             max_batch: 100,
             max_wait: Duration::from_millis(50),
             fetch_wait: seckill_kafka::READER_FETCH_WAIT,
-            instance_id: None,
         },
         &[&format!("{}.dead-letters", cluster.namespace)],
     )

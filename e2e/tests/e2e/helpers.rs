@@ -457,7 +457,6 @@ impl Platform {
                 max_batch: 500,
                 max_wait: Duration::from_millis(50),
                 fetch_wait: seckill_kafka::READER_FETCH_WAIT,
-                instance_id: None,
             },
             &[topic],
         )
