@@ -109,16 +109,7 @@ async fn a_ten_second_broker_outage_loses_no_promised_order() {
     let mut admitted_in_outage = Vec::new();
     for i in 0..10 {
         let user = format!("outage-{i}");
-        let answer = cluster
-            .http
-            .post(format!("{}/api/v1/vouchers/{newcomers}/orders", cluster.url(Service::Ingress)))
-            .header("authorization", format!("Bearer {}", user_token(&user)))
-            .send()
-            .await
-            .expect("the ingress answers while the broker is down");
-        assert_eq!(answer.status(), StatusCode::ACCEPTED, "[{fault}] the ingress admits while the log is down");
-        let body: serde_json::Value = answer.json().await.expect("json");
-        let order = body["order_id"].as_str().expect("a 202 names its order").to_owned();
+        let order = place_one(&cluster, &newcomers, &user, "the ingress admits while the log is down", fault).await;
         admitted_in_outage.push(load::Promised { order, voucher: newcomers.clone(), user, quantity: 1 });
         pause(500).await;
     }
@@ -215,21 +206,27 @@ async fn processor_and_projector_killed_repeatedly_decide_everything_once() {
     settle_tally(&mut cluster, &vouchers, tally, fault).await;
 }
 
+/// Orders one unit of `voucher` as `user`, which must be admitted (`what`
+/// says why); the order's id.
+async fn place_one(cluster: &Cluster, voucher: &str, user: &str, what: &str, fault: &str) -> String {
+    let answer = cluster
+        .http
+        .post(format!("{}/api/v1/vouchers/{voucher}/orders", cluster.url(Service::Ingress)))
+        .header("authorization", format!("Bearer {}", user_token(user)))
+        .send()
+        .await
+        .expect("the ingress answers");
+    assert_eq!(answer.status(), StatusCode::ACCEPTED, "[{fault}] {what}");
+    let body: serde_json::Value = answer.json().await.expect("json");
+    body["order_id"].as_str().expect("a 202 names its order").to_owned()
+}
+
 /// Orders one unit of `voucher` as `user` and waits until the order is
 /// decided; its id and how long that took, bounded by `RECOVERY_BOUND`.
 async fn canary(cluster: &Cluster, voucher: &str, user: &str, fault: &str) -> (String, Duration) {
     let started = tokio::time::Instant::now();
     let token = format!("Bearer {}", user_token(user));
-    let answer = cluster
-        .http
-        .post(format!("{}/api/v1/vouchers/{voucher}/orders", cluster.url(Service::Ingress)))
-        .header("authorization", &token)
-        .send()
-        .await
-        .expect("the ingress answers");
-    assert_eq!(answer.status(), StatusCode::ACCEPTED, "[{fault}] the canary is admitted");
-    let body: serde_json::Value = answer.json().await.expect("json");
-    let order = body["order_id"].as_str().expect("a 202 names its order").to_owned();
+    let order = place_one(cluster, voucher, user, "the canary is admitted", fault).await;
     loop {
         let read = cluster
             .http
