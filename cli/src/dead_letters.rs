@@ -64,11 +64,9 @@ pub(crate) async fn run(args: DeadLetterArgs) -> anyhow::Result<()> {
 
 async fn redrive(config: &ToolConfig, topic: &str) -> anyhow::Result<()> {
     let settings = ConsumerSettings {
-        brokers: config.kafka.brokers.clone(),
-        group: format!("{}.redrive", config.kafka.topic_prefix),
         max_batch: 500,
         max_wait: Duration::from_millis(100),
-        fetch_wait: seckill_kafka::READER_FETCH_WAIT,
+        ..ConsumerSettings::reader(&config.kafka.brokers, format!("{}.redrive", config.kafka.topic_prefix))
     };
     let consumer = BatchConsumer::subscribe(&settings, &[topic]).context("joining the redrive group")?;
     let producer = EventProducer::new(&ProducerSettings::from(&config.kafka)).context("creating the producer")?;

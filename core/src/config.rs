@@ -344,12 +344,37 @@ pub struct ConsumerConfig {
     /// Shorter: an idle consumer notices new records sooner. Longer: fewer
     /// fetch requests, which a broker pays for even when they return nothing.
     pub fetch_wait_ms: u64,
+    /// How long the group coordinator waits for a silent member before it
+    /// hands the member's partitions to the others: after a crash, the
+    /// partitions a restarted instance owned stay undecided this long. The
+    /// broker refuses values outside its `group.min.session.timeout.ms`
+    /// (default 6000) and `group.max.session.timeout.ms`.
+    #[serde(default = "default_session_timeout_ms")]
+    pub session_timeout_ms: u64,
+}
+
+/// Default of [`ConsumerConfig::session_timeout_ms`]: the least a broker
+/// accepts by default. Static membership (`group.instance.id`), which would
+/// let a restarted instance take its partitions back at once, is not used:
+/// with librdkafka a static member whose session expired while its
+/// coordinator restarted rejoins without a rebalance and is never given its
+/// partitions again (docs/OPERATIONS.md).
+pub const DEFAULT_SESSION_TIMEOUT_MS: u64 = 6_000;
+
+fn default_session_timeout_ms() -> u64 {
+    DEFAULT_SESSION_TIMEOUT_MS
 }
 
 impl ConsumerConfig {
     /// A group named `group` with the default batch bounds.
     pub fn new(group: &str) -> Self {
-        Self { group: group.to_owned(), max_batch: 500, max_wait_ms: 5, fetch_wait_ms: DEFAULT_FETCH_WAIT_MS }
+        Self {
+            group: group.to_owned(),
+            max_batch: 500,
+            max_wait_ms: 5,
+            fetch_wait_ms: DEFAULT_FETCH_WAIT_MS,
+            session_timeout_ms: DEFAULT_SESSION_TIMEOUT_MS,
+        }
     }
 }
 
@@ -358,7 +383,12 @@ impl Validate for ConsumerConfig {
         ensure(!self.group.trim().is_empty(), "consumer.group", "must not be empty")?;
         ensure((1..=10_000).contains(&self.max_batch), "consumer.max_batch", "must be 1 to 10000")?;
         ensure(self.max_wait_ms <= 1_000, "consumer.max_wait_ms", "must be at most 1000")?;
-        ensure((1..=1_000).contains(&self.fetch_wait_ms), "consumer.fetch_wait_ms", "must be 1 to 1000")
+        ensure((1..=1_000).contains(&self.fetch_wait_ms), "consumer.fetch_wait_ms", "must be 1 to 1000")?;
+        ensure(
+            (1_000..=1_800_000).contains(&self.session_timeout_ms),
+            "consumer.session_timeout_ms",
+            "must be 1000 to 1800000",
+        )
     }
 }
 

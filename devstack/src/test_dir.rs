@@ -32,6 +32,12 @@ impl TempDir {
 
 impl Drop for TempDir {
     fn drop(&mut self) {
+        // A failing test's logs are what explains it; `scripts/test` removes
+        // the whole run's directory when it exits.
+        if std::thread::panicking() {
+            eprintln!("kept the failing test's directory: {}", self.0.display());
+            return;
+        }
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }

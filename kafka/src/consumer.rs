@@ -35,6 +35,9 @@ pub struct ConsumerSettings {
     pub max_wait: Duration,
     /// How long the broker may hold a fetch that found nothing new.
     pub fetch_wait: Duration,
+    /// How long the coordinator waits for a silent member (a crashed
+    /// instance) before reassigning its partitions.
+    pub session_timeout: Duration,
 }
 
 /// Fetch wait for short-lived readers (tools, tests), which want records as
@@ -42,6 +45,19 @@ pub struct ConsumerSettings {
 pub const READER_FETCH_WAIT: Duration = Duration::from_millis(20);
 
 impl ConsumerSettings {
+    /// Settings for a short-lived reader (a tool, a test) of `group`: records
+    /// as soon as they exist, batches of up to 1,000 within 50 ms.
+    pub fn reader(brokers: &str, group: String) -> Self {
+        Self {
+            brokers: brokers.to_owned(),
+            group,
+            max_batch: 1_000,
+            max_wait: Duration::from_millis(50),
+            fetch_wait: READER_FETCH_WAIT,
+            session_timeout: Duration::from_millis(seckill_core::config::DEFAULT_SESSION_TIMEOUT_MS),
+        }
+    }
+
     /// Settings from the service's config sections.
     pub fn new(kafka: &KafkaConfig, consumer: &ConsumerConfig) -> Self {
         Self {
@@ -50,6 +66,7 @@ impl ConsumerSettings {
             max_batch: consumer.max_batch,
             max_wait: Duration::from_millis(consumer.max_wait_ms),
             fetch_wait: Duration::from_millis(consumer.fetch_wait_ms),
+            session_timeout: Duration::from_millis(consumer.session_timeout_ms),
         }
     }
 }
@@ -87,8 +104,10 @@ impl BatchConsumer {
             // The broker answers a fetch at once when records are there; this
             // bounds how long it holds one that found none.
             .set("fetch.wait.max.ms", settings.fetch_wait.as_millis().max(1).to_string())
-            .set("session.timeout.ms", "10000")
-            .set("heartbeat.interval.ms", "1000")
+            .set("session.timeout.ms", settings.session_timeout.as_millis().to_string())
+            // A third of the session at most, so two lost heartbeats do not
+            // end it; more often costs the coordinator little.
+            .set("heartbeat.interval.ms", (settings.session_timeout.as_millis() / 3).clamp(100, 1_000).to_string())
             .set("statistics.interval.ms", STATISTICS_INTERVAL_MS)
             .create_with_context(LagContext::default())
             .map_err(KafkaError::Client)?;

@@ -50,12 +50,9 @@ async fn an_idle_bound_shorter_than_the_batch_fill_loses_no_record() {
     });
     let reader = BatchConsumer::subscribe(
         &ConsumerSettings {
-            brokers: brokers.to_owned(),
-            group: format!("{topic}-reader"),
-            max_batch: 1_000,
             // Far longer than the idle bound below.
             max_wait: Duration::from_millis(200),
-            fetch_wait: READER_FETCH_WAIT,
+            ..ConsumerSettings::reader(brokers, format!("{topic}-reader"))
         },
         &[&topic],
     )

@@ -366,13 +366,10 @@ async fn read_log(
     deadline: tokio::time::Instant,
 ) -> Log {
     let reader = BatchConsumer::subscribe(
-        &ConsumerSettings {
-            brokers: cluster.brokers.clone(),
-            group: format!("{}-checker-{}", cluster.namespace, uuid::Uuid::now_v7().simple()),
-            max_batch: 1_000,
-            max_wait: Duration::from_millis(50),
-            fetch_wait: seckill_kafka::READER_FETCH_WAIT,
-        },
+        &ConsumerSettings::reader(
+            &cluster.brokers,
+            format!("{}-checker-{}", cluster.namespace, uuid::Uuid::now_v7().simple()),
+        ),
         &[&format!("{}.sales", cluster.namespace), &format!("{}.orders", cluster.namespace)],
     )
     .expect("reader subscribes");

@@ -340,11 +340,8 @@ async fn poison_records_are_dead_lettered_and_partitions_keep_moving() {
 async fn read_dead_letters(cluster: &Cluster, expected: usize) -> std::collections::HashMap<String, usize> {
     let reader = seckill_kafka::BatchConsumer::subscribe(
         &seckill_kafka::ConsumerSettings {
-            brokers: cluster.brokers.clone(),
-            group: format!("{}-dlq-reader", cluster.namespace),
             max_batch: 100,
-            max_wait: Duration::from_millis(50),
-            fetch_wait: seckill_kafka::READER_FETCH_WAIT,
+            ..seckill_kafka::ConsumerSettings::reader(&cluster.brokers, format!("{}-dlq-reader", cluster.namespace))
         },
         &[&format!("{}.dead-letters", cluster.namespace)],
     )

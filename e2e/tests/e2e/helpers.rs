@@ -452,11 +452,11 @@ impl Platform {
     ) -> Vec<seckill_kafka::OwnedMessage> {
         let reader = seckill_kafka::BatchConsumer::subscribe(
             &seckill_kafka::ConsumerSettings {
-                brokers: self.kafka.brokers.clone(),
-                group: format!("{}-reader-{}", self.infra.namespace, uuid::Uuid::now_v7().simple()),
                 max_batch: 500,
-                max_wait: Duration::from_millis(50),
-                fetch_wait: seckill_kafka::READER_FETCH_WAIT,
+                ..seckill_kafka::ConsumerSettings::reader(
+                    &self.kafka.brokers,
+                    format!("{}-reader-{}", self.infra.namespace, uuid::Uuid::now_v7().simple()),
+                )
             },
             &[topic],
         )
