@@ -12,7 +12,7 @@ use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::message::OwnedHeaders;
 use seckill_devstack::test_kafka;
-use seckill_kafka::{BatchConsumer, ConsumerSettings, EventProducer, ProducerSettings, READER_FETCH_WAIT};
+use seckill_kafka::{BatchConsumer, ConsumerSettings, EventProducer, ProducerSettings};
 use tokio_util::sync::CancellationToken;
 
 const RECORDS: usize = 200;
