@@ -15,7 +15,7 @@
 //! write that only a production workload would make too large is refused at
 //! test sizes too (the stores' bounded batches are tested against that).
 
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -133,13 +133,22 @@ impl Cassandra {
         let log = self.log();
         while Instant::now() < deadline {
             self.server.check_running()?;
-            let logged = std::fs::read_to_string(&log).is_ok_and(|text| text.contains(READY_LINE));
-            if logged && TcpStream::connect_timeout(&self.addr, Duration::from_millis(200)).is_ok() {
-                return Ok(());
+            if std::fs::read_to_string(&log).is_ok_and(|text| text.contains(READY_LINE)) {
+                // Listening, by its log: that the port is its own, not a
+                // process that took it first.
+                let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_secs(1));
+                return self.server.wait_ready(self.addr, left);
             }
             std::thread::sleep(Duration::from_millis(100));
         }
-        Err(DevstackError::NotReady { what: "cassandra (CQL)".into(), addr: self.addr, timeout: READY_TIMEOUT, log })
+        let tail = crate::process::log_tail(&log);
+        Err(DevstackError::NotReady {
+            what: "cassandra (CQL)".into(),
+            addr: self.addr,
+            timeout: READY_TIMEOUT,
+            log,
+            tail,
+        })
     }
 }
 

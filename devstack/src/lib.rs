@@ -18,6 +18,7 @@ mod credentials;
 mod jvm;
 mod kafka;
 mod leftover;
+mod listener;
 mod process;
 mod prometheus;
 mod redis;

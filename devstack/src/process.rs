@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::listener::{listener_of, Listener};
+
 /// Why a local server could not be started.
 #[derive(Debug, thiserror::Error)]
 pub enum DevstackError {
@@ -18,10 +20,12 @@ pub enum DevstackError {
         #[source]
         source: std::io::Error,
     },
-    #[error("{what} did not accept connections on {addr} within {timeout:?}; see {log}")]
-    NotReady { what: String, addr: SocketAddr, timeout: Duration, log: PathBuf },
-    #[error("{what} exited during startup ({status}); see {log}")]
-    Exited { what: String, status: std::process::ExitStatus, log: PathBuf },
+    #[error("{what} did not accept connections on {addr} within {timeout:?}; the end of {log}:\n{tail}")]
+    NotReady { what: String, addr: SocketAddr, timeout: Duration, log: PathBuf, tail: String },
+    #[error("{what} exited during startup ({status}); the end of {log}:\n{tail}")]
+    Exited { what: String, status: std::process::ExitStatus, log: PathBuf, tail: String },
+    #[error("{what} was to listen on {addr}, but another process (pid {owner}) holds it; the end of {log}:\n{tail}")]
+    PortTaken { what: String, addr: SocketAddr, owner: String, log: PathBuf, tail: String },
     #[error("{what} failed; see {log}")]
     Failed { what: String, log: PathBuf },
     #[error("{0}")]
@@ -63,9 +67,6 @@ pub(crate) fn send_signal(pid: u32, signal: &str) {
     let _ = Command::new("kill").arg(format!("-{signal}")).arg(pid.to_string()).stderr(Stdio::null()).status();
 }
 
-/// How long [`Server::start`] waits for a server's port.
-const READY_TIMEOUT: Duration = Duration::from_secs(20);
-
 /// Where [`free_port`] hands ports out: below the kernel's ephemeral range
 /// (32768 and up on Linux), so no outgoing connection's source port can take
 /// one between handing it out and its server binding it, and low enough
@@ -97,6 +98,15 @@ pub fn free_port() -> u16 {
     panic!("no free port in {PORTS_FROM}..{}", PORTS_FROM + PORTS)
 }
 
+/// The last lines of a server's log: why it did not start is almost always
+/// there.
+pub(crate) fn log_tail(log: &Path) -> String {
+    const LINES: usize = 12;
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(LINES)..].join("\n")
+}
+
 /// Finds `name` on PATH or in cargo's bin directory.
 pub(crate) fn find_binary(name: &str) -> Option<PathBuf> {
     let cargo_bin = std::env::var_os("CARGO_HOME")
@@ -124,16 +134,18 @@ pub struct Server {
 
 impl Server {
     /// Starts `command` in `dir`, logging to `dir/{name}.log`, and waits
-    /// until `addr` accepts connections.
+    /// up to `ready_within` (each kind of server knows how long it takes)
+    /// until it accepts connections on `addr`.
     pub fn start(
         what: &str,
         command: Command,
         dir: &Path,
         name: &str,
         addr: SocketAddr,
+        ready_within: Duration,
     ) -> Result<Self, DevstackError> {
         let mut server = Self::spawn(what, command, dir, name)?;
-        server.wait_ready(addr, READY_TIMEOUT)?;
+        server.wait_ready(addr, ready_within)?;
         Ok(server)
     }
 
@@ -175,18 +187,30 @@ impl Server {
         &self.log
     }
 
-    /// Waits up to `timeout` until `addr` accepts connections; an exit
-    /// meanwhile is an error naming the log.
+    /// Waits up to `timeout` until this server (not another process that
+    /// took the port) accepts connections on `addr`; an exit meanwhile, or
+    /// the port held by someone else, is an error with the log's end.
     pub fn wait_ready(&mut self, addr: SocketAddr, timeout: Duration) -> Result<(), DevstackError> {
         let deadline = Instant::now() + timeout;
         while Instant::now() < deadline {
             self.check_running()?;
             if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
-                return Ok(());
+                let group = self.pid().unwrap_or_default();
+                match listener_of(addr.port(), group) {
+                    Listener::Ours | Listener::Unknown => return Ok(()),
+                    Listener::Other(owner) => {
+                        let owner = owner.map_or_else(|| "unknown".to_owned(), |pid| pid.to_string());
+                        let (log, tail) = (self.log.clone(), log_tail(&self.log));
+                        return Err(DevstackError::PortTaken { what: self.what.clone(), addr, owner, log, tail });
+                    }
+                    // Gone between the connect and the look: ask again.
+                    Listener::Nobody => {}
+                }
             }
             std::thread::sleep(Duration::from_millis(25));
         }
-        Err(DevstackError::NotReady { what: self.what.clone(), addr, timeout, log: self.log.clone() })
+        let (log, tail) = (self.log.clone(), log_tail(&self.log));
+        Err(DevstackError::NotReady { what: self.what.clone(), addr, timeout, log, tail })
     }
 
     /// An error if the process has exited (during start-up: it failed).
@@ -194,7 +218,8 @@ impl Server {
         if let Some(child) = self.child.as_mut() {
             if let Ok(Some(status)) = child.try_wait() {
                 self.child = None;
-                return Err(DevstackError::Exited { what: self.what.clone(), status, log: self.log.clone() });
+                let (log, tail) = (self.log.clone(), log_tail(&self.log));
+                return Err(DevstackError::Exited { what: self.what.clone(), status, log, tail });
             }
         }
         Ok(())
@@ -261,5 +286,37 @@ mod tests {
         let held: Vec<TcpListener> =
             ports.iter().map(|port| TcpListener::bind(("127.0.0.1", *port)).expect("binds")).collect();
         assert_eq!(held.len(), 500);
+    }
+
+    #[test]
+    fn a_port_someone_else_listens_on_is_not_taken_for_the_server_being_started() {
+        let taken = TcpListener::bind("127.0.0.1:0").expect("binds");
+        let addr = taken.local_addr().expect("address");
+        let dir = crate::TempDir::new().expect("dir");
+        let mut command = Command::new("sleep");
+        command.arg("30");
+        let error = Server::start("a sleeper", command, dir.path(), "sleeper", addr, Duration::from_secs(5))
+            .expect_err("the listener is not the sleeper");
+        match error {
+            DevstackError::PortTaken { what, addr: named, owner, .. } => {
+                assert_eq!((what.as_str(), named), ("a sleeper", addr));
+                assert_eq!(owner, std::process::id().to_string(), "the test process holds it");
+            }
+            other => panic!("expected PortTaken, got {other}"),
+        }
+    }
+
+    #[test]
+    fn a_server_that_exits_during_startup_is_named_with_its_log() {
+        let dir = crate::TempDir::new().expect("dir");
+        let mut command = Command::new("sh");
+        command.args(["-c", "echo 'bind: address in use' >&2; exit 3"]);
+        let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let error = Server::start("a failing server", command, dir.path(), "failing", addr, Duration::from_secs(5))
+            .expect_err("it exited");
+        assert!(matches!(error, DevstackError::Exited { .. }), "{error}");
+        let message = error.to_string();
+        assert!(message.starts_with("a failing server exited during startup"), "{message}");
+        assert!(message.contains("bind: address in use"), "the log's end: {message}");
     }
 }

@@ -9,6 +9,10 @@ use std::time::Duration;
 use crate::process::{find_binary, free_port, Server};
 use crate::DevstackError;
 
+/// How long Prometheus may take to listen (it replays no data here: each
+/// test's is fresh).
+const READY_WITHIN: Duration = Duration::from_secs(30);
+
 /// A running Prometheus; stopped when dropped.
 #[derive(Debug)]
 pub struct Prometheus {
@@ -37,7 +41,8 @@ impl Prometheus {
             .arg(format!("--config.file={}", config_file.display()))
             .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
             .arg(format!("--web.listen-address=127.0.0.1:{port}"));
-        let server = Server::start("prometheus", command, dir, "prometheus", SocketAddr::from(([127, 0, 0, 1], port)))?;
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        let server = Server::start("prometheus", command, dir, "prometheus", addr, READY_WITHIN)?;
         Ok(Self { server, port })
     }
 

@@ -9,6 +9,11 @@ use crate::leftover::{stop_leftover, Expected, Leftover};
 use crate::process::{find_binary, free_port, Server, StopSignal};
 use crate::DevstackError;
 
+/// How long a Redis (or a cluster node) may take to listen: an empty one
+/// listens within milliseconds, one loading a large AOF later still, but
+/// tests and the development run start them empty.
+pub(crate) const READY_WITHIN: Duration = Duration::from_secs(20);
+
 /// How the server keeps its data.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RedisPersistence {
@@ -51,7 +56,7 @@ impl Redis {
             RedisPersistence::None => command.args(["--appendonly", "no"]),
             RedisPersistence::AppendOnly => command.args(["--appendonly", "yes", "--appendfsync", "everysec"]),
         };
-        Server::start("redis", command, dir, "redis", SocketAddr::from(([127, 0, 0, 1], port)))
+        Server::start("redis", command, dir, "redis", SocketAddr::from(([127, 0, 0, 1], port)), READY_WITHIN)
     }
 
     /// Stops a Redis that an earlier run started in `dir` and left running

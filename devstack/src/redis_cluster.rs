@@ -65,7 +65,8 @@ impl RedisCluster {
                 .args(["--save", "", "--appendonly", "no", "--protected-mode", "yes"])
                 .args(["--dir", &node_dir.to_string_lossy()]);
             let addr = SocketAddr::from(([127, 0, 0, 1], port));
-            let server = Server::start("a Redis Cluster node", command, &node_dir, "redis", addr)?;
+            let server =
+                Server::start("a Redis Cluster node", command, &node_dir, "redis", addr, crate::redis::READY_WITHIN)?;
             nodes.push(Node { port, server: Some(server) });
         }
         let cluster = Self { nodes, dir: dir.to_owned(), cli };

@@ -135,11 +135,10 @@ impl Cluster {
         // needs looking into (their logs are in the test's directory).
         command.env("RUST_LOG", std::env::var("SECKILL_FAULTS_LOG").unwrap_or_else(|_| "info".to_owned()));
         let addr = std::net::SocketAddr::from(([127, 0, 0, 1], self.port(service)));
-        let server = Server::start(name, command, self.dir.path(), name, addr).unwrap_or_else(|error| {
-            let log = std::fs::read_to_string(self.dir.path().join(format!("{name}.log"))).unwrap_or_default();
-            let tail: Vec<&str> = log.lines().rev().take(20).collect();
-            panic!("{name} did not start: {error}\n{}", tail.into_iter().rev().collect::<Vec<_>>().join("\n"))
-        });
+        // A service waits up to 120 s for a Redis that is loading; these
+        // start against servers already up, so 30 s is a failure.
+        let server = Server::start(name, command, self.dir.path(), name, addr, Duration::from_secs(30))
+            .unwrap_or_else(|error| panic!("{error}"));
         *self.slot(service) = Some(server);
     }
 

@@ -28,15 +28,15 @@ async fn expiries(h: &Harness, keys: &VoucherKeys) -> Vec<(String, i64)> {
 }
 
 async fn redis_now_ms(h: &Harness) -> i64 {
-    let (seconds, micros): (i64, i64) = redis::cmd("TIME").query_async(&mut h.connection.clone()).await.expect("TIME");
-    seconds * 1_000 + micros / 1_000
+    h.gate_now().await.timestamp_millis()
 }
 
-/// A sale open now and ending at `ends_at`, with every key it can have
-/// written: holders, orders, a retry key, admitted and released orders, a
-/// fenced id and an applied update that added stock.
-async fn busy_sale(gate: &Gate, ends_at: DateTime<Utc>) -> VoucherId {
-    let sale = definition(10, 2, (Utc::now() - chrono::Duration::minutes(1), ends_at));
+/// A sale open for the next hour, with every key it can have written:
+/// holders, orders, a retry key, admitted and released orders, a fenced id
+/// and an applied update that added stock. Tests move its end once it is
+/// busy, so how long that takes never decides what it holds.
+async fn busy_sale(gate: &Gate) -> VoucherId {
+    let sale = definition(10, 2, (Utc::now() - chrono::Duration::minutes(1), Utc::now() + chrono::Duration::hours(1)));
     assert!(gate.load_voucher(&sale).await.expect("loads"));
     let v = sale.voucher_id;
     let (kept, given_back) = (OrderId::generate(), OrderId::generate());
@@ -50,10 +50,18 @@ async fn busy_sale(gate: &Gate, ends_at: DateTime<Utc>) -> VoucherId {
     v
 }
 
+/// Moves `voucher`'s end to `ends_at`.
+async fn end_at(gate: &Gate, voucher: VoucherId, ends_at: DateTime<Utc>) {
+    let update = VoucherUpdated { voucher_id: voucher, paused: None, ends_at: Some(ends_at), add_stock: 0 };
+    gate.update_voucher(uuid::Uuid::now_v7(), &update).await.expect("updates");
+}
+
 async fn every_key_of_a_sale_expires_its_ttl_after_the_end(h: &Harness) {
     let gate = h.gate.clone().with_ended_sale_ttl(TTL);
-    let ends_at = Utc::now() + chrono::Duration::milliseconds(1_500);
-    let keys = gate.keys(busy_sale(&gate, ends_at).await);
+    let v = busy_sale(&gate).await;
+    let ends_at = h.gate_now().await + chrono::Duration::milliseconds(500);
+    end_at(&gate, v, ends_at).await;
+    let keys = gate.keys(v);
     let written = expiries(h, &keys).await;
     assert_eq!(written.len(), 8, "the sale wrote every key: {written:?}");
     let expected = ends_at.timestamp_millis() + 1_000;
@@ -70,11 +78,11 @@ async fn every_key_of_a_sale_expires_its_ttl_after_the_end(h: &Harness) {
 
 async fn moving_the_end_moves_the_expiry_of_every_key(h: &Harness) {
     let gate = h.gate.clone().with_ended_sale_ttl(TTL);
-    let first_end = Utc::now() + chrono::Duration::milliseconds(1_000);
-    let v = busy_sale(&gate, first_end).await;
+    let v = busy_sale(&gate).await;
+    let first_end = h.gate_now().await + chrono::Duration::milliseconds(500);
+    end_at(&gate, v, first_end).await;
     let later = Utc::now() + chrono::Duration::hours(1);
-    let extend = VoucherUpdated { voucher_id: v, paused: None, ends_at: Some(later), add_stock: 0 };
-    gate.update_voucher(uuid::Uuid::now_v7(), &extend).await.expect("updates");
+    end_at(&gate, v, later).await;
     let keys = gate.keys(v);
     let moved = expiries(h, &keys).await;
     assert_eq!(moved.len(), 8, "{moved:?}");
@@ -120,9 +128,7 @@ async fn a_sale_whose_end_was_moved_earlier_is_not_brought_back_by_its_definitio
     let sale = definition(10, 2, (Utc::now() - chrono::Duration::minutes(1), Utc::now() + chrono::Duration::hours(1)));
     assert!(gate.load_voucher(&sale).await.expect("loads"));
     let v = sale.voucher_id;
-    let soon = Utc::now() + chrono::Duration::milliseconds(300);
-    let end_now = VoucherUpdated { voucher_id: v, paused: None, ends_at: Some(soon), add_stock: 0 };
-    gate.update_voucher(uuid::Uuid::now_v7(), &end_now).await.expect("updates");
+    end_at(&gate, v, h.gate_now().await + chrono::Duration::milliseconds(300)).await;
     let keys = gate.keys(v);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     while !expiries(h, &keys).await.is_empty() {
@@ -142,7 +148,7 @@ async fn a_sale_whose_end_was_moved_earlier_is_not_brought_back_by_its_definitio
 
 async fn an_end_moved_into_the_past_ends_the_sale_and_removes_its_keys(h: &Harness) {
     let gate = h.gate.clone().with_ended_sale_ttl(TTL);
-    let v = busy_sale(&gate, Utc::now() + chrono::Duration::hours(1)).await;
+    let v = busy_sale(&gate).await;
     let keys = gate.keys(v);
     assert_eq!(expiries(h, &keys).await.len(), 8);
     // An admin ends the sale a minute ago: its keys' time (end + TTL) has

@@ -42,6 +42,14 @@ impl Harness {
             outbox_key(&self.config.key_prefix)
         }
     }
+
+    /// The gate's clock: Redis's `TIME`, which the scripts judge windows by
+    /// (one machine's clock, whichever node of a cluster answers).
+    pub(crate) async fn gate_now(&self) -> DateTime<Utc> {
+        let (seconds, micros): (i64, i64) =
+            redis::cmd("TIME").query_async(&mut self.connection.clone()).await.expect("TIME");
+        DateTime::from_timestamp_micros(seconds * 1_000_000 + micros).expect("Redis's clock is in range")
+    }
 }
 
 pub(crate) fn unique_prefix() -> String {

@@ -32,18 +32,28 @@ async fn a_vouchers_phase_follows_the_admission_clock_through_window_sell_out_pa
     assert!((served_ms - redis_ms).abs() < 1_000, "server time {served_ms} vs Redis {redis_ms}");
     assert!(clock["server_time"].as_str().expect("a time").ends_with('Z'));
 
-    // Upcoming, readable the moment its 201 is sent.
-    let begins = Utc::now() + Duration::seconds(2);
-    let voucher = platform.create_voucher_between(1, 1, begins, begins + Duration::hours(1)).await;
-    let path = format!("/api/v1/vouchers/{voucher}");
-    let (status, headers, shown) = read(&platform, &base, &path, None, &[]).await;
-    assert_eq!(status, StatusCode::OK, "{shown}");
+    // Upcoming, readable the moment its 201 is sent: judged by the server's
+    // own clock in the answer, so a machine that stalled past begins_at
+    // tries a later start rather than failing.
+    let mut upcoming = None;
+    for lead in [2, 5, 15] {
+        let begins = Utc::now() + Duration::seconds(lead);
+        let voucher = platform.create_voucher_between(1, 1, begins, begins + Duration::hours(1)).await;
+        let path = format!("/api/v1/vouchers/{voucher}");
+        let (status, headers, shown) = read(&platform, &base, &path, None, &[]).await;
+        assert_eq!(status, StatusCode::OK, "{shown}");
+        if time(&shown["server_time"]) < begins {
+            upcoming = Some((begins, voucher, path, headers, shown));
+            break;
+        }
+    }
+    let (begins, voucher, path, headers, shown) = upcoming.expect("a sale read before its start");
     assert_eq!(shown["phase"], "upcoming", "{shown}");
     let opens_in = shown["opens_in_ms"].as_i64().expect("opens_in_ms");
     let expected = (begins - time(&shown["server_time"])).num_milliseconds();
     // Both ends are whole milliseconds apart from rounding.
     assert!((opens_in - expected).abs() <= 1, "counted from server_time: {opens_in} vs {expected}");
-    assert!(opens_in > 0 && opens_in <= 2_000, "{opens_in}");
+    assert!(opens_in > 0, "{opens_in}");
     assert_eq!(header(&headers, "cache-control"), Some("public, max-age=1"));
 
     // Open at begins_at, by the same clock.
