@@ -3,14 +3,20 @@
 //! `min.insync.replicas=2`, `acks=all`) that loses a broker to SIGKILL and
 //! has partition leaderships moved while the sale goes on. Nothing promised
 //! may be lost, nothing decided twice, and on three brokers admissions
-//! must go on through the fault.
+//! must go on through the fault. And a broker down long enough to fill
+//! the outbox: past its bound, orders are answered `503` over HTTP and
+//! nothing is admitted for them.
 
 use std::time::Duration;
 
 use seckill_devstack::KafkaSettings;
 
-use crate::cluster::Cluster;
-use crate::{pause, settle, under_load_on, TURN};
+use reqwest::StatusCode;
+
+use crate::check::Voucher;
+use crate::cluster::{Cluster, Service};
+use crate::load::{Promised, Tally};
+use crate::{check, create_voucher, pause, place_one, recovered, settle, settle_tally, under_load_on, TURN};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_broker_killed_mid_sale_loses_no_promised_order() {
@@ -82,4 +88,61 @@ async fn three_brokers_one_killed_and_leaders_moved_mid_sale_lose_nothing() {
     }
     pause(2_000).await;
     settle(&mut cluster, &vouchers, load, "three brokers: one killed, leaders moved").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_outbox_is_answered_503_over_http_and_orders_are_admitted_again_once_the_log_is_back() {
+    const BOUND: usize = 5;
+    let _turn = TURN.lock().await;
+    let fault = "outbox full (broker down)";
+    let mut cluster = tokio::task::block_in_place(|| {
+        let mut cluster = Cluster::start_on_own_kafka(KafkaSettings::SINGLE);
+        cluster.ingress_env.push(("SECKILL_MAX_OUTBOX_ENTRIES".to_owned(), BOUND.to_string()));
+        assert!(cluster.stop(Service::Ingress), "the ingress stops cleanly");
+        cluster.start_service(Service::Ingress);
+        cluster
+    });
+    let voucher = create_voucher(&cluster, 100, 1, 0).await;
+    tokio::task::block_in_place(|| cluster.own_kafka().stop());
+
+    // The outbox takes BOUND orders while the log is down, then is full.
+    let mut tally = Tally::default();
+    for i in 0..BOUND {
+        let user = format!("early-{i}");
+        let order = place_one(&cluster, &voucher, &user, "admitted while the outbox has room", fault).await;
+        tally.promised.push(Promised { order, voucher: voucher.clone(), user, quantity: 1 });
+    }
+    let refused: Vec<String> = (0..3).map(|i| format!("refused-{i}")).collect();
+    for user in &refused {
+        let answer = cluster
+            .http
+            .post(format!("{}/api/v1/vouchers/{voucher}/orders", cluster.url(Service::Ingress)))
+            .header("authorization", format!("Bearer {}", seckill_devstack::user_token(user)))
+            .send()
+            .await
+            .expect("the ingress answers");
+        assert_eq!(answer.status(), StatusCode::SERVICE_UNAVAILABLE, "[{fault}] {user} refused");
+        let body: serde_json::Value = answer.json().await.expect("a JSON error");
+        assert_eq!(body["error"], "unavailable", "{body}");
+        assert!(body["message"].as_str().is_some_and(|m| m.contains("nothing was admitted")), "{body}");
+        assert!(body.get("order_id").is_none(), "a full outbox admitted nothing to name: {body}");
+        tally.unavailable += 1;
+    }
+    assert_eq!(check::outbox_len(&cluster).await, Some(BOUND as u64), "[{fault}] nothing past the bound");
+
+    // The log back, the outbox drains and the refused buyers are admitted:
+    // their refusal held nothing for them.
+    tokio::task::block_in_place(|| cluster.own_kafka().start_again()).expect("broker restarts");
+    let drained = recovered(&cluster, fault).await;
+    println!(
+        "[{fault}] {BOUND} admitted, {} refused with 503; outbox drained {drained:?} after the restart",
+        refused.len()
+    );
+    for user in refused {
+        let order = place_one(&cluster, &voucher, &user, "admitted once the outbox drained", fault).await;
+        tally.promised.push(Promised { order, voucher: voucher.clone(), user, quantity: 1 });
+    }
+    tally.requests = (tally.promised.len() as u64) + tally.unavailable;
+    let vouchers = [Voucher { id: voucher, limit: 1, holds: false }];
+    settle_tally(&mut cluster, &vouchers, tally, fault).await;
 }

@@ -47,6 +47,9 @@ pub struct Cluster {
     /// The topics' replicas: one a broker, up to three.
     replication: usize,
     ports: [u16; 3],
+    /// Settings the ingress gets on top of the suite's (`SECKILL_…`
+    /// variables), from its next start.
+    pub ingress_env: Vec<(String, String)>,
     pub http: reqwest::Client,
     /// Last: the processes' data outlive them.
     pub dir: TempDir,
@@ -92,6 +95,7 @@ impl Cluster {
             partitions: 3,
             replication: own_kafka.map_or(1, |settings| settings.nodes.min(3)),
             ports: [free_port(), free_port(), free_port()],
+            ingress_env: Vec::new(),
             http: reqwest::Client::builder()
                 .timeout(Duration::from_secs(10))
                 .pool_max_idle_per_host(64)
@@ -212,6 +216,7 @@ impl Cluster {
                 // A killed relay's entries are taken over quickly.
                 env.push(("SECKILL_OUTBOX_CLAIM_IDLE_MS".to_owned(), "1000".to_owned()));
                 env.push(("SECKILL_DRAIN_MS".to_owned(), "2000".to_owned()));
+                env.extend(self.ingress_env.iter().cloned());
             }
             Service::Processor => {
                 env.push(("SECKILL_STORE__PATH".to_owned(), store("processor.redb")));

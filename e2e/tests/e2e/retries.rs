@@ -5,6 +5,7 @@ use std::collections::HashSet;
 
 use futures::future::join_all;
 use reqwest::StatusCode;
+use serde_json::Value;
 
 use seckill_core::event::{Event, OrderAccepted};
 use seckill_core::{Envelope, UserId};
@@ -111,4 +112,75 @@ async fn the_sold_out_fast_path_notices_returned_stock_and_redis_stays_the_gate(
         .await
         .expect("text");
     assert!(metrics.contains(r#"seckill_compensations_total{service="processor"} 1"#), "{metrics}");
+}
+
+/// `POST …/orders` as `user`, with an `Idempotency-Key` when given.
+async fn order_keyed(platform: &Platform, voucher: &str, user: &str, key: Option<&str>) -> (StatusCode, Value) {
+    let mut request = platform
+        .http
+        .post(format!("{}/api/v1/vouchers/{voucher}/orders", platform.base))
+        .header("authorization", Platform::as_user(user));
+    if let Some(key) = key {
+        request = request.header("idempotency-key", key);
+    }
+    let response = request.send().await.expect("ingress answers");
+    let status = response.status();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+fn code(body: &Value) -> Option<&str> {
+    body["error"].as_str()
+}
+
+#[tokio::test]
+async fn the_sold_out_memo_tells_holders_their_order_and_a_keyed_retry_goes_to_redis() {
+    let platform = Platform::start_configured(None, |config| config.sold_out_memo_ms = 1_000).await;
+    // Each attempt judges by what it saw, not by a guess about timing: the
+    // memo answered while a key-less newcomer is refused although Redis
+    // holds a unit (Redis would admit); the last such refusal comes after
+    // every request the attempt checks, so the memo was there for all of
+    // them. A machine too slow for one memo lifetime tries a new sale.
+    for attempt in 0..5 {
+        let voucher = platform.create_voucher(1, 1).await;
+        let (status, held) = order_keyed(&platform, &voucher, "holder", Some("cart-1")).await;
+        assert_eq!(status, StatusCode::ACCEPTED, "{held}");
+        let held = held["order_id"].as_str().expect("order_id").to_owned();
+        // Redis answers sold out; the ingress snapshots the holders.
+        let (status, refused) = order_keyed(&platform, &voucher, "first-refused", None).await;
+        assert_eq!((status, code(&refused)), (StatusCode::CONFLICT, Some("sold_out")), "{refused}");
+
+        // Two units come back in Redis alone: Redis would admit now.
+        platform.add_redis_units(&voucher, 2).await;
+        let memo_refuses = |user: String| {
+            let (platform, voucher) = (&platform, voucher.clone());
+            async move { order_keyed(platform, &voucher, &user, None).await }
+        };
+        let (status, first_probe) = memo_refuses(format!("probe-a-{attempt}")).await;
+        let holder_again = order_keyed(&platform, &voucher, "holder", None).await;
+        let holder_keyed = order_keyed(&platform, &voucher, "holder", Some("cart-1")).await;
+        let newcomer_keyed = order_keyed(&platform, &voucher, "keyed-newcomer", Some("cart-9")).await;
+        let (last_status, last_probe) = memo_refuses(format!("probe-b-{attempt}")).await;
+        let memo_throughout = status == StatusCode::CONFLICT && last_status == StatusCode::CONFLICT;
+        if !memo_throughout {
+            println!("attempt {attempt}: the memo expired mid-attempt ({first_probe}, {last_probe}); a new sale");
+            continue;
+        }
+        assert_eq!(code(&first_probe), Some("sold_out"), "{first_probe}");
+        assert_eq!(code(&last_probe), Some("sold_out"), "{last_probe}");
+
+        // The holder, key-less: the memo's snapshot names its own order.
+        let (status, body) = holder_again;
+        assert_eq!((status, code(&body)), (StatusCode::CONFLICT, Some("duplicate_order")), "{body}");
+        assert_eq!(body["order_id"].as_str(), Some(held.as_str()), "its own order: {body}");
+        // The holder with its key: past the memo, Redis replays the order.
+        let (status, body) = holder_keyed;
+        assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+        assert_eq!(body["order_id"].as_str(), Some(held.as_str()), "the same order: {body}");
+        // A newcomer with a key: past the memo, Redis admits a returned unit.
+        let (status, body) = newcomer_keyed;
+        assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+        assert_eq!(platform.redis_remaining(&voucher).await, 1, "one returned unit taken, by the keyed newcomer");
+        return;
+    }
+    panic!("the memo expired within every attempt");
 }
