@@ -141,14 +141,8 @@ impl Cassandra {
             }
             std::thread::sleep(Duration::from_millis(100));
         }
-        let tail = crate::process::log_tail(&log);
-        Err(DevstackError::NotReady {
-            what: "cassandra (CQL)".into(),
-            addr: self.addr,
-            timeout: READY_TIMEOUT,
-            log,
-            tail,
-        })
+        let log = crate::process::LogEnd::of(&log);
+        Err(DevstackError::NotReady { what: "cassandra (CQL)".into(), addr: self.addr, timeout: READY_TIMEOUT, log })
     }
 }
 

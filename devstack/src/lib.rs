@@ -34,7 +34,7 @@ pub use credentials::{user_token, TEST_ADMIN_TOKEN, TEST_JWT_SECRET};
 pub use jvm::{java, Distribution};
 pub use kafka::{Kafka, KafkaDurability, KafkaSettings};
 pub use leftover::Leftover;
-pub use process::{free_port, DevstackError, Server, StopSignal};
+pub use process::{free_port, DevstackError, LogEnd, Server, StopSignal};
 pub use prometheus::Prometheus;
 pub use redis::{Redis, RedisPersistence};
 pub use redis_cluster::{shared_test_cluster, RedisCluster};

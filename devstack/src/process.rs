@@ -20,18 +20,43 @@ pub enum DevstackError {
         #[source]
         source: std::io::Error,
     },
-    #[error("{what} did not accept connections on {addr} within {timeout:?}; the end of {log}:\n{tail}")]
-    NotReady { what: String, addr: SocketAddr, timeout: Duration, log: PathBuf, tail: String },
-    #[error("{what} exited during startup ({status}); the end of {log}:\n{tail}")]
-    Exited { what: String, status: std::process::ExitStatus, log: PathBuf, tail: String },
-    #[error("{what} was to listen on {addr}, but another process (pid {owner}) holds it; the end of {log}:\n{tail}")]
-    PortTaken { what: String, addr: SocketAddr, owner: String, log: PathBuf, tail: String },
+    #[error("{what} did not accept connections on {addr} within {timeout:?}; {log}")]
+    NotReady { what: String, addr: SocketAddr, timeout: Duration, log: Box<LogEnd> },
+    #[error("{what} exited during startup ({status}); {log}")]
+    Exited { what: String, status: std::process::ExitStatus, log: Box<LogEnd> },
+    #[error("{what} was to listen on {addr}, but another process (pid {owner}) holds it; {log}")]
+    PortTaken { what: String, addr: SocketAddr, owner: String, log: Box<LogEnd> },
     #[error("{what} failed; see {log}")]
     Failed { what: String, log: PathBuf },
     #[error("{0}")]
     Setup(String),
     #[error("{what} (pid {pid}), left running by an earlier run, did not stop within {timeout:?}")]
     LeftoverRunning { what: String, pid: u32, timeout: Duration },
+}
+
+/// A server's log and its last lines: why it did not start is almost
+/// always there.
+#[derive(Debug)]
+pub struct LogEnd {
+    pub log: PathBuf,
+    pub tail: String,
+}
+
+impl LogEnd {
+    /// The last lines of `log`.
+    pub(crate) fn of(log: &Path) -> Box<Self> {
+        const LINES: usize = 12;
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        let tail = lines[lines.len().saturating_sub(LINES)..].join("\n");
+        Box::new(Self { log: log.to_owned(), tail })
+    }
+}
+
+impl std::fmt::Display for LogEnd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the end of {}:\n{}", self.log.display(), self.tail)
+    }
 }
 
 /// The signal that asks a server to stop gracefully.
@@ -96,15 +121,6 @@ pub fn free_port() -> u16 {
         }
     }
     panic!("no free port in {PORTS_FROM}..{}", PORTS_FROM + PORTS)
-}
-
-/// The last lines of a server's log: why it did not start is almost always
-/// there.
-pub(crate) fn log_tail(log: &Path) -> String {
-    const LINES: usize = 12;
-    let text = std::fs::read_to_string(log).unwrap_or_default();
-    let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(LINES)..].join("\n")
 }
 
 /// Finds `name` on PATH or in cargo's bin directory.
@@ -200,8 +216,8 @@ impl Server {
                     Listener::Ours | Listener::Unknown => return Ok(()),
                     Listener::Other(owner) => {
                         let owner = owner.map_or_else(|| "unknown".to_owned(), |pid| pid.to_string());
-                        let (log, tail) = (self.log.clone(), log_tail(&self.log));
-                        return Err(DevstackError::PortTaken { what: self.what.clone(), addr, owner, log, tail });
+                        let log = LogEnd::of(&self.log);
+                        return Err(DevstackError::PortTaken { what: self.what.clone(), addr, owner, log });
                     }
                     // Gone between the connect and the look: ask again.
                     Listener::Nobody => {}
@@ -209,8 +225,7 @@ impl Server {
             }
             std::thread::sleep(Duration::from_millis(25));
         }
-        let (log, tail) = (self.log.clone(), log_tail(&self.log));
-        Err(DevstackError::NotReady { what: self.what.clone(), addr, timeout, log, tail })
+        Err(DevstackError::NotReady { what: self.what.clone(), addr, timeout, log: LogEnd::of(&self.log) })
     }
 
     /// An error if the process has exited (during start-up: it failed).
@@ -218,8 +233,7 @@ impl Server {
         if let Some(child) = self.child.as_mut() {
             if let Ok(Some(status)) = child.try_wait() {
                 self.child = None;
-                let (log, tail) = (self.log.clone(), log_tail(&self.log));
-                return Err(DevstackError::Exited { what: self.what.clone(), status, log, tail });
+                return Err(DevstackError::Exited { what: self.what.clone(), status, log: LogEnd::of(&self.log) });
             }
         }
         Ok(())
