@@ -351,3 +351,28 @@ fn code_is_not_prose() {
     assert_eq!(targets, ["f"]);
     assert_eq!(page.code_spans.iter().map(|span| &text[span.clone()]).collect::<Vec<_>>(), ["b](c)"]);
 }
+
+/// Every alert rule of `prometheus/alerts.yml` points its `runbook_url` at
+/// its own section of `docs/RUNBOOK.md`, and that section exists: an
+/// operator paged at night follows the link and finds what to do.
+#[test]
+fn every_alert_links_to_its_own_runbook_section() {
+    let root = repository_root();
+    let rules = fs::read_to_string(root.join("prometheus/alerts.yml")).expect("prometheus/alerts.yml");
+    let runbook = anchors(&Page::read(&root, root.join("docs/RUNBOOK.md")));
+    let value = |line: &str, key: &str| line.trim().strip_prefix(key).map(|v| v.trim().trim_matches('"').to_owned());
+    let alerts: Vec<String> = rules.lines().filter_map(|line| value(line, "- alert:")).collect();
+    let links: Vec<String> = rules.lines().filter_map(|line| value(line, "runbook_url:")).collect();
+    assert!(alerts.len() >= 10, "the rules: {alerts:?}");
+    assert_eq!(alerts.len(), links.len(), "one runbook_url per alert: {alerts:?} {links:?}");
+    let mut problems = Vec::new();
+    for (alert, link) in alerts.iter().zip(&links) {
+        let expected = format!("docs/RUNBOOK.md#{}", slug(alert));
+        if *link != expected {
+            problems.push(format!("{alert}: runbook_url {link}, expected {expected}"));
+        } else if !runbook.contains(&slug(alert)) {
+            problems.push(format!("{alert}: docs/RUNBOOK.md has no section `## {alert}`"));
+        }
+    }
+    assert!(problems.is_empty(), "{problems:#?}");
+}

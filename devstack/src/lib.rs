@@ -1,18 +1,22 @@
-//! Local Redis, Apache Kafka and Apache Cassandra processes.
+//! Local Redis, Apache Kafka, Apache Cassandra, Prometheus and Alertmanager
+//! processes.
 //!
 //! The development run (`seckill dev`) and the tests start real servers on
 //! 127.0.0.1 through this crate: Debian's `redis-server` (alone, or as a
 //! local Redis Cluster of several nodes: [`RedisCluster`]), Apache Kafka in
 //! KRaft mode (one node, or a quorum of three: [`Kafka`]) and Apache
 //! Cassandra 5.0 ([`Cassandra`]), the last two from the jars Maven Central
-//! publishes, fetched by `scripts/setup` ([`Distribution`]). Each process
-//! writes its pid next to its data, so a wrapper script can clean up after
-//! a killed test run and the next run can stop what a killed one left
-//! running ([`Leftover`]); each is stopped when its handle is dropped. Tests
-//! share one broker and one Cassandra per run ([`test_kafka`],
-//! [`test_cassandra`]), apart by name, and one set of published credentials
-//! ([`TEST_ADMIN_TOKEN`], [`user_token`]).
+//! publishes, fetched by `scripts/setup` ([`Distribution`]), and Debian's
+//! Prometheus and Alertmanager for the dashboards and the alert rules
+//! ([`Prometheus`], [`Alertmanager`]). Each process writes its pid next to
+//! its data, so a wrapper script can clean up after a killed test run and
+//! the next run can stop what a killed one left running ([`Leftover`]);
+//! each is stopped when its handle is dropped. Tests share one broker and
+//! one Cassandra per run ([`test_kafka`], [`test_cassandra`]), apart by
+//! name, and one set of published credentials ([`TEST_ADMIN_TOKEN`],
+//! [`user_token`]).
 
+mod alertmanager;
 mod cassandra;
 mod credentials;
 mod jvm;
@@ -29,6 +33,7 @@ mod test_kafka;
 mod testenv;
 mod watchdog;
 
+pub use alertmanager::Alertmanager;
 pub use cassandra::Cassandra;
 pub use credentials::{user_token, TEST_ADMIN_TOKEN, TEST_JWT_SECRET};
 pub use jvm::{java, Distribution};

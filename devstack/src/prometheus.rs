@@ -24,12 +24,19 @@ impl Prometheus {
     /// Starts Prometheus with its data in `dir`, scraping `targets`
     /// (`host:port`, each serving `/metrics`) every second.
     pub fn start(dir: &Path, targets: &[String]) -> Result<Self, DevstackError> {
+        Self::start_with_rules(dir, targets, None)
+    }
+
+    /// As [`start`](Self::start), evaluating the rules of `rules` (alerting
+    /// and recording) every second.
+    pub fn start_with_rules(dir: &Path, targets: &[String], rules: Option<&Path>) -> Result<Self, DevstackError> {
         let spawn_error = |source| DevstackError::Spawn { what: "prometheus".into(), source };
         std::fs::create_dir_all(dir).map_err(spawn_error)?;
         let binary = find_binary("prometheus").ok_or_else(|| DevstackError::NotInstalled("prometheus".into()))?;
         let quoted: Vec<String> = targets.iter().map(|target| format!("'{target}'")).collect();
+        let rule_files = rules.map(|rules| format!("rule_files: ['{}']\n", rules.display())).unwrap_or_default();
         let config = format!(
-            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: seckill\n    \
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n{rule_files}scrape_configs:\n  - job_name: seckill\n    \
              static_configs:\n      - targets: [{}]\n",
             quoted.join(", ")
         );

@@ -5,8 +5,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use prometheus::Registry;
-use seckill_core::metrics::{register_start_time, AdmissionMetrics, HttpMetrics, LiveMetrics};
-use seckill_kafka::Follower;
+use seckill_core::metrics::{
+    dependency_up, register_start_time, AdmissionMetrics, HttpMetrics, LiveMetrics, PipelineWatchMetrics,
+};
+use seckill_kafka::{Follower, GroupLag};
 use seckill_store::ViewReader;
 use seckill_web::Serving;
 use tokio::net::TcpListener;
@@ -15,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 use crate::live::{self, Live};
 use crate::relay::Relay;
 use crate::sold_out::SoldOutMemo;
+use crate::watch::Watch;
 use seckill_gate::{Gate, Outbox, OutboxHints};
 
 /// Most vouchers the sold-out memo remembers at once.
@@ -52,6 +55,8 @@ pub struct App {
     relay: Relay,
     /// The read side's own reader of the sales and orders topics.
     follower: Follower,
+    /// The pipeline's health, for the alert rules.
+    watch: Watch,
     http_metrics: HttpMetrics,
     config: IngressConfig,
 }
@@ -107,6 +112,20 @@ impl App {
         let follower =
             Follower::start_at_end(&config.kafka.brokers, &[&topics.sales, &topics.orders], live::fetch_wait(&live))
                 .await?;
+        let watched_groups = Watch::groups(&config.watch, &topics);
+        let watch = Watch {
+            gate: gate.clone(),
+            producer: producer.clone(),
+            groups: if watched_groups.is_empty() {
+                None
+            } else {
+                Some(Arc::new(GroupLag::new(&config.kafka.brokers, &watched_groups)?))
+            },
+            follower: follower.health(),
+            metrics: PipelineWatchMetrics::register(&deps.registry, "ingress"),
+            dependency_up: dependency_up(&deps.registry, "ingress"),
+            every: Duration::from_millis(config.watch.interval_ms),
+        };
         let ingress = Arc::new(Ingress {
             gate,
             sold_out: SoldOutMemo::new(Duration::from_millis(config.sold_out_memo_ms), SOLD_OUT_MEMO_CAPACITY),
@@ -121,7 +140,7 @@ impl App {
             live,
             admin_retry_ttl: Duration::from_secs(config.admin_idempotency_ttl_seconds),
         });
-        Ok(Self { listener, ingress, deps, relay, follower, http_metrics, config })
+        Ok(Self { listener, ingress, deps, relay, follower, watch, http_metrics, config })
     }
 
     /// The address the ingress answers on.
@@ -156,6 +175,7 @@ impl App {
                 live.clock.follow(gate, live.closing.clone()).await;
             }))
         };
+        let watch = tokio_util::task::AbortOnDropHandle::new(tokio::spawn(self.watch.run(live.closing.clone())));
         // Waiters are answered and streams end as soon as shutdown begins,
         // so their connections drain with the others.
         let closing = {
@@ -171,6 +191,7 @@ impl App {
         let _ = closing.await;
         let _ = follower.await;
         let _ = clock.await;
+        let _ = watch.await;
         relay_stop.cancel();
         let _ = relay.await;
         self.ingress.producer.flush(Duration::from_secs(5));

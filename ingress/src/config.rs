@@ -3,12 +3,14 @@
 mod auth;
 mod live;
 mod rate_limit;
+mod watch;
 
 pub use auth::AuthConfig;
 pub use live::{LiveConfig, MAX_WAIT_SECONDS};
 pub use rate_limit::RateLimitConfig;
 use seckill_core::config::{ensure, ConfigError, HttpConfig, KafkaConfig, RedisConfig, Validate};
 use serde::{Deserialize, Serialize};
+pub use watch::WatchConfig;
 
 /// Everything the ingress needs; see `config/ingress.toml` for an example.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -23,6 +25,8 @@ pub struct IngressConfig {
     pub rate_limit: RateLimitConfig,
     /// The read side: caches, waiters and streams.
     pub live: LiveConfig,
+    /// The consumer groups watched for the alert rules.
+    pub watch: WatchConfig,
     /// Largest request body accepted, in bytes.
     pub max_body_bytes: u64,
     /// Base URL of the projector's query API, used for status queries when
@@ -62,6 +66,7 @@ impl Default for IngressConfig {
             auth: AuthConfig::default(),
             rate_limit: RateLimitConfig::default(),
             live: LiveConfig::default(),
+            watch: WatchConfig::default(),
             max_body_bytes: 16 * 1024,
             view_url: "http://127.0.0.1:8082".to_owned(),
             drain_ms: 10_000,
@@ -95,6 +100,7 @@ impl Validate for IngressConfig {
         )?;
         self.rate_limit.validate()?;
         self.live.validate()?;
+        self.watch.validate()?;
         ensure((256..=1024 * 1024).contains(&self.max_body_bytes), "max_body_bytes", "must be 256 to 1048576")?;
         ensure(
             self.view_url.starts_with("http://") || self.view_url.starts_with("https://"),

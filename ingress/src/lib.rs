@@ -18,7 +18,8 @@ mod rate_limit;
 mod relay;
 mod routes;
 mod sold_out;
+mod watch;
 
 pub use app::{run_standalone, App, Dependencies};
-pub use config::{AuthConfig, IngressConfig, LiveConfig, RateLimitConfig};
+pub use config::{AuthConfig, IngressConfig, LiveConfig, RateLimitConfig, WatchConfig};
 pub use error::IngressError;

@@ -11,6 +11,7 @@ mod consumer;
 mod dead_letter;
 mod error;
 mod follower;
+mod group_lag;
 mod lag;
 mod producer;
 mod reader;
@@ -23,6 +24,7 @@ pub use consumer::{
 pub use dead_letter::DeadLetter;
 pub use error::KafkaError;
 pub use follower::{Follower, FollowerHealth};
+pub use group_lag::{GroupLag, GroupPosition};
 pub use lag::LagContext;
 pub use producer::{connect, EventProducer, ProducerSettings};
 pub use rdkafka::message::{Headers, Message, OwnedHeaders, OwnedMessage};

@@ -82,6 +82,16 @@ impl EventProducer {
         Ok(Self { producer, timeout: settings.timeout, in_flight: None })
     }
 
+    /// Whether a broker answers a metadata request within `timeout`: the
+    /// dependency probe (a producer with records in flight can still wait
+    /// on a broker that went away).
+    pub async fn reaches_broker(&self, timeout: Duration) -> bool {
+        let producer = self.producer.clone();
+        tokio::task::spawn_blocking(move || producer.client().fetch_metadata(None, timeout).is_ok())
+            .await
+            .unwrap_or(false)
+    }
+
     /// Counts sends awaiting their acknowledgement in `gauge`.
     pub fn with_in_flight_gauge(mut self, gauge: IntGauge) -> Self {
         self.in_flight = Some(gauge);

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use prometheus::Registry;
 use seckill_core::config::HttpConfig;
-use seckill_core::metrics::{register_start_time, ConsumerMetrics, HttpMetrics, ProcessorMetrics};
+use seckill_core::metrics::{dependency_up, register_start_time, ConsumerMetrics, HttpMetrics, ProcessorMetrics};
 use seckill_core::VoucherId;
 use seckill_gate::Gate;
 use seckill_kafka::{BatchConsumer, ConsumerSettings, DeadLetter};
@@ -20,6 +20,7 @@ use warp::{Filter, Rejection};
 use crate::expiry::ExpirySweeper;
 use crate::pipeline::Pipeline;
 use crate::stock_gauge::StockGauge;
+use crate::watch::Watch;
 use crate::{ProcessorConfig, ProcessorError};
 
 const ROUTES: &[&str] = &["/api/v1/stock/{id}", "/healthz", "/metrics"];
@@ -38,6 +39,8 @@ pub struct App {
     consumer: BatchConsumer,
     pipeline: Pipeline,
     sweeper: ExpirySweeper,
+    /// Dependencies and the gate's stock, for the alert rules.
+    watch: Watch,
     registry: Registry,
     http_metrics: HttpMetrics,
     http: HttpConfig,
@@ -71,6 +74,14 @@ impl App {
             metrics: processor_metrics.clone(),
             lag: metrics.lag.clone(),
         };
+        let stock = Arc::new(StockGauge::new(processor_metrics.stock_remaining.clone()));
+        let watch = Watch {
+            gate: gate.clone(),
+            producer: producer.clone(),
+            stock: Arc::clone(&stock),
+            gate_stock: processor_metrics.gate_stock_remaining.clone(),
+            dependency_up: dependency_up(&registry, "processor"),
+        };
         let pipeline = Pipeline {
             gate,
             dead_letter: DeadLetter::new(producer.clone(), topics.dead_letters.clone(), "processor"),
@@ -78,13 +89,14 @@ impl App {
             store,
             topics,
             metrics,
-            stock: StockGauge::new(processor_metrics.stock_remaining),
+            stock,
         };
         Ok(Self {
             listener,
             consumer,
             pipeline,
             sweeper,
+            watch,
             http_metrics: HttpMetrics::register(&registry, "processor"),
             http: config.http.clone(),
             registry,
@@ -120,8 +132,10 @@ impl App {
             Serving { drain: Duration::from_secs(2), metrics: Some(self.http_metrics) },
         )));
         let sweeper = AbortOnDropHandle::new(tokio::spawn(self.sweeper.run(shutdown.clone())));
+        let watch = AbortOnDropHandle::new(tokio::spawn(self.watch.run(shutdown.clone())));
         self.pipeline.run(self.consumer, shutdown).await;
         let _ = sweeper.await;
+        let _ = watch.await;
         let _ = http.await;
         Ok(())
     }

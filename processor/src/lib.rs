@@ -14,6 +14,7 @@ mod error;
 mod expiry;
 mod pipeline;
 mod stock_gauge;
+mod watch;
 
 pub use app::{run_standalone, App};
 pub use config::ProcessorConfig;

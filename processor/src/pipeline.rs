@@ -27,7 +27,7 @@ pub(crate) struct Pipeline {
     pub(crate) topics: Topics,
     pub(crate) metrics: ConsumerMetrics,
     /// The persistent stock of recently active vouchers, for dashboards.
-    pub(crate) stock: StockGauge,
+    pub(crate) stock: Arc<StockGauge>,
 }
 
 impl Pipeline {

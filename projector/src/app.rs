@@ -4,11 +4,13 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use prometheus::IntGaugeVec;
 use prometheus::Registry;
 use seckill_core::config::HttpConfig;
-use seckill_core::metrics::{register_start_time, ConsumerMetrics, HttpMetrics};
+use seckill_core::metrics::{dependency_up, register_start_time, ConsumerMetrics, HttpMetrics};
 use seckill_kafka::{BatchConsumer, ConsumerSettings, DeadLetter, EventProducer};
 use seckill_store::{ViewReader, ViewStore};
+use seckill_web::probes::{probe_dependencies, Probe, PROBE_EVERY};
 use seckill_web::{healthz, instrumented, metrics, query_routes, recover, Serving};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -35,6 +37,8 @@ pub struct App {
     consumer: BatchConsumer,
     projection: Projection,
     producer: EventProducer,
+    /// `seckill_dependency_up{dependency="kafka"}`, for the alert rules.
+    dependency_up: IntGaugeVec,
     registry: Registry,
     http_metrics: HttpMetrics,
     http: HttpConfig,
@@ -69,6 +73,7 @@ impl App {
             consumer,
             projection,
             producer,
+            dependency_up: dependency_up(&registry, "projector"),
             http_metrics: HttpMetrics::register(&registry, "projector"),
             http: config.http.clone(),
             registry,
@@ -103,9 +108,17 @@ impl App {
             self.http,
             Serving { drain: Duration::from_secs(5), metrics: Some(self.http_metrics) },
         )));
+        let probes = vec![Probe::kafka(self.producer.clone())];
+        let probing = AbortOnDropHandle::new(tokio::spawn(probe_dependencies(
+            probes,
+            self.dependency_up,
+            PROBE_EVERY,
+            shutdown.clone(),
+        )));
         self.consumer.run(&self.projection, &shutdown).await;
         self.producer.flush(Duration::from_secs(5));
         let _ = http.await;
+        let _ = probing.await;
         tracing::info!("Projector stopped.");
         Ok(())
     }

@@ -3,13 +3,15 @@
 //! One error shape for every response (`{"error": CODE, "message": ...}`,
 //! mapped in [`error`] only), the operational routes (`/healthz`,
 //! `/metrics`), the order-status query API over any [`ViewReader`], and
-//! [`serve`], which runs a filter on a bound listener until shutdown.
+//! [`serve`], which runs a filter on a bound listener until shutdown, and
+//! the dependency [`probes`] behind `seckill_dependency_up`.
 //!
 //! [`ViewReader`]: seckill_store::ViewReader
 
 pub mod dashboards;
 pub mod error;
 mod ops;
+pub mod probes;
 mod query;
 mod remote_view;
 mod server;

@@ -209,6 +209,8 @@ impl Cluster {
         match service {
             Service::Ingress => {
                 env.push(("SECKILL_VIEW_URL".to_owned(), self.url(Service::Projector)));
+                env.push(("SECKILL_WATCH__PROCESSOR_GROUP".to_owned(), format!("{ns}-processor")));
+                env.push(("SECKILL_WATCH__PROJECTOR_GROUP".to_owned(), format!("{ns}-projector")));
                 env.push(("SECKILL_AUTH__ADMIN_TOKEN".to_owned(), TEST_ADMIN_TOKEN.to_owned()));
                 env.push(("SECKILL_AUTH__JWT_SECRET".to_owned(), TEST_JWT_SECRET.to_owned()));
                 // Every client of the test is on one address.

@@ -8,8 +8,10 @@
 //! all-in-one local run.
 
 mod live;
+mod watch;
 
 pub use live::{LiveMetrics, ReadSource};
+pub use watch::{dependency_up, PipelineWatchMetrics, DEPENDENCIES};
 
 use prometheus::{
     Encoder, Gauge, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
@@ -442,6 +444,11 @@ pub struct ProcessorMetrics {
     /// `seckill_stock_remaining{voucher}`: persistent stock left, for the
     /// most recently active vouchers only (see `MAX_STOCK_SERIES`).
     pub stock_remaining: IntGaugeVec,
+    /// `seckill_gate_stock_remaining{voucher}`: what the Redis gate says is
+    /// left of the same vouchers, read every few seconds. Equal to the
+    /// persistent stock once every admitted order is decided; apart for
+    /// long, the gate is wrong (the oversell early warning).
+    pub gate_stock_remaining: IntGaugeVec,
 }
 
 /// Most vouchers `seckill_stock_remaining` has a series for at once.
@@ -454,6 +461,18 @@ impl ProcessorMetrics {
                 registry,
                 IntGaugeVec::new(
                     opts(service, "seckill_stock_remaining", "Persistent stock left of recently active vouchers."),
+                    &["voucher"],
+                )
+                .expect("valid metric"),
+            ),
+            gate_stock_remaining: register(
+                registry,
+                IntGaugeVec::new(
+                    opts(
+                        service,
+                        "seckill_gate_stock_remaining",
+                        "Units the Redis gate says are left of recently active vouchers.",
+                    ),
                     &["voucher"],
                 )
                 .expect("valid metric"),

@@ -13,7 +13,7 @@ use seckill_core::config::Secret;
 use seckill_core::config::{ConsumerConfig, HttpConfig, KafkaConfig, RedisConfig, StoreConfig};
 use seckill_devstack::{free_port, user_token, TestInfra, TEST_ADMIN_TOKEN, TEST_JWT_SECRET};
 use seckill_gate::{Gate, VoucherKeys};
-use seckill_ingress::{AuthConfig, Dependencies, IngressConfig, RateLimitConfig};
+use seckill_ingress::{AuthConfig, Dependencies, IngressConfig, RateLimitConfig, WatchConfig};
 use seckill_processor::ProcessorConfig;
 use seckill_projector::ProjectorConfig;
 use seckill_web::RemoteView;
@@ -129,6 +129,12 @@ impl Platform {
                 ..AuthConfig::default()
             },
             rate_limit: RateLimitConfig::unlimited(),
+            // The groups this platform's processor and projector join.
+            watch: WatchConfig {
+                processor_group: format!("{}-processor", infra.namespace),
+                projector_group: format!("{}-projector", infra.namespace),
+                ..WatchConfig::default()
+            },
             ..IngressConfig::default()
         };
         configure(&mut ingress_config);

@@ -7,6 +7,7 @@
 
 mod admin_retries;
 mod admission_timeout;
+mod alerts;
 mod api_fuzz;
 mod audit;
 mod browser;
