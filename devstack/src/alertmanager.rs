@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use crate::process::{find_binary, free_port, Server};
+use crate::process::{find_binary, on_a_free_port, Server};
 use crate::DevstackError;
 
 /// How long Alertmanager may take to listen.
@@ -28,16 +28,17 @@ impl Alertmanager {
         std::fs::create_dir_all(dir).map_err(spawn_error)?;
         let binary = find_binary("prometheus-alertmanager")
             .ok_or_else(|| DevstackError::NotInstalled("prometheus-alertmanager".into()))?;
-        let port = free_port();
-        let mut command = Command::new(binary);
-        command
-            .arg(format!("--config.file={}", config.display()))
-            .arg(format!("--storage.path={}", dir.join("data").display()))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-            .arg("--cluster.listen-address=");
-        let addr = SocketAddr::from(([127, 0, 0, 1], port));
-        let server = Server::start("alertmanager", command, dir, "alertmanager", addr, READY_WITHIN)?;
-        Ok(Self { _server: server, port })
+        on_a_free_port(|port| {
+            let mut command = Command::new(&binary);
+            command
+                .arg(format!("--config.file={}", config.display()))
+                .arg(format!("--storage.path={}", dir.join("data").display()))
+                .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+                .arg("--cluster.listen-address=");
+            let addr = SocketAddr::from(([127, 0, 0, 1], port));
+            let server = Server::start("alertmanager", command, dir, "alertmanager", addr, READY_WITHIN)?;
+            Ok(Self { _server: server, port })
+        })
     }
 
     /// `http://127.0.0.1:PORT`.

@@ -123,6 +123,35 @@ pub fn free_port() -> u16 {
     panic!("no free port in {PORTS_FROM}..{}", PORTS_FROM + PORTS)
 }
 
+impl DevstackError {
+    /// Whether the server lost its port to another process between
+    /// [`free_port`] handing it out and the server binding it.
+    pub fn is_port_clash(&self) -> bool {
+        match self {
+            Self::PortTaken { .. } => true,
+            Self::Exited { log, .. } => log.tail.contains("Address already in use"),
+            _ => false,
+        }
+    }
+}
+
+/// Starts a server with `start` on a port from [`free_port`], and on a new
+/// one when another process took the port first (a port handed out is free
+/// only until someone binds it); other failures are returned at once.
+pub(crate) fn on_a_free_port<T>(mut start: impl FnMut(u16) -> Result<T, DevstackError>) -> Result<T, DevstackError> {
+    const ATTEMPTS: usize = 3;
+    let mut attempt = 1;
+    loop {
+        match start(free_port()) {
+            Err(error) if error.is_port_clash() && attempt < ATTEMPTS => {
+                tracing::warn!(%error, "A port handed out was taken before the server bound it; another port.");
+                attempt += 1;
+            }
+            result => return result,
+        }
+    }
+}
+
 /// Finds `name` on PATH or in cargo's bin directory.
 pub(crate) fn find_binary(name: &str) -> Option<PathBuf> {
     let cargo_bin = std::env::var_os("CARGO_HOME")
@@ -332,5 +361,35 @@ mod tests {
         let message = error.to_string();
         assert!(message.starts_with("a failing server exited during startup"), "{message}");
         assert!(message.contains("bind: address in use"), "the log's end: {message}");
+    }
+
+    #[test]
+    fn a_port_lost_to_another_process_is_retried_on_another_and_other_failures_are_not() {
+        let clash = || DevstackError::PortTaken {
+            what: "x".into(),
+            addr: SocketAddr::from(([127, 0, 0, 1], 1)),
+            owner: "1".into(),
+            log: Box::new(LogEnd { log: PathBuf::from("x.log"), tail: String::new() }),
+        };
+        let mut ports = Vec::new();
+        let started = on_a_free_port(|port| {
+            ports.push(port);
+            if ports.len() < 2 {
+                Err(clash())
+            } else {
+                Ok(port)
+            }
+        })
+        .expect("the second port");
+        assert_eq!((ports.len(), started), (2, ports[1]));
+        assert_ne!(ports[0], ports[1]);
+
+        let mut calls = 0;
+        let failed = on_a_free_port(|_| -> Result<(), DevstackError> {
+            calls += 1;
+            Err(DevstackError::Setup("a bad config".into()))
+        });
+        assert!(matches!(failed, Err(DevstackError::Setup(_))));
+        assert_eq!(calls, 1, "only a lost port is retried");
     }
 }

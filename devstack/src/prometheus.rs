@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use crate::process::{find_binary, free_port, Server};
+use crate::process::{find_binary, on_a_free_port, Server};
 use crate::DevstackError;
 
 /// How long Prometheus may take to listen (it replays no data here: each
@@ -42,15 +42,16 @@ impl Prometheus {
         );
         let config_file = dir.join("prometheus.yml");
         std::fs::write(&config_file, config).map_err(spawn_error)?;
-        let port = free_port();
-        let mut command = Command::new(binary);
-        command
-            .arg(format!("--config.file={}", config_file.display()))
-            .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"));
-        let addr = SocketAddr::from(([127, 0, 0, 1], port));
-        let server = Server::start("prometheus", command, dir, "prometheus", addr, READY_WITHIN)?;
-        Ok(Self { server, port })
+        on_a_free_port(|port| {
+            let mut command = Command::new(&binary);
+            command
+                .arg(format!("--config.file={}", config_file.display()))
+                .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
+                .arg(format!("--web.listen-address=127.0.0.1:{port}"));
+            let addr = SocketAddr::from(([127, 0, 0, 1], port));
+            let server = Server::start("prometheus", command, dir, "prometheus", addr, READY_WITHIN)?;
+            Ok(Self { server, port })
+        })
     }
 
     /// `http://127.0.0.1:PORT`.

@@ -6,7 +6,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use crate::leftover::{stop_leftover, Expected, Leftover};
-use crate::process::{find_binary, free_port, Server, StopSignal};
+use crate::process::{find_binary, on_a_free_port, Server, StopSignal};
 use crate::DevstackError;
 
 /// How long a Redis (or a cluster node) may take to listen: an empty one
@@ -38,8 +38,11 @@ impl Redis {
     pub fn start(dir: &Path, port: u16, persistence: RedisPersistence) -> Result<Self, DevstackError> {
         std::fs::create_dir_all(dir).map_err(|source| DevstackError::Spawn { what: "redis".into(), source })?;
         Self::stop_leftover(dir)?;
-        let port = if port == 0 { free_port() } else { port };
-        let server = Self::spawn(dir, port, persistence)?;
+        let (server, port) = if port == 0 {
+            on_a_free_port(|port| Ok((Self::spawn(dir, port, persistence)?, port)))?
+        } else {
+            (Self::spawn(dir, port, persistence)?, port)
+        };
         Ok(Self { server, port, dir: dir.to_owned(), persistence })
     }
 
