@@ -16,11 +16,11 @@ use reqwest::StatusCode;
 use crate::check::Voucher;
 use crate::cluster::{Cluster, Service};
 use crate::load::{Promised, Tally};
-use crate::{check, create_voucher, pause, place_one, recovered, settle, settle_tally, under_load_on, TURN};
+use crate::{check, create_voucher, pause, place_one, recovered, settle, settle_tally, turn, under_load_on};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_broker_killed_mid_sale_loses_no_promised_order() {
-    let _turn = TURN.lock().await;
+    let _turn = turn().await;
     let cluster = tokio::task::block_in_place(|| Cluster::start_on_own_kafka(KafkaSettings::SINGLE));
     let (mut cluster, vouchers, load) = under_load_on(cluster).await;
     for _ in 0..2 {
@@ -57,7 +57,7 @@ async fn admissions_go_on(load: &crate::load::Load, before: usize, more: usize, 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_brokers_one_killed_and_leaders_moved_mid_sale_lose_nothing() {
-    let _turn = TURN.lock().await;
+    let _turn = turn().await;
     let cluster = tokio::task::block_in_place(|| Cluster::start_on_own_kafka(KafkaSettings::THREE));
     let (mut cluster, vouchers, load) = under_load_on(cluster).await;
     pause(2_000).await;
@@ -93,7 +93,7 @@ async fn three_brokers_one_killed_and_leaders_moved_mid_sale_lose_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_outbox_is_answered_503_over_http_and_orders_are_admitted_again_once_the_log_is_back() {
     const BOUND: usize = 5;
-    let _turn = TURN.lock().await;
+    let _turn = turn().await;
     let fault = "outbox full (broker down)";
     let mut cluster = tokio::task::block_in_place(|| {
         let mut cluster = Cluster::start_on_own_kafka(KafkaSettings::SINGLE);

@@ -13,7 +13,7 @@ use reqwest::StatusCode;
 use seckill_devstack::{free_port, Server, StopSignal, TempDir};
 use serde_json::{json, Value};
 
-use crate::TURN;
+use crate::turn;
 
 /// How much of the run's log a failure message shows.
 const LOG_TAIL_LINES: usize = 120;
@@ -159,7 +159,7 @@ fn admin_token(data: &Path) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_local_run_leaves_servers_the_next_run_stops() {
-    let _turn = TURN.lock().await;
+    let _turn = turn().await;
     let dir = TempDir::new().expect("dir");
     let run =
         DevRun { ports: [(); 5].map(|()| free_port()), data: dir.path().join("data"), run_dir: dir.path().join("run") };

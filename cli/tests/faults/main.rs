@@ -5,8 +5,9 @@
 //! SIGTERM shutdown of every service; and the local run (`seckill dev`)
 //! killed, then started again.
 //!
-//! The tests take turns (one platform of five processes at a time is what
-//! two cores carry).
+//! At most two platforms run at once ([`turn`]): a platform of five
+//! processes mostly waits on the fault and the recovery, and two cores
+//! carry two.
 
 #![allow(unreachable_pub)]
 
@@ -22,14 +23,20 @@ use reqwest::StatusCode;
 use seckill_devstack::{user_token, KafkaSettings, TEST_ADMIN_TOKEN};
 use seckill_kafka::{EventProducer, Headers, Message, OwnedHeaders, ProducerSettings};
 use serde_json::json;
-use tokio::sync::Mutex;
+use tokio::sync::{Semaphore, SemaphorePermit};
 
 use check::{check, Voucher};
 use cluster::{Cluster, Service};
 use load::Load;
 
-/// One platform at a time.
-static TURN: Mutex<()> = Mutex::const_new(());
+/// Platforms running at once, whatever `--test-threads` says: two, each
+/// mostly waiting on restarts, recoveries and the pipeline settling.
+static TURN: Semaphore = Semaphore::const_new(2);
+
+/// The right to run a platform; released when dropped.
+async fn turn() -> SemaphorePermit<'static> {
+    TURN.acquire().await.expect("the semaphore is never closed")
+}
 
 const CLIENTS: usize = 8;
 const PAUSE: Duration = Duration::from_millis(20);
@@ -79,7 +86,7 @@ async fn pause(millis: u64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ingress_killed_repeatedly_loses_no_promised_order() {
-    let _turn = TURN.lock().await;
+    let _turn = turn().await;
     let (mut cluster, vouchers, load) = under_load().await;
     for _ in 0..3 {
         pause(2_000).await;
@@ -94,7 +101,7 @@ async fn ingress_killed_repeatedly_loses_no_promised_order() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ten_second_broker_outage_loses_no_promised_order() {
-    let _turn = TURN.lock().await;
+    let _turn = turn().await;
     let cluster = tokio::task::block_in_place(|| Cluster::start_on_own_kafka(KafkaSettings::SINGLE));
     let (mut cluster, vouchers, load) = under_load_on(cluster).await;
     let fault = "broker down 10 s";
@@ -176,7 +183,7 @@ async fn recovered(cluster: &Cluster, fault: &str) -> Duration {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn processor_and_projector_killed_repeatedly_decide_everything_once() {
-    let _turn = TURN.lock().await;
+    let _turn = turn().await;
     let (mut cluster, vouchers, load) = under_load().await;
     let fault = "processor+projector SIGKILL x3";
     let canaries = create_voucher(&cluster, 1_000, 1, 0).await;
@@ -247,7 +254,7 @@ async fn canary(cluster: &Cluster, voucher: &str, user: &str, fault: &str) -> (S
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_redis_restart_with_aof_loses_no_admitted_order() {
-    let _turn = TURN.lock().await;
+    let _turn = turn().await;
     let (mut cluster, vouchers, load) = under_load().await;
     pause(2_000).await;
     tokio::task::block_in_place(|| {
@@ -266,7 +273,7 @@ async fn a_redis_restart_with_aof_loses_no_admitted_order() {
 /// what reconcile writes agrees with what the running processor does.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_killed_then_reconciled_while_the_platform_runs_loses_nothing() {
-    let _turn = TURN.lock().await;
+    let _turn = turn().await;
     let (mut cluster, vouchers, load) = under_load().await;
     pause(2_000).await;
     tokio::task::block_in_place(|| {
@@ -286,7 +293,7 @@ async fn redis_killed_then_reconciled_while_the_platform_runs_loses_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn poison_records_are_dead_lettered_and_partitions_keep_moving() {
-    let _turn = TURN.lock().await;
+    let _turn = turn().await;
     let (mut cluster, vouchers, load) = under_load().await;
     pause(1_500).await;
     let producer = EventProducer::new(&ProducerSettings {
@@ -394,7 +401,7 @@ async fn full_holder(cluster: &Cluster, voucher: &Voucher) -> (String, String) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_a_redis_data_loss_reconcile_rebuilds_the_gate_from_the_log() {
-    let _turn = TURN.lock().await;
+    let _turn = turn().await;
     let (mut cluster, vouchers, load) = under_load().await;
     pause(3_000).await;
     let mut tally = load.finish().await;

@@ -177,9 +177,11 @@ async fn the_sold_out_memo_tells_holders_their_order_and_a_keyed_retry_goes_to_r
         assert_eq!(status, StatusCode::ACCEPTED, "{body}");
         assert_eq!(body["order_id"].as_str(), Some(held.as_str()), "the same order: {body}");
         // A newcomer with a key: past the memo, Redis admits a returned unit.
+        // (The processor will fail it: the units came back in Redis alone,
+        // and the persistent stock has none; what it admits is Redis's call.)
         let (status, body) = newcomer_keyed;
         assert_eq!(status, StatusCode::ACCEPTED, "{body}");
-        assert_eq!(platform.redis_remaining(&voucher).await, 1, "one returned unit taken, by the keyed newcomer");
+        assert!(body["order_id"].as_str().is_some_and(|order| order != held), "an order of its own: {body}");
         return;
     }
     panic!("the memo expired within every attempt");
