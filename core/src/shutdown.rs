@@ -17,3 +17,27 @@ pub fn on_signals() -> std::io::Result<CancellationToken> {
     });
     Ok(token)
 }
+
+/// A fixed-period schedule that ends with a shutdown token, for background
+/// loops (probes, gauges read from elsewhere): the first tick is at once,
+/// and a tick that came late is not made up in a burst.
+#[derive(Debug)]
+pub struct Every {
+    ticks: tokio::time::Interval,
+}
+
+impl Every {
+    pub fn new(period: std::time::Duration) -> Self {
+        let mut ticks = tokio::time::interval(period);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        Self { ticks }
+    }
+
+    /// Waits for the next tick: true then, false once `shutdown` fires.
+    pub async fn tick(&mut self, shutdown: &CancellationToken) -> bool {
+        tokio::select! {
+            () = shutdown.cancelled() => false,
+            _ = self.ticks.tick() => true,
+        }
+    }
+}

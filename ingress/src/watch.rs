@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use prometheus::IntGaugeVec;
 use seckill_core::metrics::PipelineWatchMetrics;
+use seckill_core::shutdown::Every;
 use seckill_core::topics::Topics;
 use seckill_gate::Gate;
 use seckill_kafka::{EventProducer, FollowerHealth, GroupLag};
@@ -60,13 +61,8 @@ async fn measure_groups(
     every: Duration,
     shutdown: CancellationToken,
 ) {
-    let mut ticks = tokio::time::interval(every);
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            () = shutdown.cancelled() => return,
-            _ = ticks.tick() => {}
-        }
+    let mut ticks = Every::new(every);
+    while ticks.tick(&shutdown).await {
         metrics.follower_lag.set(follower.lag());
         let Some(groups) = groups.clone() else { continue };
         match tokio::task::spawn_blocking(move || groups.measure()).await {

@@ -7,12 +7,11 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
-use rdkafka::config::ClientConfig;
 use rdkafka::message::OwnedHeaders;
 use seckill_devstack::test_kafka;
-use seckill_kafka::{BatchConsumer, ConsumerSettings, EventProducer, ProducerSettings};
+use seckill_kafka::{
+    ensure_topics, BatchConsumer, ConsumerSettings, EventProducer, ProducerSettings, Retention, TopicSpec,
+};
 use tokio_util::sync::CancellationToken;
 
 const RECORDS: usize = 200;
@@ -21,13 +20,9 @@ const RECORDS: usize = 200;
 async fn an_idle_bound_shorter_than_the_batch_fill_loses_no_record() {
     let brokers = test_kafka().expect("the run's broker (run scripts/setup)");
     let topic = format!("b{}", &uuid::Uuid::now_v7().simple().to_string()[20..]);
-    let admin: AdminClient<DefaultClientContext> =
-        ClientConfig::new().set("bootstrap.servers", brokers).create().expect("an admin client");
-    let created = admin
-        .create_topics([&NewTopic::new(&topic, 2, TopicReplication::Fixed(1))], &AdminOptions::new())
+    ensure_topics(brokers, &[TopicSpec { name: &topic, retention: Retention::Forever }], 2, 1)
         .await
-        .expect("create_topics answers");
-    assert!(created.iter().all(Result::is_ok), "{created:?}");
+        .expect("the topic is created");
     let producer = EventProducer::new(&ProducerSettings {
         brokers: brokers.to_owned(),
         timeout: Duration::from_secs(10),

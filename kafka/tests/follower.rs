@@ -4,12 +4,9 @@
 
 use std::time::Duration;
 
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
-use rdkafka::config::ClientConfig;
 use rdkafka::message::OwnedHeaders;
 use seckill_devstack::test_kafka;
-use seckill_kafka::{EventProducer, Follower, ProducerSettings};
+use seckill_kafka::{ensure_topics, EventProducer, Follower, ProducerSettings, Retention, TopicSpec};
 
 const RECORDS: i64 = 300;
 /// Reports come every second; a report is fresh for a few of them.
@@ -39,13 +36,9 @@ async fn read_until(follower: &Follower, pause: Duration, ok: impl Fn(i64) -> bo
 async fn a_follower_that_has_not_read_the_records_is_behind_until_it_reads_them() {
     let brokers = test_kafka().expect("the run's broker (run scripts/setup)");
     let topic = format!("f{}", &uuid::Uuid::now_v7().simple().to_string()[20..]);
-    let admin: AdminClient<DefaultClientContext> =
-        ClientConfig::new().set("bootstrap.servers", brokers).create().expect("an admin client");
-    let created = admin
-        .create_topics([&NewTopic::new(&topic, 2, TopicReplication::Fixed(1))], &AdminOptions::new())
+    ensure_topics(brokers, &[TopicSpec { name: &topic, retention: Retention::Forever }], 2, 1)
         .await
-        .expect("create_topics answers");
-    assert!(created.iter().all(Result::is_ok), "{created:?}");
+        .expect("the topic is created");
     let follower = Follower::start_at_end(brokers, &[&topic], Duration::from_millis(50)).await.expect("follows");
     read_until(&follower, Duration::ZERO, |lag| lag == 0).await;
     assert!(follower.health().is_current(FRESH, 10));

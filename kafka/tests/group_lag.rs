@@ -4,12 +4,12 @@
 
 use std::time::Duration;
 
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
-use rdkafka::config::ClientConfig;
 use rdkafka::message::OwnedHeaders;
 use seckill_devstack::test_kafka;
-use seckill_kafka::{BatchConsumer, ConsumerSettings, EventProducer, GroupLag, GroupPosition, ProducerSettings};
+use seckill_kafka::{
+    ensure_topics, BatchConsumer, ConsumerSettings, EventProducer, GroupLag, GroupPosition, ProducerSettings,
+    Retention, TopicSpec,
+};
 use tokio_util::sync::CancellationToken;
 
 async fn produce(producer: &EventProducer, topic: &str, records: usize) {
@@ -32,13 +32,9 @@ async fn a_groups_lag_is_what_it_has_not_committed_whether_or_not_it_runs() {
     let brokers = test_kafka().expect("the run's broker (run scripts/setup)");
     let topic = format!("g{}", &uuid::Uuid::now_v7().simple().to_string()[20..]);
     let group = format!("{topic}-group");
-    let admin: AdminClient<DefaultClientContext> =
-        ClientConfig::new().set("bootstrap.servers", brokers).create().expect("an admin client");
-    let created = admin
-        .create_topics([&NewTopic::new(&topic, 3, TopicReplication::Fixed(1))], &AdminOptions::new())
+    ensure_topics(brokers, &[TopicSpec { name: &topic, retention: Retention::Forever }], 3, 1)
         .await
-        .expect("create_topics answers");
-    assert!(created.iter().all(Result::is_ok), "{created:?}");
+        .expect("the topic is created");
     let producer = EventProducer::new(&ProducerSettings {
         brokers: brokers.to_owned(),
         timeout: Duration::from_secs(10),

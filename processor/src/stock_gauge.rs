@@ -10,6 +10,7 @@ use std::sync::Mutex;
 
 use prometheus::IntGaugeVec;
 use seckill_core::metrics::MAX_STOCK_SERIES;
+use seckill_core::shutdown::Every;
 use seckill_core::VoucherId;
 
 /// The gauge and the vouchers it has series for, most recent last.
@@ -57,13 +58,8 @@ pub(crate) async fn watch_gate_stock(
     shutdown: tokio_util::sync::CancellationToken,
 ) {
     let mut shown: Vec<VoucherId> = Vec::new();
-    let mut ticks = tokio::time::interval(every);
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            () = shutdown.cancelled() => return,
-            _ = ticks.tick() => {}
-        }
+    let mut ticks = Every::new(every);
+    while ticks.tick(&shutdown).await {
         let tracked = stock.tracked();
         for gone in shown.iter().filter(|voucher| !tracked.contains(voucher)) {
             let _ = gauge.remove_label_values(&[gone.to_string().as_str()]);

@@ -9,6 +9,7 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use prometheus::IntGaugeVec;
+use seckill_core::shutdown::Every;
 use tokio_util::sync::CancellationToken;
 
 /// How often dependencies are probed.
@@ -57,13 +58,8 @@ impl Probe {
 /// in `gauge` (1 reached, 0 not, a probe slower than `every` counting as
 /// not reached).
 pub async fn probe_dependencies(probes: Vec<Probe>, gauge: IntGaugeVec, every: Duration, shutdown: CancellationToken) {
-    let mut ticks = tokio::time::interval(every);
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            () = shutdown.cancelled() => return,
-            _ = ticks.tick() => {}
-        }
+    let mut ticks = Every::new(every);
+    while ticks.tick(&shutdown).await {
         for probe in &probes {
             let reached = tokio::time::timeout(every, (probe.check)()).await.unwrap_or(false);
             gauge.with_label_values(&[probe.dependency]).set(i64::from(reached));
