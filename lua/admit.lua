@@ -7,6 +7,7 @@
 -- the caller borrows units from the other buckets (transfer_*.lua).
 --
 -- KEYS[1]  voucher hash  <prefix>:{t}:voucher  fields: stock, remaining, begins_ms, ends_ms, limit,
+--                                              price, currency (absent or "0"/"": free),
 --                                              paused ("1" while paused; absent or "0" otherwise),
 --                                              keys_expire_ms (the expiry KEYS[2], [3], [5] last got),
 --                                              shards (buckets of the voucher; absent: 1)
@@ -21,7 +22,9 @@
 -- ARGV[2]  quantity, an integer >= 1
 -- ARGV[3]  the order id to record when admitted
 -- ARGV[4]  "<user id>|<Idempotency-Key>", or "" when the request has no key
--- ARGV[5]  the encoded OrderAccepted record, appended to the outbox when admitted
+-- ARGV[5]  the encoded OrderAccepted record, a JSON object without amount and currency: for a
+--          priced voucher the script adds "amount" (price x quantity) and "currency" before
+--          appending it to the outbox when admitted, so the amount is the price Redis admits at
 -- ARGV[6]  voucher id: the record's Kafka key
 -- ARGV[7]  outbox bound: at this many entries nothing more is admitted
 -- ARGV[8]  milliseconds the voucher's keys outlive its sale: each key written expires at ends_ms + this
@@ -72,7 +75,7 @@ if not quantity or quantity < 1 or quantity ~= math.floor(quantity) then
 end
 
 local voucher = redis.call("HMGET", KEYS[1],
-  "remaining", "begins_ms", "ends_ms", "limit", "paused", "keys_expire_ms", "shards")
+  "remaining", "begins_ms", "ends_ms", "limit", "paused", "keys_expire_ms", "shards", "price", "currency")
 if not voucher[1] then
   return {"unknown_voucher", ""}
 end
@@ -135,8 +138,15 @@ if backlog >= tonumber(ARGV[7]) then
   return {"backlog_full", tostring(backlog)}
 end
 
+local record = ARGV[5]
+local price = tonumber(voucher[8] or "0") or 0
+if price > 0 then
+  -- Prices stay below 2^37 and quantities below 2^14 (the voucher's checks),
+  -- so the product is exact in Lua's doubles and printed without exponent.
+  record = string.sub(record, 1, -2) .. string.format(',"amount":%d,"currency":"%s"}', price * quantity, voucher[9])
+end
 redis.call("HSET", KEYS[5], ARGV[3], ARGV[1] .. "|" .. ARGV[2])
-redis.call("XADD", KEYS[6], "*", "key", ARGV[6], "record", ARGV[5])
+redis.call("XADD", KEYS[6], "*", "key", ARGV[6], "record", record)
 redis.call("HINCRBY", KEYS[1], "remaining", -quantity)
 redis.call("HINCRBY", KEYS[2], ARGV[1], quantity)
 redis.call("HSET", KEYS[3], ARGV[1], ARGV[3])

@@ -21,6 +21,8 @@
 -- ARGV[6]  milliseconds the voucher's keys outlive its sale (integer >= 1)
 -- ARGV[7]  shards: the voucher's number of buckets (integer >= 1)
 -- ARGV[8]  the voucher's units in all (the sum of every bucket's share)
+-- ARGV[9]  price of one unit in minor units (integer >= 0; 0: free)
+-- ARGV[10] the price's currency (ISO 4217), "" when free
 --
 -- A bucket of a split voucher also keeps shards and voucher_stock (the
 -- voucher's units in all, which update_voucher.lua grows with added stock);
@@ -37,8 +39,8 @@
 -- until its first end. Every key of the voucher expires at ends_ms +
 -- ARGV[6]; KEYS[2..9] are passed so a key written before the voucher (a
 -- fence of settle.lua) gets that time too.
-if #KEYS ~= 10 or #ARGV ~= 8 then
-  return redis.error_reply("load_voucher.lua: expects 10 KEYS and 8 ARGV")
+if #KEYS ~= 10 or #ARGV ~= 10 then
+  return redis.error_reply("load_voucher.lua: expects 10 KEYS and 10 ARGV")
 end
 local ends = tonumber(redis.call("GET", KEYS[10]) or ARGV[3])
 local ttl = tonumber(ARGV[6])
@@ -55,7 +57,8 @@ if ends + ttl <= now_ms then
 end
 redis.call("HSET", KEYS[1],
   "stock", ARGV[1], "remaining", ARGV[1],
-  "begins_ms", ARGV[2], "ends_ms", string.format("%d", ends), "limit", ARGV[4], "hold_seconds", ARGV[5])
+  "begins_ms", ARGV[2], "ends_ms", string.format("%d", ends), "limit", ARGV[4], "hold_seconds", ARGV[5],
+  "price", ARGV[9], "currency", ARGV[10])
 if ARGV[7] ~= "1" then
   redis.call("HSET", KEYS[1], "shards", ARGV[7], "voucher_stock", ARGV[8])
 end

@@ -52,9 +52,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 ends_at: now + chrono::Duration::hours(1),
                 hold_seconds: 0,
                 shards: 1,
+                title: None,
+                description: None,
+                price: 0,
+                currency: None,
             })
         } else if let Some(order) = pending.take() {
-            Event::OrderCreated(OrderCreated { order, decided_at: now, remaining: 1_000_000 - (i as u64 / 2) })
+            Event::OrderCreated(OrderCreated {
+                order,
+                decided_at: now,
+                remaining: 1_000_000 - (i as u64 / 2),
+                pay_by: None,
+            })
         } else {
             let order = OrderAccepted {
                 order_id: OrderId::generate(),
@@ -62,6 +71,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 user_id: UserId::parse(&format!("user-{}", i % 50_000))?,
                 quantity: 1 + (i % 3) as u32,
                 accepted_at: now,
+                amount: 0,
+                currency: None,
             };
             pending = Some(order.clone());
             Event::OrderAccepted(order)

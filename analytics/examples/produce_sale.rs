@@ -24,8 +24,8 @@ use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::ClientConfig;
 use seckill_core::event::{
-    CancelReason, Event, FailReason, OrderAccepted, OrderCancelled, OrderConfirmed, OrderCreated, OrderFailed,
-    OrderRequest, VoucherCreated, VoucherUpdated,
+    CancelReason, Event, FailReason, OrderAccepted, OrderCancelled, OrderCreated, OrderFailed, OrderPaid, OrderRequest,
+    VoucherCreated, VoucherUpdated,
 };
 use seckill_core::{Envelope, OrderId, UserId, VoucherId};
 
@@ -150,6 +150,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         ends_at: begins_at + TimeDelta::hours(2),
         hold_seconds: HOLD_SECONDS as u32,
         shards: 1,
+        title: None,
+        description: None,
+        price: 0,
+        currency: None,
     }))?;
 
     let mut random = Random(0x5EC0_0C1D_2026_1123);
@@ -182,6 +186,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                     user_id: UserId::parse(&format!("buyer-{user}"))?,
                     quantity: quantity as u32,
                     accepted_at: at(now),
+                    amount: 0,
+                    currency: None,
                 };
                 sale.sales(Event::OrderAccepted(order.clone()))?;
                 placed.push((order, user));
@@ -213,7 +219,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                     continue;
                 }
                 stock_left -= quantity;
-                sale.orders(Event::OrderCreated(OrderCreated { order, decided_at: at(now), remaining: stock_left }))?;
+                sale.orders(Event::OrderCreated(OrderCreated {
+                    order,
+                    decided_at: at(now),
+                    remaining: stock_left,
+                    pay_by: None,
+                }))?;
                 let fate = random.below(100);
                 let after = seconds(1) + random.below(seconds(20) as u64) as i64;
                 if fate < 80 {
@@ -232,7 +243,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                     reason: None,
                     requested_at: at(now),
                 }))?;
-                sale.orders(Event::OrderConfirmed(OrderConfirmed { order, confirmed_at: at(now) }))?;
+                sale.orders(Event::OrderPaid(OrderPaid { order, paid_at: at(now), payment_id: None }))?;
             }
             Step::Cancel(index, expired) => {
                 let (order, user) = placed[index].clone();

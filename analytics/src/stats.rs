@@ -168,10 +168,14 @@ impl Stats {
                     })
                     .or_insert(incoming);
             }
-            Event::OrderConfirmed(confirmed) => {
+            Event::OrderPaid(confirmed) => {
                 voucher.confirmed.insert(confirmed.order.order_id);
             }
-            Event::CancelRequested(_) | Event::ConfirmRequested(_) => {}
+            Event::CancelRequested(_)
+            | Event::ConfirmRequested(_)
+            | Event::PaymentReceived(_)
+            | Event::RefundRequested(_)
+            | Event::PaymentRefunded(_) => {}
         }
     }
 
@@ -324,8 +328,8 @@ pub async fn stats_from_log(kafka: &KafkaConfig) -> Result<Vec<VoucherStats>, An
 #[cfg(test)]
 mod tests {
     use seckill_core::event::{
-        CancelReason, FailReason, OrderAccepted, OrderCancelled, OrderConfirmed, OrderCreated, OrderFailed,
-        VoucherCreated, VoucherUpdated,
+        CancelReason, FailReason, OrderAccepted, OrderCancelled, OrderCreated, OrderFailed, OrderPaid, VoucherCreated,
+        VoucherUpdated,
     };
     use seckill_core::ids::UserId;
 
@@ -353,6 +357,10 @@ mod tests {
                 ends_at: at(3_600_000),
                 hold_seconds: 0,
                 shards: 1,
+                title: None,
+                description: None,
+                price: 0,
+                currency: None,
             }));
             sale
         }
@@ -370,6 +378,8 @@ mod tests {
                 user_id: UserId::parse("user").expect("valid"),
                 quantity,
                 accepted_at: at(accepted_ms),
+                amount: 0,
+                currency: None,
             };
             self.push(Event::OrderAccepted(order.clone()));
             order
@@ -380,6 +390,7 @@ mod tests {
                 order: order.clone(),
                 decided_at: at(decided_ms),
                 remaining: 0,
+                pay_by: None,
             }))
         }
 
@@ -427,7 +438,8 @@ mod tests {
             add_stock: 5,
         }));
         sale.events.push(update);
-        let confirmed = sale.push(Event::OrderConfirmed(OrderConfirmed { order: first.clone(), confirmed_at: at(40) }));
+        let confirmed =
+            sale.push(Event::OrderPaid(OrderPaid { order: first.clone(), paid_at: at(40), payment_id: None }));
         sale.events.push(confirmed);
 
         let stats = sale.stats();
@@ -552,6 +564,7 @@ mod tests {
             order: order.clone(),
             decided_at: order.accepted_at + TimeDelta::microseconds(1_250),
             remaining: 2,
+            pay_by: None,
         }));
         assert_eq!(sale.stats().latency_p50_ms, Some(1.25));
     }

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use seckill_core::{config, shutdown};
+use seckill_sandbox::{Sandbox, SandboxConfig};
 
 /// Which service to run.
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -13,6 +14,8 @@ pub(crate) enum Service {
     Ingress,
     Processor,
     Projector,
+    /// The Stripe-shaped payment provider sandbox.
+    Payments,
 }
 
 /// Flags of `seckill serve`.
@@ -40,6 +43,12 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
         Service::Projector => {
             let config = config::load(file).context("loading the projector config")?;
             seckill_projector::run_standalone(config, stop).await.context("running the projector")
+        }
+        Service::Payments => {
+            let config: SandboxConfig = config::load(file).context("loading the payments sandbox config")?;
+            let sandbox = Sandbox::build(config).await.context("starting the payments sandbox")?;
+            tracing::info!(addr = %sandbox.local_addr(), "Payments sandbox listening.");
+            sandbox.run(stop).await.context("running the payments sandbox")
         }
     }
 }

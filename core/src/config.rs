@@ -105,6 +105,102 @@ impl fmt::Debug for Secret {
     }
 }
 
+/// The payment provider: any service speaking Stripe's API shape (Stripe
+/// itself, or the sandbox `seckill serve payments` runs locally and in the
+/// tests). With `base_url` empty, payments are off: priced vouchers cannot
+/// be created, and nothing asks a provider before closing an order.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PaymentsConfig {
+    /// The provider's API, e.g. `https://api.stripe.com`; empty: off.
+    pub base_url: String,
+    /// The secret API key (`sk_…`); set it through
+    /// `SECKILL_PAYMENTS__API_KEY` rather than a file.
+    pub api_key: String,
+    /// Webhook signing secrets (`whsec_…`): a callback signed with any of
+    /// them is accepted, so a rotation lists the new secret beside the old
+    /// one until the provider signs with the new one only.
+    pub webhook_secrets: Vec<String>,
+    /// Oldest signature timestamp accepted, in seconds (Stripe's default
+    /// tolerance: 300); also the furthest into the future.
+    pub webhook_tolerance_seconds: i64,
+    /// Where the provider's checkout sends the buyer back; `{order_id}` is
+    /// replaced by the order's id. Empty: no return address.
+    pub return_url: String,
+    /// Longest wait for one provider call, in milliseconds.
+    pub timeout_ms: u64,
+    /// First pause before a refund is asked for again, in milliseconds;
+    /// doubles up to `refund_retry_max_ms` while the provider refuses.
+    pub refund_retry_ms: u64,
+    pub refund_retry_max_ms: u64,
+}
+
+impl Default for PaymentsConfig {
+    fn default() -> Self {
+        Self {
+            base_url: String::new(),
+            api_key: String::new(),
+            webhook_secrets: Vec::new(),
+            webhook_tolerance_seconds: 300,
+            return_url: String::new(),
+            timeout_ms: 5_000,
+            refund_retry_ms: 500,
+            refund_retry_max_ms: 30_000,
+        }
+    }
+}
+
+impl PaymentsConfig {
+    /// Whether a provider is configured.
+    pub fn enabled(&self) -> bool {
+        !self.base_url.is_empty()
+    }
+
+    /// The sandbox's settings as `seckill serve payments` runs it on
+    /// `base_url` (the local run and the tests).
+    pub fn sandbox(base_url: &str) -> Self {
+        Self {
+            base_url: base_url.to_owned(),
+            api_key: "sk_test_sandbox".to_owned(),
+            webhook_secrets: vec!["whsec_sandbox".to_owned()],
+            ..Self::default()
+        }
+    }
+}
+
+impl Validate for PaymentsConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        if !self.enabled() {
+            return Ok(());
+        }
+        let url_ok = self.base_url.starts_with("http://") || self.base_url.starts_with("https://");
+        ensure(url_ok, "payments.base_url", "must be an http:// or https:// URL, or empty to turn payments off")?;
+        ensure(!self.api_key.is_empty(), "payments.api_key", "is required when payments.base_url is set")?;
+        ensure(
+            !self.webhook_secrets.is_empty() && self.webhook_secrets.len() <= 8,
+            "payments.webhook_secrets",
+            "needs 1 to 8 secrets when payments.base_url is set",
+        )?;
+        ensure(
+            self.webhook_secrets.iter().all(|secret| !secret.is_empty()),
+            "payments.webhook_secrets",
+            "must not hold an empty secret",
+        )?;
+        ensure(
+            (1..=3_600).contains(&self.webhook_tolerance_seconds),
+            "payments.webhook_tolerance_seconds",
+            "must be 1 to 3600",
+        )?;
+        ensure((100..=60_000).contains(&self.timeout_ms), "payments.timeout_ms", "must be 100 to 60000")?;
+        ensure((10..=60_000).contains(&self.refund_retry_ms), "payments.refund_retry_ms", "must be 10 to 60000")?;
+        ensure(
+            (self.refund_retry_ms..=600_000).contains(&self.refund_retry_max_ms),
+            "payments.refund_retry_max_ms",
+            "must be refund_retry_ms to 600000",
+        )
+    }
+}
+
 /// Where a service answers HTTP, and how many connections it holds.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::ids::{OrderId, UserId, VoucherId};
+use crate::money::{Currency, MAX_PRICE};
 
 /// The schema version this build writes and the newest it reads.
 pub const SCHEMA_VERSION: u16 = 1;
@@ -31,6 +32,12 @@ pub const MAX_EVENT_BYTES: usize = 64 * 1024;
 pub const MAX_HOLD_SECONDS: u32 = 7 * 24 * 3600;
 /// Most buckets a voucher's stock may be split into (`shards`).
 pub const MAX_SHARDS: u32 = 64;
+/// Longest voucher title, in characters.
+pub const MAX_TITLE_CHARS: usize = 200;
+/// Longest voucher description, in characters.
+pub const MAX_DESCRIPTION_CHARS: usize = 2_000;
+/// Longest provider id (payment, refund) a record may carry.
+pub const MAX_PROVIDER_ID_BYTES: usize = 255;
 
 /// One record on a topic: metadata plus the event itself.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -59,16 +66,30 @@ pub enum Event {
     OrderAccepted(OrderAccepted),
     /// The owner, an admin or the expiry sweeper asks to cancel an order.
     CancelRequested(OrderRequest),
-    /// The owner confirms (pays for) an order, so it no longer expires.
+    /// The owner claims a free order (price 0), so it no longer expires.
+    /// Priced orders are paid instead (`PaymentReceived`).
     ConfirmRequested(OrderRequest),
+    /// The payment provider reported a completed payment for an order: a
+    /// verified webhook, or found by asking the provider before the order
+    /// was closed as unpaid. The processor decides whether it pays the
+    /// order or is refunded.
+    PaymentReceived(PaymentReceived),
     /// The processor took the order's units from the persistent stock.
     OrderCreated(OrderCreated),
     /// The processor refused the order; the units were never taken.
     OrderFailed(OrderFailed),
-    /// The owner confirmed a created order; it keeps its units for good.
-    OrderConfirmed(OrderConfirmed),
+    /// A created order was paid in time (or, free, claimed); it keeps its
+    /// units for good. Logs written before payments call it
+    /// `OrderConfirmed`, read as this.
+    #[serde(alias = "OrderConfirmed")]
+    OrderPaid(OrderPaid),
     /// A created order gave its units back to the persistent stock.
     OrderCancelled(OrderCancelled),
+    /// A payment lost (late, duplicate, wrong amount) or an admin refunded
+    /// a paid order: the money goes back, exactly once per payment.
+    RefundRequested(RefundRequested),
+    /// The provider acknowledged a refund.
+    PaymentRefunded(PaymentRefunded),
 }
 
 /// A new flash-sale voucher.
@@ -81,9 +102,11 @@ pub struct VoucherCreated {
     pub per_user_limit: u32,
     pub begins_at: DateTime<Utc>,
     pub ends_at: DateTime<Utc>,
-    /// Seconds a created order may stay unconfirmed before it is cancelled
-    /// as `expired`; 0 (the default) keeps orders without confirmation.
-    #[serde(default)]
+    /// Seconds a created order may stay unpaid before it is cancelled as
+    /// `expired` (its `pay_by`); 0 (the default) keeps orders without
+    /// payment. Written `payment_seconds`; records from before payments
+    /// say `hold_seconds`.
+    #[serde(default, rename = "payment_seconds", alias = "hold_seconds")]
     pub hold_seconds: u32,
     /// Buckets the admission gate splits the stock into (1 to
     /// [`MAX_SHARDS`]), each on its own Redis Cluster slot, so one hot
@@ -92,6 +115,19 @@ pub struct VoucherCreated {
     /// before it existed) means 1, and 1 is not written.
     #[serde(default = "one_shard", skip_serializing_if = "is_one_shard")]
     pub shards: u32,
+    /// What is sold, shown on the sale page (1 to [`MAX_TITLE_CHARS`]
+    /// characters); absent, pages show the voucher id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Price of one unit in the currency's minor unit; 0 (the default) is
+    /// free: orders are claimed (`confirm`), not paid.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub price: u64,
+    /// The price's currency; present exactly when `price` is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub currency: Option<Currency>,
 }
 
 fn one_shard() -> u32 {
@@ -132,6 +168,13 @@ pub struct OrderAccepted {
     pub user_id: UserId,
     pub quantity: u32,
     pub accepted_at: DateTime<Utc>,
+    /// What the order owes: the voucher's price × quantity, fixed by the
+    /// admission script from the price Redis holds. 0 for free vouchers
+    /// (and not written).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub amount: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub currency: Option<Currency>,
 }
 
 /// An order that now holds its units.
@@ -144,6 +187,11 @@ pub struct OrderCreated {
     pub decided_at: DateTime<Utc>,
     /// Persistent stock left after this order.
     pub remaining: u64,
+    /// When the order expires unless paid (whole seconds; see
+    /// `decision::StockLevel::hold_deadline`); absent when the voucher
+    /// holds orders without payment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pay_by: Option<DateTime<Utc>>,
 }
 
 /// An order the processor refused.
@@ -167,12 +215,96 @@ pub struct OrderRequest {
     pub requested_at: DateTime<Utc>,
 }
 
-/// A created order the owner confirmed.
+/// A created order paid in time, or claimed when free.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct OrderConfirmed {
+pub struct OrderPaid {
     #[serde(flatten)]
     pub order: OrderAccepted,
-    pub confirmed_at: DateTime<Utc>,
+    /// When it was decided paid (`confirmed_at` in older logs).
+    #[serde(alias = "confirmed_at")]
+    pub paid_at: DateTime<Utc>,
+    /// The provider's payment that paid it; absent for a free claim.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payment_id: Option<String>,
+}
+
+/// A payment the provider reports completed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PaymentReceived {
+    pub order_id: OrderId,
+    /// The partition key: the payment follows its order.
+    pub voucher_id: VoucherId,
+    /// The provider's id (`pi_…`): one payment, however often reported.
+    pub payment_id: String,
+    pub amount: u64,
+    pub currency: Currency,
+    /// When the provider completed it; the payment deadline is judged by
+    /// this, not by when the processor reads it.
+    pub paid_at: DateTime<Utc>,
+    /// How the platform learnt of it.
+    pub source: PaymentSource,
+}
+
+/// How a payment reached the log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PaymentSource {
+    /// The provider's signed callback.
+    Webhook,
+    /// Found by asking the provider before closing the order as unpaid.
+    Reconciliation,
+}
+
+/// Money to give back for one payment.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RefundRequested {
+    pub order_id: OrderId,
+    pub voucher_id: VoucherId,
+    pub payment_id: String,
+    pub amount: u64,
+    pub currency: Currency,
+    pub reason: RefundReason,
+    pub requested_at: DateTime<Utc>,
+}
+
+/// Why a payment is refunded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RefundReason {
+    /// Completed at or after the order's `pay_by`, or for an order no
+    /// longer payable (cancelled, failed).
+    Late,
+    /// A second payment for an order already paid.
+    Duplicate,
+    /// An admin refunded the paid order.
+    Admin,
+    /// The amount or currency is not what the order owes.
+    AmountMismatch,
+}
+
+impl RefundReason {
+    /// The snake_case name used in events and metric labels.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Late => "late",
+            Self::Duplicate => "duplicate",
+            Self::Admin => "admin",
+            Self::AmountMismatch => "amount_mismatch",
+        }
+    }
+}
+
+/// A refund the provider acknowledged.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PaymentRefunded {
+    pub order_id: OrderId,
+    pub voucher_id: VoucherId,
+    pub payment_id: String,
+    /// The provider's refund id (`re_…`).
+    pub refund_id: String,
+    pub amount: u64,
+    pub currency: Currency,
+    pub refunded_at: DateTime<Utc>,
 }
 
 /// A created order whose units went back to the stock.
@@ -192,8 +324,10 @@ pub struct OrderCancelled {
 pub enum CancelReason {
     /// Its owner or an admin asked.
     Requested,
-    /// It was not confirmed within the voucher's `hold_seconds`.
+    /// It was not paid within the voucher's `payment_seconds`.
     Expired,
+    /// An admin refunded the paid order (its status reads `REFUNDED`).
+    Refunded,
 }
 
 impl CancelReason {
@@ -202,6 +336,7 @@ impl CancelReason {
         match self {
             Self::Requested => "requested",
             Self::Expired => "expired",
+            Self::Refunded => "refunded",
         }
     }
 }
@@ -295,10 +430,13 @@ impl Event {
             Self::VoucherUpdated(e) => e.voucher_id,
             Self::OrderAccepted(e) => e.voucher_id,
             Self::CancelRequested(e) | Self::ConfirmRequested(e) => e.voucher_id,
+            Self::PaymentReceived(e) => e.voucher_id,
             Self::OrderCreated(e) => e.order.voucher_id,
             Self::OrderFailed(e) => e.order.voucher_id,
-            Self::OrderConfirmed(e) => e.order.voucher_id,
+            Self::OrderPaid(e) => e.order.voucher_id,
             Self::OrderCancelled(e) => e.order.voucher_id,
+            Self::RefundRequested(e) => e.voucher_id,
+            Self::PaymentRefunded(e) => e.voucher_id,
         }
     }
 
@@ -309,26 +447,32 @@ impl Event {
             Self::OrderAccepted(order) => Some(order),
             Self::OrderCreated(e) => Some(&e.order),
             Self::OrderFailed(e) => Some(&e.order),
-            Self::OrderConfirmed(e) => Some(&e.order),
+            Self::OrderPaid(e) => Some(&e.order),
             Self::OrderCancelled(e) => Some(&e.order),
             Self::VoucherCreated(_)
             | Self::VoucherUpdated(_)
             | Self::CancelRequested(_)
-            | Self::ConfirmRequested(_) => None,
+            | Self::ConfirmRequested(_)
+            | Self::PaymentReceived(_)
+            | Self::RefundRequested(_)
+            | Self::PaymentRefunded(_) => None,
         }
     }
 
     /// Every `type` tag, in declaration order: what [`Event::kind`] returns.
-    pub const KINDS: [&'static str; 9] = [
+    pub const KINDS: [&'static str; 12] = [
         "VoucherCreated",
         "VoucherUpdated",
         "OrderAccepted",
         "CancelRequested",
         "ConfirmRequested",
+        "PaymentReceived",
         "OrderCreated",
         "OrderFailed",
-        "OrderConfirmed",
+        "OrderPaid",
         "OrderCancelled",
+        "RefundRequested",
+        "PaymentRefunded",
     ];
 
     /// The `type` tag.
@@ -339,10 +483,13 @@ impl Event {
             Self::OrderAccepted(_) => "OrderAccepted",
             Self::CancelRequested(_) => "CancelRequested",
             Self::ConfirmRequested(_) => "ConfirmRequested",
+            Self::PaymentReceived(_) => "PaymentReceived",
             Self::OrderCreated(_) => "OrderCreated",
             Self::OrderFailed(_) => "OrderFailed",
-            Self::OrderConfirmed(_) => "OrderConfirmed",
+            Self::OrderPaid(_) => "OrderPaid",
             Self::OrderCancelled(_) => "OrderCancelled",
+            Self::RefundRequested(_) => "RefundRequested",
+            Self::PaymentRefunded(_) => "PaymentRefunded",
         }
     }
 
@@ -359,10 +506,27 @@ impl Event {
                 check(r.reason.is_none(), "a confirmation has no reason")?;
                 r.validate()
             }
-            Self::OrderConfirmed(c) => {
+            Self::PaymentReceived(p) => {
+                check_provider_id(&p.payment_id, "payment_id")?;
+                check((1..=MAX_PRICE * u64::from(MAX_QUANTITY)).contains(&p.amount), "amount out of range")?;
+                check(within_supported_years(p.paid_at), "paid_at must be in the years 1970 to 9999")
+            }
+            Self::OrderPaid(c) => {
                 c.order.validate()?;
-                check(within_supported_years(c.confirmed_at), "confirmed_at must be in the years 1970 to 9999")?;
-                check(c.confirmed_at >= c.order.accepted_at, "confirmed_at precedes accepted_at")
+                check(within_supported_years(c.paid_at), "paid_at must be in the years 1970 to 9999")?;
+                check(c.paid_at >= c.order.accepted_at, "paid_at precedes accepted_at")?;
+                c.payment_id.as_deref().map_or(Ok(()), |id| check_provider_id(id, "payment_id"))
+            }
+            Self::RefundRequested(r) => {
+                check_provider_id(&r.payment_id, "payment_id")?;
+                check(r.amount <= MAX_PRICE * u64::from(MAX_QUANTITY), "amount out of range")?;
+                check(within_supported_years(r.requested_at), "requested_at must be in the years 1970 to 9999")
+            }
+            Self::PaymentRefunded(r) => {
+                check_provider_id(&r.payment_id, "payment_id")?;
+                check_provider_id(&r.refund_id, "refund_id")?;
+                check(r.amount <= MAX_PRICE * u64::from(MAX_QUANTITY), "amount out of range")?;
+                check(within_supported_years(r.refunded_at), "refunded_at must be in the years 1970 to 9999")
             }
             Self::OrderCancelled(c) => {
                 c.order.validate()?;
@@ -390,7 +554,17 @@ impl VoucherCreated {
     pub fn validate(&self) -> Result<(), EventError> {
         check(self.stock <= MAX_STOCK, "stock exceeds 1000000000")?;
         check((1..=MAX_QUANTITY).contains(&self.per_user_limit), "per_user_limit must be 1 to 10000")?;
-        check(self.hold_seconds <= MAX_HOLD_SECONDS, "hold_seconds must be 0 to 604800")?;
+        check(self.hold_seconds <= MAX_HOLD_SECONDS, "payment_seconds must be 0 to 604800")?;
+        if let Some(title) = &self.title {
+            let chars = title.chars().count();
+            check((1..=MAX_TITLE_CHARS).contains(&chars), "title must be 1 to 200 characters")?;
+            check(!title.chars().any(char::is_control), "title must not contain control characters")?;
+        }
+        if let Some(description) = &self.description {
+            check(description.chars().count() <= MAX_DESCRIPTION_CHARS, "description must be at most 2000 characters")?;
+        }
+        check(self.price <= MAX_PRICE, "price must be 0 to 100000000000 minor units")?;
+        check((self.price > 0) == self.currency.is_some(), "a price needs a currency, and a currency a price")?;
         check((1..=MAX_SHARDS).contains(&self.shards), "shards must be 1 to 64")?;
         check(within_supported_years(self.begins_at), "begins_at must be in the years 1970 to 9999")?;
         check(within_supported_years(self.ends_at), "ends_at must be in the years 1970 to 9999")?;
@@ -414,11 +588,21 @@ impl OrderAccepted {
     /// A new order of `user_id` for `voucher_id`, accepted now, under a
     /// fresh id.
     pub fn now(voucher_id: VoucherId, user_id: UserId, quantity: u32) -> Self {
-        Self { order_id: OrderId::generate(), voucher_id, user_id, quantity, accepted_at: Utc::now() }
+        Self {
+            order_id: OrderId::generate(),
+            voucher_id,
+            user_id,
+            quantity,
+            accepted_at: Utc::now(),
+            amount: 0,
+            currency: None,
+        }
     }
 
     fn validate(&self) -> Result<(), EventError> {
         check((1..=MAX_QUANTITY).contains(&self.quantity), "quantity must be 1 to 10000")?;
+        check(self.amount <= MAX_PRICE * u64::from(MAX_QUANTITY), "amount out of range")?;
+        check((self.amount > 0) == self.currency.is_some(), "an amount comes with its currency and only then")?;
         check(within_supported_years(self.accepted_at), "accepted_at must be in the years 1970 to 9999")
     }
 }
@@ -436,6 +620,12 @@ impl OrderRequest {
 /// which a parser accepting signed five- and six-digit years would reach.
 fn within_supported_years(time: DateTime<Utc>) -> bool {
     (1970..=9999).contains(&chrono::Datelike::year(&time))
+}
+
+/// A provider's id: printable ASCII, 1 to [`MAX_PROVIDER_ID_BYTES`] bytes.
+fn check_provider_id(id: &str, what: &str) -> Result<(), EventError> {
+    let ok = (1..=MAX_PROVIDER_ID_BYTES).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_graphic());
+    check(ok, &format!("{what} must be 1 to 255 printable ASCII characters"))
 }
 
 fn check(ok: bool, what: &str) -> Result<(), EventError> {
@@ -467,8 +657,12 @@ mod tests {
     #[test]
     fn outcome_round_trips_with_flattened_order() {
         let order = accepted();
-        let created =
-            Envelope::new(Event::OrderCreated(OrderCreated { decided_at: order.accepted_at, order, remaining: 9 }));
+        let created = Envelope::new(Event::OrderCreated(OrderCreated {
+            decided_at: order.accepted_at,
+            order,
+            remaining: 9,
+            pay_by: None,
+        }));
         let json: serde_json::Value = serde_json::from_slice(&created.encode()).expect("json");
         assert_eq!(json["remaining"], 9);
         assert!(json["order_id"].is_string());
@@ -558,5 +752,61 @@ mod tests {
             panic!("a voucher definition")
         };
         assert_eq!(read, voucher);
+    }
+
+    #[test]
+    fn logs_written_before_payments_still_read() {
+        let old_paid =
+            br#"{"schema":1,"event_id":"0192a000-0000-7000-8000-000000000001","emitted_at":"2026-11-21T10:00:01Z",
+            "type":"OrderConfirmed","order_id":"0192a000-0000-7000-8000-000000000002",
+            "voucher_id":"0192a000-0000-7000-8000-000000000003","user_id":"alice","quantity":1,
+            "accepted_at":"2026-11-21T10:00:00Z","confirmed_at":"2026-11-21T10:00:01Z"}"#;
+        let Event::OrderPaid(paid) = Envelope::decode(old_paid).expect("decodes").event else { panic!("paid") };
+        assert_eq!((paid.payment_id, paid.order.amount, paid.order.currency), (None, 0, None));
+        let written: serde_json::Value = serde_json::from_slice(
+            &Envelope::new(Event::OrderPaid(OrderPaid { payment_id: None, ..paid_at(paid.paid_at, paid.order) }))
+                .encode(),
+        )
+        .expect("json");
+        assert_eq!((written["type"].as_str(), written.get("confirmed_at")), (Some("OrderPaid"), None));
+
+        let old_voucher =
+            br#"{"schema":1,"event_id":"0192a000-0000-7000-8000-000000000004","emitted_at":"2026-11-21T10:00:00Z",
+            "type":"VoucherCreated","voucher_id":"0192a000-0000-7000-8000-000000000003","stock":5,"per_user_limit":1,
+            "begins_at":"2026-11-21T10:00:00Z","ends_at":"2026-11-21T11:00:00Z","hold_seconds":60}"#;
+        let Event::VoucherCreated(voucher) = Envelope::decode(old_voucher).expect("decodes").event else {
+            panic!("voucher")
+        };
+        assert_eq!((voucher.hold_seconds, voucher.price, voucher.title.clone()), (60, 0, None));
+        let written: serde_json::Value =
+            serde_json::from_slice(&Envelope::new(Event::VoucherCreated(voucher)).encode()).expect("json");
+        assert_eq!((written["payment_seconds"].as_u64(), written.get("hold_seconds")), (Some(60), None));
+    }
+
+    fn paid_at(at: DateTime<Utc>, order: OrderAccepted) -> OrderPaid {
+        OrderPaid { order, paid_at: at, payment_id: Some("pi_1".to_owned()) }
+    }
+
+    #[test]
+    fn prices_and_amounts_come_with_their_currency() {
+        let mut order = accepted();
+        order.amount = 500;
+        assert!(Envelope::decode(&Envelope::new(Event::OrderAccepted(order.clone())).encode()).is_err(), "no currency");
+        order.currency = Some(Currency::parse("EUR").expect("valid"));
+        let json: serde_json::Value =
+            serde_json::from_slice(&Envelope::new(Event::OrderAccepted(order.clone())).encode()).expect("json");
+        assert_eq!((json["amount"].as_u64(), json["currency"].as_str()), (Some(500), Some("EUR")));
+        let payment = PaymentReceived {
+            order_id: order.order_id,
+            voucher_id: order.voucher_id,
+            payment_id: "pi 1".to_owned(),
+            amount: 500,
+            currency: Currency::parse("EUR").expect("valid"),
+            paid_at: Utc::now(),
+            source: PaymentSource::Webhook,
+        };
+        assert!(Envelope::decode(&Envelope::new(Event::PaymentReceived(payment.clone())).encode()).is_err(), "a space");
+        let payment = PaymentReceived { payment_id: "pi_1".to_owned(), ..payment };
+        assert!(Envelope::decode(&Envelope::new(Event::PaymentReceived(payment)).encode()).is_ok());
     }
 }

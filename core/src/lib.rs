@@ -10,6 +10,7 @@ pub mod decision;
 pub mod event;
 pub mod ids;
 pub mod metrics;
+pub mod money;
 pub mod phase;
 pub mod shutdown;
 pub mod telemetry;

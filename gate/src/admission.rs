@@ -55,6 +55,8 @@ impl Gate {
             user_id: user.clone(),
             quantity,
             accepted_at: Utc::now(),
+            amount: 0,
+            currency: None,
         };
         self.admit_order(&order, retry).await
     }

@@ -111,6 +111,13 @@ pub fn pending_order_key(prefix: &str, order: OrderId) -> String {
     format!("{prefix}:{{o:{order}}}:pending")
 }
 
+/// The marker of a handled provider callback: `<prefix>:webhook:<event
+/// id>`. Not a voucher's key (a callback is checked before its order is
+/// known), so it has no hash tag: any slot of a cluster.
+pub(crate) fn webhook_key(prefix: &str, event_id: &str) -> String {
+    format!("{prefix}:webhook:{event_id}")
+}
+
 /// The outbox stream under `prefix`: admitted orders not yet in the log.
 pub fn outbox_key(prefix: &str) -> String {
     format!("{prefix}:outbox")

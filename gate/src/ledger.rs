@@ -24,6 +24,9 @@ pub struct VoucherAdmission {
     pub ends_ms: i64,
     pub limit: u32,
     pub hold_seconds: u32,
+    /// Price of one unit (0: free) and its currency.
+    pub price: u64,
+    pub currency: Option<seckill_core::money::Currency>,
     /// Buckets the gate splits the stock into.
     pub shards: u32,
     pub paused: bool,
@@ -103,7 +106,7 @@ impl Ledger {
             Event::OrderCreated(created) => {
                 fold.orders.insert(created.order.order_id, created.order.clone());
             }
-            Event::OrderConfirmed(confirmed) => {
+            Event::OrderPaid(confirmed) => {
                 fold.orders.insert(confirmed.order.order_id, confirmed.order.clone());
             }
             Event::OrderFailed(failed) => {
@@ -114,7 +117,11 @@ impl Ledger {
                 fold.orders.insert(cancelled.order.order_id, cancelled.order.clone());
                 fold.released.insert(cancelled.order.order_id);
             }
-            Event::CancelRequested(_) | Event::ConfirmRequested(_) => {}
+            Event::CancelRequested(_)
+            | Event::ConfirmRequested(_)
+            | Event::PaymentReceived(_)
+            | Event::RefundRequested(_)
+            | Event::PaymentRefunded(_) => {}
         }
     }
 
@@ -143,6 +150,8 @@ impl VoucherFold {
             ends_ms: self.ends_ms.unwrap_or_else(|| definition.ends_at.timestamp_millis()),
             limit: definition.per_user_limit,
             hold_seconds: definition.hold_seconds,
+            price: definition.price,
+            currency: definition.currency,
             shards: definition.shards,
             paused: self.paused,
             settings_version: self.settings,
@@ -171,6 +180,10 @@ mod tests {
             ends_at: now + chrono::Duration::hours(1),
             hold_seconds: 0,
             shards: 1,
+            title: None,
+            description: None,
+            price: 0,
+            currency: None,
         };
         let order = |user: &str, quantity| OrderAccepted {
             order_id: OrderId::generate(),
@@ -178,6 +191,8 @@ mod tests {
             user_id: UserId::parse(user).expect("valid"),
             quantity,
             accepted_at: now,
+            amount: 0,
+            currency: None,
         };
         let (kept, pending, failed, cancelled) = (order("a", 2), order("b", 1), order("c", 1), order("d", 1));
         let add = Envelope::new(Event::VoucherUpdated(VoucherUpdated {
@@ -187,7 +202,12 @@ mod tests {
             add_stock: 3,
         }));
         let events = vec![
-            Envelope::new(Event::OrderCreated(OrderCreated { order: kept.clone(), decided_at: now, remaining: 3 })),
+            Envelope::new(Event::OrderCreated(OrderCreated {
+                order: kept.clone(),
+                decided_at: now,
+                remaining: 3,
+                pay_by: None,
+            })),
             Envelope::new(Event::VoucherCreated(voucher.clone())),
             add.clone(),
             add,

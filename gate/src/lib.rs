@@ -22,6 +22,7 @@ mod read_side;
 mod restore;
 mod transfers;
 mod vouchers;
+mod webhooks;
 
 pub use admin_requests::{AdminRequest, AdminRetryKey};
 pub use connection::{ClusterHandle, GateConnection};
@@ -36,3 +37,4 @@ pub use ledger::{Ledger, VoucherAdmission};
 pub use outbox::{Outbox, OutboxEntry, OutboxHints, FULL_READ_EVERY};
 pub use read_side::{AdmissionSnapshot, SaleState};
 pub use transfers::{Transfer, TransferDecision};
+pub use webhooks::WEBHOOK_MEMORY;

@@ -174,7 +174,9 @@ impl Gate {
         .arg(released.len())
         .arg(state.updates.len())
         .arg(layout.shards())
-        .arg(state.stock);
+        .arg(state.stock)
+        .arg(state.price)
+        .arg(state.currency.as_ref().map(|c| c.as_str()).unwrap_or_default());
         for order in released {
             call.arg(order.to_string());
         }

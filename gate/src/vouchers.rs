@@ -51,6 +51,8 @@ impl Gate {
             .arg(self.ended_sale_ttl_ms)
             .arg(layout.shards())
             .arg(definition.stock)
+            .arg(definition.price)
+            .arg(definition.currency.as_ref().map(|c| c.as_str()).unwrap_or_default())
             .invoke_async(&mut self.redis.clone())
             .await?;
         Ok(loaded == 1)

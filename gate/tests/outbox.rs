@@ -217,6 +217,10 @@ mod across_shards {
             ends_at: now + chrono::Duration::hours(1),
             hold_seconds: 0,
             shards,
+            title: None,
+            description: None,
+            price: 0,
+            currency: None,
         };
         assert!(gate.load_voucher(&definition).await.expect("loads"));
         definition.voucher_id

@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use prometheus::Registry;
 use seckill_core::metrics::{
-    dependency_up, register_start_time, AdmissionMetrics, HttpMetrics, LiveMetrics, PipelineWatchMetrics,
+    dependency_up, register_start_time, AdmissionMetrics, HttpMetrics, LiveMetrics, PaymentMetrics,
+    PipelineWatchMetrics,
 };
 use seckill_kafka::{Follower, GroupLag};
 use seckill_store::ViewReader;
@@ -15,6 +16,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::live::{self, Live};
+use crate::payments::Payments;
 use crate::relay::Relay;
 use crate::sold_out::SoldOutMemo;
 use crate::watch::Watch;
@@ -139,6 +141,7 @@ impl App {
             metrics,
             live,
             admin_retry_ttl: Duration::from_secs(config.admin_idempotency_ttl_seconds),
+            payments: Payments::new(&config.payments, PaymentMetrics::register(&deps.registry, "ingress"))?,
         });
         Ok(Self { listener, ingress, deps, relay, follower, watch, http_metrics, config })
     }

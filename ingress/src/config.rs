@@ -8,7 +8,7 @@ mod watch;
 pub use auth::AuthConfig;
 pub use live::{LiveConfig, MAX_WAIT_SECONDS};
 pub use rate_limit::RateLimitConfig;
-use seckill_core::config::{ensure, ConfigError, HttpConfig, KafkaConfig, RedisConfig, Validate};
+use seckill_core::config::{ensure, ConfigError, HttpConfig, KafkaConfig, PaymentsConfig, RedisConfig, Validate};
 use serde::{Deserialize, Serialize};
 pub use watch::WatchConfig;
 
@@ -55,6 +55,8 @@ pub struct IngressConfig {
     /// How long an admin's `Idempotency-Key` is remembered: a retry within
     /// it completes the first request's change and answers its answer.
     pub admin_idempotency_ttl_seconds: u64,
+    /// The payment provider (off unless `base_url` is set).
+    pub payments: PaymentsConfig,
 }
 
 impl Default for IngressConfig {
@@ -76,6 +78,7 @@ impl Default for IngressConfig {
             outbox_retire_consumer_ms: 600_000,
             outbox_discovery_ms: 5_000,
             admin_idempotency_ttl_seconds: 86_400,
+            payments: PaymentsConfig::default(),
         }
     }
 }
@@ -101,6 +104,7 @@ impl Validate for IngressConfig {
         self.rate_limit.validate()?;
         self.live.validate()?;
         self.watch.validate()?;
+        self.payments.validate()?;
         ensure((256..=1024 * 1024).contains(&self.max_body_bytes), "max_body_bytes", "must be 256 to 1048576")?;
         ensure(
             self.view_url.starts_with("http://") || self.view_url.starts_with("https://"),

@@ -15,6 +15,8 @@ pub enum IngressError {
     Kafka(#[from] seckill_kafka::KafkaError),
     #[error(transparent)]
     Store(#[from] seckill_store::StoreError),
+    #[error("payment provider: {0}")]
+    Payments(#[from] seckill_payments::ProviderError),
 }
 
 use seckill_web::ApiError;

@@ -7,13 +7,16 @@
 //! answers `202`. The relay publishes the outbox to the sales topic, keyed
 //! by voucher. Redis is the fast gate; the log is the record. Admin routes
 //! (admin token) create and change vouchers; users read and act on their
-//! own orders; the API is described by `openapi.json`.
+//! own orders and pay them through the payment provider, whose signed
+//! callbacks arrive at `POST /api/v1/payments/webhook`; the API is
+//! described by `openapi.json`.
 
 mod access;
 mod app;
 pub mod config;
 mod error;
 mod live;
+mod payments;
 mod rate_limit;
 mod relay;
 mod routes;

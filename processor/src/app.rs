@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use prometheus::Registry;
 use seckill_core::config::HttpConfig;
-use seckill_core::metrics::{dependency_up, register_start_time, ConsumerMetrics, HttpMetrics, ProcessorMetrics};
+use seckill_core::metrics::{
+    dependency_up, register_start_time, ConsumerMetrics, HttpMetrics, PaymentMetrics, ProcessorMetrics,
+};
 use seckill_core::VoucherId;
 use seckill_gate::Gate;
 use seckill_kafka::{BatchConsumer, ConsumerSettings, DeadLetter};
@@ -19,6 +21,8 @@ use warp::{Filter, Rejection};
 
 use crate::expiry::ExpirySweeper;
 use crate::pipeline::Pipeline;
+use crate::reconcile::Reconciler;
+use crate::refunds::RefundWorker;
 use crate::stock_gauge::StockGauge;
 use crate::watch::Watch;
 use crate::{ProcessorConfig, ProcessorError};
@@ -39,6 +43,8 @@ pub struct App {
     consumer: BatchConsumer,
     pipeline: Pipeline,
     sweeper: ExpirySweeper,
+    /// With a payment provider: the refund worker and its consumer.
+    refunds: Option<(RefundWorker, BatchConsumer)>,
     /// Dependencies and the gate's stock, for the alert rules.
     watch: Watch,
     registry: Registry,
@@ -63,6 +69,27 @@ impl App {
         let consumer =
             BatchConsumer::subscribe(&ConsumerSettings::new(&config.kafka, &config.consumer), &[&topics.sales])?
                 .with_lag_gauge(metrics.lag.clone());
+        let payments = seckill_web::payments::provider(&config.payments)?;
+        let payment_metrics = PaymentMetrics::register(&registry, "processor");
+        let refunds = match &payments {
+            None => None,
+            Some(provider) => {
+                let mut group = config.consumer.clone();
+                group.group = format!("{}-refunds", config.consumer.group);
+                let consumer =
+                    BatchConsumer::subscribe(&ConsumerSettings::new(&config.kafka, &group), &[&topics.orders])?;
+                let worker = RefundWorker {
+                    provider: provider.clone(),
+                    dead_letter: DeadLetter::new(producer.clone(), topics.dead_letters.clone(), "refunds"),
+                    producer: producer.clone(),
+                    topics: topics.clone(),
+                    metrics: payment_metrics.clone(),
+                    backoff: Duration::from_millis(config.payments.refund_retry_ms),
+                    max_backoff: Duration::from_millis(config.payments.refund_retry_max_ms),
+                };
+                Some((worker, consumer))
+            }
+        };
         let listener = TcpListener::bind(config.http.listen)
             .await
             .map_err(|source| ProcessorError::Bind { addr: config.http.listen, source })?;
@@ -73,6 +100,7 @@ impl App {
             interval: Duration::from_millis(config.expiry_sweep_ms),
             metrics: processor_metrics.clone(),
             lag: metrics.lag.clone(),
+            reconciler: payments.map(|provider| Reconciler { provider, metrics: payment_metrics }),
         };
         let stock = Arc::new(StockGauge::new(processor_metrics.stock_remaining.clone()));
         let watch = Watch {
@@ -96,6 +124,7 @@ impl App {
             consumer,
             pipeline,
             sweeper,
+            refunds,
             watch,
             http_metrics: HttpMetrics::register(&registry, "processor"),
             http: config.http.clone(),
@@ -133,7 +162,13 @@ impl App {
         )));
         let sweeper = AbortOnDropHandle::new(tokio::spawn(self.sweeper.run(shutdown.clone())));
         let watch = AbortOnDropHandle::new(tokio::spawn(self.watch.run(shutdown.clone())));
+        let refunds = self
+            .refunds
+            .map(|(worker, consumer)| AbortOnDropHandle::new(tokio::spawn(worker.run(consumer, shutdown.clone()))));
         self.pipeline.run(self.consumer, shutdown).await;
+        if let Some(refunds) = refunds {
+            let _ = refunds.await;
+        }
         let _ = sweeper.await;
         let _ = watch.await;
         let _ = http.await;

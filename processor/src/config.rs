@@ -1,7 +1,7 @@
 //! The processor's configuration.
 
 use seckill_core::config::{
-    ensure, ConfigError, ConsumerConfig, HttpConfig, KafkaConfig, RedisConfig, StoreConfig, Validate,
+    ensure, ConfigError, ConsumerConfig, HttpConfig, KafkaConfig, PaymentsConfig, RedisConfig, StoreConfig, Validate,
 };
 use serde::{Deserialize, Serialize};
 
@@ -19,9 +19,12 @@ pub struct ProcessorConfig {
     /// The admission gate, where failed and cancelled orders give their
     /// units back.
     pub redis: RedisConfig,
-    /// How often expired holds (orders not confirmed within the voucher's
-    /// `hold_seconds`) are looked for, in milliseconds.
+    /// How often expired holds (orders not paid within the voucher's
+    /// `payment_seconds`) are looked for, in milliseconds.
     pub expiry_sweep_ms: u64,
+    /// The payment provider: asked about an order before it is closed as
+    /// unpaid, and where refunds go (off unless `base_url` is set).
+    pub payments: PaymentsConfig,
 }
 
 impl Default for ProcessorConfig {
@@ -33,6 +36,7 @@ impl Default for ProcessorConfig {
             consumer: ConsumerConfig::new("seckill-processor"),
             redis: RedisConfig::default(),
             expiry_sweep_ms: 1_000,
+            payments: PaymentsConfig::default(),
         }
     }
 }
@@ -44,6 +48,7 @@ impl Validate for ProcessorConfig {
         self.store.validate()?;
         self.redis.validate()?;
         self.consumer.validate()?;
+        self.payments.validate()?;
         ensure((10..=60_000).contains(&self.expiry_sweep_ms), "expiry_sweep_ms", "must be 10 to 60000")
     }
 }

@@ -15,4 +15,6 @@ pub enum ProcessorError {
     Kafka(#[from] seckill_kafka::KafkaError),
     #[error(transparent)]
     Store(#[from] seckill_store::StoreError),
+    #[error("payment provider: {0}")]
+    Payments(#[from] seckill_payments::ProviderError),
 }

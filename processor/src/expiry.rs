@@ -1,27 +1,34 @@
-//! The expiry sweeper: cancels orders not confirmed within their hold.
+//! The expiry sweeper: cancels orders not paid within their `pay_by`.
 //!
 //! Deadlines live in the stock store (written in the same transaction that
 //! created the order), so expiry survives restarts: a processor that was
 //! down when a hold ended finds the order on its first sweep. The sweeper
 //! does not cancel anything itself; it publishes `CancelRequested` (reason
 //! `expired`) on the sales topic, and the pipeline decides it in log order
-//! with everything else (a confirmation asked for before the deadline wins
-//! whenever it is decided). While the pipeline is behind on the sales topic
-//! a request is never sent twice.
+//! with everything else (a claim asked for before the deadline wins
+//! whenever it is decided). With a payment provider, each order is first
+//! settled with it ([`Reconciler`]): its open payments are cancelled, and a
+//! payment found succeeded is reported (`PaymentReceived`) instead of the
+//! cancellation; the order is closed only when the provider confirms no
+//! payment can succeed. While the pipeline is behind on the sales topic a
+//! request is never sent twice.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
+use futures::stream::{self, StreamExt};
 use prometheus::IntGaugeVec;
-use seckill_core::event::Event;
+use seckill_core::event::{Event, OrderRequest};
 use seckill_core::metrics::ProcessorMetrics;
 use seckill_core::topics::Topics;
 use seckill_core::{Envelope, OrderId};
 use seckill_kafka::EventProducer;
 use seckill_store::{StockStore, MAX_EXPIRED_PAGE};
 use tokio_util::sync::CancellationToken;
+
+use crate::reconcile::{Reconciler, Settled};
 
 /// How long a published request is given to be decided, once the pipeline
 /// has caught up with the sales topic, before the order, still held, is
@@ -41,7 +48,12 @@ pub(crate) struct ExpirySweeper {
     /// while it is behind on the sales topic, a request already published is
     /// still on its way, not lost.
     pub(crate) lag: IntGaugeVec,
+    /// Asks the provider before an order is closed; None without payments.
+    pub(crate) reconciler: Option<Reconciler>,
 }
+
+/// Orders settled with the provider at once.
+const SETTLE_AT_ONCE: usize = 8;
 
 /// Whether a due hold is requested now, given when it was last requested:
 /// at once the first time; again only once `REQUEST_AGAIN_AFTER` has passed
@@ -87,18 +99,46 @@ impl ExpirySweeper {
         let due_now: HashSet<OrderId> = due.iter().map(|request| request.order_id).collect();
         requested.retain(|order, _| due_now.contains(order));
         let caught_up = caught_up(&self.lag, &self.topics.sales);
-        for request in due {
-            let order_id = request.order_id;
-            if !request_now(requested.get(&order_id).copied(), Instant::now(), caught_up) {
-                continue;
+        let now = Instant::now();
+        let due: Vec<OrderRequest> = due
+            .into_iter()
+            .filter(|request| request_now(requested.get(&request.order_id).copied(), now, caught_up))
+            .collect();
+        let mut settled = stream::iter(due).map(|request| self.settle(request)).buffered(SETTLE_AT_ONCE);
+        while let Some((order_id, records)) = settled.next().await {
+            let Some(records) = records else { continue };
+            for event in records {
+                let cancels = matches!(event, Event::CancelRequested(_));
+                let envelope = Envelope::new(event);
+                self.producer.send(&self.topics.sales, &envelope).await.map_err(|e| e.to_string())?;
+                if cancels {
+                    self.metrics.expiry_requests.inc();
+                    tracing::debug!(%order_id, "Hold expired; cancellation requested.");
+                } else {
+                    tracing::info!(%order_id, "A payment found before closing the order; reported.");
+                }
             }
-            let envelope = Envelope::new(Event::CancelRequested(request));
-            self.producer.send(&self.topics.sales, &envelope).await.map_err(|e| e.to_string())?;
             requested.insert(order_id, Instant::now());
-            self.metrics.expiry_requests.inc();
-            tracing::debug!(%order_id, "Hold expired; cancellation requested.");
         }
         Ok(())
+    }
+
+    /// What to publish for an order due to expire: its cancellation, or the
+    /// payments the provider has for it; None when the provider could not
+    /// say (asked again next sweep).
+    async fn settle(&self, request: OrderRequest) -> (OrderId, Option<Vec<Event>>) {
+        let order_id = request.order_id;
+        let Some(reconciler) = &self.reconciler else {
+            return (order_id, Some(vec![Event::CancelRequested(request)]));
+        };
+        match reconciler.settle(order_id).await {
+            Ok(Settled::Unpaid) => (order_id, Some(vec![Event::CancelRequested(request)])),
+            Ok(Settled::Paid(payments)) => (order_id, Some(payments.into_iter().map(Event::PaymentReceived).collect())),
+            Err(error) => {
+                tracing::warn!(%error, %order_id, "The payment provider could not settle an expiring order; kept open.");
+                (order_id, None)
+            }
+        }
     }
 }
 

@@ -7,12 +7,19 @@
 //! only then stores the batch's offsets. A crash replays unacknowledged
 //! batches; the store recognises decided orders and re-emits their original
 //! outcome, so a replay changes nothing.
+//!
+//! Payments are decided the same way (`PaymentReceived` on the sales
+//! topic). With a payment provider configured it also settles orders with
+//! the provider before closing them unpaid (`reconcile`) and gives back
+//! every payment it refunds, in a consumer group of its own (`refunds`).
 
 mod app;
 pub mod config;
 mod error;
 mod expiry;
 mod pipeline;
+mod reconcile;
+mod refunds;
 mod stock_gauge;
 mod watch;
 

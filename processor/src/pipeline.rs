@@ -163,19 +163,21 @@ impl BatchHandler for Pipeline {
 }
 
 /// Splits `decided` into waves by the step of an order's life each outcome
-/// is: decisions (`OrderCreated`, `OrderFailed`), then confirmations, then
-/// cancellations. An order has at most one outcome of each step in a batch
+/// is: decisions (`OrderCreated`, `OrderFailed`), then payments, then
+/// cancellations, then refund requests (a refund may follow the
+/// cancellation it belongs to: an admin's). An order has at most one outcome of each step in a batch
 /// (the store sends each outcome once), so no wave holds two outcomes of one
 /// order, and every order's outcomes go out in the order they happen, even
 /// when the batch decided them out of that order: a duplicate acceptance
 /// later in the batch than a new cancellation replays the order's creation
 /// after it, and the creation must still reach the log first.
 fn waves(decided: &[Decided]) -> Vec<Vec<&Decided>> {
-    let mut waves: Vec<Vec<&Decided>> = vec![Vec::new(); 3];
+    let mut waves: Vec<Vec<&Decided>> = vec![Vec::new(); 4];
     for decision in decided {
         let step = match decision.outcome.event {
-            Event::OrderConfirmed(_) => 1,
+            Event::OrderPaid(_) => 1,
             Event::OrderCancelled(_) => 2,
+            Event::RefundRequested(_) => 3,
             _ => 0,
         };
         waves[step].push(decision);
@@ -193,6 +195,7 @@ fn classify(message: &OwnedMessage) -> Result<StockInput, String> {
         Event::OrderAccepted(order) => Ok(StockInput::Order(order)),
         Event::CancelRequested(request) => Ok(StockInput::Cancel(request)),
         Event::ConfirmRequested(request) => Ok(StockInput::Confirm(request)),
+        Event::PaymentReceived(payment) => Ok(StockInput::Pay(payment)),
         other => Err(format!("{} does not belong on the sales topic", other.kind())),
     }
 }
@@ -204,6 +207,7 @@ fn input_kind(input: &StockInput) -> &'static str {
         StockInput::Order(_) => "OrderAccepted",
         StockInput::Cancel(_) => "CancelRequested",
         StockInput::Confirm(_) => "ConfirmRequested",
+        StockInput::Pay(_) => "PaymentReceived",
     }
 }
 
@@ -212,7 +216,8 @@ fn input_kind(input: &StockInput) -> &'static str {
 fn request_kind(outcome: &Event) -> &'static str {
     match outcome {
         Event::OrderCancelled(_) => "CancelRequested",
-        Event::OrderConfirmed(_) => "ConfirmRequested",
+        Event::OrderPaid(paid) if paid.payment_id.is_none() => "ConfirmRequested",
+        Event::OrderPaid(_) | Event::RefundRequested(_) => "PaymentReceived",
         _ => "OrderAccepted",
     }
 }
@@ -220,7 +225,7 @@ fn request_kind(outcome: &Event) -> &'static str {
 #[cfg(test)]
 mod tests {
     use chrono::Utc;
-    use seckill_core::event::{CancelReason, OrderAccepted, OrderCancelled, OrderConfirmed, OrderCreated};
+    use seckill_core::event::{CancelReason, OrderAccepted, OrderCancelled, OrderCreated, OrderPaid};
     use seckill_core::{Envelope, UserId, VoucherId};
 
     use super::*;
@@ -237,9 +242,19 @@ mod tests {
     fn an_orders_outcomes_go_out_in_separate_waves_in_order() {
         let (a, b) = (order(), order());
         let now = Utc::now();
-        let created_a = decided(Event::OrderCreated(OrderCreated { order: a.clone(), decided_at: now, remaining: 1 }));
-        let created_b = decided(Event::OrderCreated(OrderCreated { order: b.clone(), decided_at: now, remaining: 0 }));
-        let confirmed_a = decided(Event::OrderConfirmed(OrderConfirmed { order: a.clone(), confirmed_at: now }));
+        let created_a = decided(Event::OrderCreated(OrderCreated {
+            order: a.clone(),
+            decided_at: now,
+            remaining: 1,
+            pay_by: None,
+        }));
+        let created_b = decided(Event::OrderCreated(OrderCreated {
+            order: b.clone(),
+            decided_at: now,
+            remaining: 0,
+            pay_by: None,
+        }));
+        let confirmed_a = decided(Event::OrderPaid(OrderPaid { order: a.clone(), paid_at: now, payment_id: None }));
         let cancelled_a = decided(Event::OrderCancelled(OrderCancelled {
             order: a,
             cancelled_at: now,
@@ -259,7 +274,12 @@ mod tests {
         let now = Utc::now();
         let created = Decided {
             replayed: true,
-            ..decided(Event::OrderCreated(OrderCreated { order: order.clone(), decided_at: now, remaining: 1 }))
+            ..decided(Event::OrderCreated(OrderCreated {
+                order: order.clone(),
+                decided_at: now,
+                remaining: 1,
+                pay_by: None,
+            }))
         };
         let cancelled = decided(Event::OrderCancelled(OrderCancelled {
             order,

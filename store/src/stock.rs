@@ -3,7 +3,7 @@
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use seckill_core::decision::StockLevel;
-use seckill_core::event::{OrderAccepted, OrderRequest, VoucherCreated, VoucherUpdated};
+use seckill_core::event::{OrderAccepted, OrderRequest, PaymentReceived, VoucherCreated, VoucherUpdated};
 use seckill_core::{Envelope, VoucherId};
 use uuid::Uuid;
 
@@ -23,15 +23,17 @@ pub enum StockInput {
     Order(OrderAccepted),
     /// Gives a created order's units back (see `seckill_core::decision`).
     Cancel(OrderRequest),
-    /// Confirms a created order, ending its hold.
+    /// Claims a created free order, ending its hold.
     Confirm(OrderRequest),
+    /// A payment the provider reported: pays the order or is refunded.
+    Pay(PaymentReceived),
 }
 
 /// An outcome to emit.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Decided {
-    /// The `OrderCreated`, `OrderFailed`, `OrderConfirmed` or
-    /// `OrderCancelled` event.
+    /// The `OrderCreated`, `OrderFailed`, `OrderPaid`, `OrderCancelled`
+    /// or `RefundRequested` event.
     pub outcome: Envelope,
     /// True when the input had been decided before (a redelivery): nothing
     /// moved this time and `outcome` is the stored event.

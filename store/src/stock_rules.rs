@@ -4,8 +4,8 @@
 use std::collections::HashSet;
 
 use chrono::{DateTime, Utc};
-use seckill_core::decision::{self, FollowUp, OrderRecord, Request, StockLevel};
-use seckill_core::event::{Event, OrderAccepted};
+use seckill_core::decision::{self, FollowUp, OrderRecord, Request, StockLevel, MAX_PARKED};
+use seckill_core::event::{CancelReason, Event, OrderAccepted, OrderRequest, RefundReason};
 use seckill_core::{Envelope, OrderId, UserId, VoucherId};
 use uuid::Uuid;
 
@@ -107,6 +107,13 @@ pub(crate) fn apply_input(
                 state.put_order(voucher, order, &record)?;
             }
         }
+        StockInput::Pay(payment) => {
+            let (voucher, order) = (payment.voucher_id, payment.order_id);
+            let mut record = state.order(voucher, order)?.unwrap_or_default();
+            if follow_up(state, &mut record, Request::Pay(payment), outcomes)? {
+                state.put_order(voucher, order, &record)?;
+            }
+        }
     }
     Ok(())
 }
@@ -124,7 +131,10 @@ fn decide_order(state: &mut impl StockState, order: OrderAccepted, outcomes: &mu
     let user = order.user_id.clone();
     let quantity = u64::from(order.quantity);
     let result = decision::decide(level.as_mut(), held, &order);
-    let outcome = decision::outcome(order, result, Utc::now());
+    let mut outcome = decision::outcome(order, result, Utc::now());
+    if let (Event::OrderCreated(created), Some(level)) = (&mut outcome.event, &level) {
+        created.pay_by = level.hold_deadline(created);
+    }
     if let (Ok(_), Some(level)) = (&result, level) {
         state.put_level(voucher_id, &level)?;
         state.put_held(voucher_id, &user, held.saturating_add(quantity))?;
@@ -138,8 +148,8 @@ fn decide_order(state: &mut impl StockState, order: OrderAccepted, outcomes: &mu
     state.put_order(voucher_id, order_id, &record)
 }
 
-/// Decides a cancel or confirm request about the order `record` describes;
-/// returns whether the record changed.
+/// Decides a request about the order `record` describes; returns whether
+/// the record changed.
 fn follow_up(
     state: &mut impl StockState,
     record: &mut OrderRecord,
@@ -148,8 +158,9 @@ fn follow_up(
 ) -> Result<bool, StoreError> {
     let (voucher, order) = match &request {
         Request::Cancel(r) | Request::Confirm(r) => (r.voucher_id, r.order_id),
+        Request::Pay(p) => (p.voucher_id, p.order_id),
     };
-    let (follow_up, level) = match &request {
+    let (decided, level) = match &request {
         Request::Cancel(r) => {
             let mut level = state.level(voucher)?;
             (decision::cancel(level.as_mut(), record, r, Utc::now()), level)
@@ -158,25 +169,59 @@ fn follow_up(
             let level = state.level(voucher)?;
             (decision::confirm(level.as_ref(), record, r, Utc::now()), None)
         }
+        Request::Pay(p) => {
+            let level = state.level(voucher)?;
+            (decision::pay(level.as_ref(), record, p), None)
+        }
     };
-    match follow_up {
+    match decided {
         FollowUp::Apply(outcome) => {
             if let Some(level) = level {
                 state.put_level(voucher, &level)?;
             }
-            // Whatever it becomes, a created order no longer expires.
-            if let (Some(level), Some(created)) = (state.level(voucher)?, &record.decision) {
+            // A payment made after `pay_by` of an order still unpaid: the
+            // deadline has passed, so the order expires with its refund
+            // (the provider's clock says so; no need to wait for the sweep).
+            let expires = matches!(&outcome.event, Event::RefundRequested(r) if r.reason == RefundReason::Late)
+                && matches!(record.latest().map(|e| &e.event), Some(Event::OrderCreated(_)));
+            // Paid or cancelled, a created order no longer expires; a
+            // refund leaves the order as it stands.
+            let refund = matches!(outcome.event, Event::RefundRequested(_));
+            if let (false, Some(level), Some(created)) = (refund, state.level(voucher)?, &record.decision) {
                 hold(state, &level, created, false)?;
             }
-            if let Event::OrderCancelled(cancelled) = &outcome.event {
-                let held = state.held(voucher, &cancelled.order.user_id)?;
-                let units = u64::from(cancelled.order.quantity);
-                state.put_held(voucher, &cancelled.order.user_id, held.saturating_sub(units))?;
-                record.cancelled = Some(outcome.clone());
-            } else {
-                record.confirmed = Some(outcome.clone());
+            match &outcome.event {
+                Event::OrderCancelled(cancelled) => {
+                    let held = state.held(voucher, &cancelled.order.user_id)?;
+                    let units = u64::from(cancelled.order.quantity);
+                    state.put_held(voucher, &cancelled.order.user_id, held.saturating_sub(units))?;
+                    let admin_refund = match (&record.paid, cancelled.reason) {
+                        (Some(Envelope { event: Event::OrderPaid(paid), .. }), CancelReason::Refunded) => {
+                            decision::admin_refund(paid, cancelled.cancelled_at)
+                        }
+                        _ => None,
+                    };
+                    record.cancelled = Some(outcome.clone());
+                    outcomes.push(outcome, false);
+                    if let Some(refund) = admin_refund {
+                        record.refunds.push(refund.clone());
+                        outcomes.push(refund, false);
+                    }
+                    return Ok(true);
+                }
+                Event::RefundRequested(_) => record.refunds.push(outcome.clone()),
+                _ => record.paid = Some(outcome.clone()),
             }
             outcomes.push(outcome, false);
+            if expires {
+                let expiry = OrderRequest {
+                    order_id: order,
+                    voucher_id: voucher,
+                    reason: Some(CancelReason::Expired),
+                    requested_at: Utc::now(),
+                };
+                follow_up(state, record, Request::Cancel(expiry), outcomes)?;
+            }
             Ok(true)
         }
         FollowUp::Repeat => {
@@ -189,8 +234,14 @@ fn follow_up(
             tracing::debug!(%order, "A request like one already waiting for its order; kept once.");
             Ok(false)
         }
+        FollowUp::Park if record.parked.len() >= MAX_PARKED => {
+            // Only payments can come this far (one of each other kind is
+            // kept): the provider reports a payment again until the
+            // platform acknowledges it, so none is lost for good.
+            tracing::warn!(%order, "Too many payments waiting for their order; this one is not kept.");
+            Ok(false)
+        }
         FollowUp::Park => {
-            // At most one of each kind (MAX_PARKED), by the arm above.
             record.parked.push(request);
             Ok(true)
         }

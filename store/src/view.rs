@@ -8,6 +8,7 @@
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use seckill_core::event::{CancelReason, Event, FailReason, OrderAccepted, VoucherCreated, VoucherUpdated};
+use seckill_core::money::Currency;
 use seckill_core::{Envelope, OrderId, UserId, VoucherId};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -19,9 +20,10 @@ pub const MAX_PAGE: usize = 100;
 
 /// Where an order stands.
 ///
-/// `PENDING → CREATED → CONFIRMED → CANCELLED`, with `CREATED → CANCELLED`
-/// and `PENDING → FAILED`. The processor decides every move in log order;
-/// the view only keeps the furthest status it has seen.
+/// `PENDING → CREATED → PAID → REFUNDED`, with `CREATED → CANCELLED`
+/// (`requested` or `expired`) and `PENDING → FAILED`. The processor decides
+/// every move in log order; the view only keeps the furthest status it has
+/// seen.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum OrderStatus {
@@ -31,10 +33,14 @@ pub enum OrderStatus {
     Created,
     /// The processor refused the order.
     Failed,
-    /// The owner confirmed the order; it no longer expires.
-    Confirmed,
-    /// The order gave its units back.
+    /// Paid in time (or, free, claimed); it no longer expires. Logs and
+    /// stores from before payments say `CONFIRMED`.
+    #[serde(alias = "CONFIRMED")]
+    Paid,
+    /// The order gave its units back unpaid (or, free, on request).
     Cancelled,
+    /// An admin refunded the paid order; its units went back.
+    Refunded,
 }
 
 impl OrderStatus {
@@ -43,14 +49,14 @@ impl OrderStatus {
         match self {
             Self::Pending => 0,
             Self::Created | Self::Failed => 1,
-            Self::Confirmed => 2,
-            Self::Cancelled => 3,
+            Self::Paid => 2,
+            Self::Cancelled | Self::Refunded => 3,
         }
     }
 
     /// Whether an order with this status holds, or once held, its units.
     fn was_created(self) -> bool {
-        matches!(self, Self::Created | Self::Confirmed | Self::Cancelled)
+        matches!(self, Self::Created | Self::Paid | Self::Cancelled | Self::Refunded)
     }
 }
 
@@ -76,10 +82,27 @@ pub struct OrderView {
     /// When the processor created or failed the order.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decided_at: Option<DateTime<Utc>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub confirmed_at: Option<DateTime<Utc>>,
+    /// When the order was paid (`confirmed_at` in rows from before
+    /// payments).
+    #[serde(default, skip_serializing_if = "Option::is_none", alias = "confirmed_at")]
+    pub paid_at: Option<DateTime<Utc>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cancelled_at: Option<DateTime<Utc>>,
+    /// What the order owes (price × quantity, minor units); 0 when free.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub amount: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub currency: Option<Currency>,
+    /// When a created order expires unless paid.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pay_by: Option<DateTime<Utc>>,
+    /// The provider's payment that paid it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payment_id: Option<String>,
+}
+
+fn is_zero(value: &u64) -> bool {
+    *value == 0
 }
 
 /// Order counts of one voucher, maintained by the projector. Each counts
@@ -93,8 +116,15 @@ pub struct VoucherCounters {
     pub created: u64,
     /// Orders failed.
     pub failed: u64,
-    /// Orders confirmed.
-    pub confirmed: u64,
+    /// Orders paid (or, free, claimed); `confirmed` in older rows.
+    #[serde(alias = "confirmed")]
+    pub paid: u64,
+    /// Paid orders an admin refunded.
+    pub refunded: u64,
+    /// Sum of the paid orders' amounts (refunded ones included).
+    pub paid_amount: u64,
+    /// Sum of the admin-refunded orders' amounts.
+    pub refunded_amount: u64,
     /// Orders cancelled.
     pub cancelled: u64,
     /// Units taken by created orders.
@@ -154,13 +184,31 @@ pub struct VoucherView {
     pub per_user_limit: u32,
     pub begins_at: DateTime<Utc>,
     pub ends_at: DateTime<Utc>,
+    /// Seconds a created order has to be paid.
+    pub payment_seconds: u32,
+    /// `payment_seconds` under its old name, kept for one release.
     pub hold_seconds: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Price of one unit in minor units; 0 when free.
+    #[serde(default)]
+    pub price: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub currency: Option<Currency>,
     pub paused: bool,
     pub admitted: u64,
     pub created: u64,
-    pub confirmed: u64,
+    #[serde(alias = "confirmed")]
+    pub paid: u64,
     pub failed: u64,
     pub cancelled: u64,
+    #[serde(default)]
+    pub refunded: u64,
+    /// Paid minus refunded amounts of its orders, in minor units.
+    #[serde(default)]
+    pub revenue: u64,
 }
 
 impl VoucherView {
@@ -175,13 +223,20 @@ impl VoucherView {
             per_user_limit: definition.per_user_limit,
             begins_at: definition.begins_at,
             ends_at: definition.ends_at,
+            payment_seconds: definition.hold_seconds,
             hold_seconds: definition.hold_seconds,
+            title: definition.title.clone(),
+            description: definition.description.clone(),
+            price: definition.price,
+            currency: definition.currency,
             paused: record.paused,
             admitted: counters.admitted,
             created: counters.created,
-            confirmed: counters.confirmed,
+            paid: counters.paid,
             failed: counters.failed,
             cancelled: counters.cancelled,
+            refunded: counters.refunded,
+            revenue: counters.paid_amount.saturating_sub(counters.refunded_amount),
         }
     }
 }
@@ -203,7 +258,7 @@ impl Transition {
 
     /// Applies this transition to a voucher's counters (saturating: no
     /// count of events can make it panic).
-    pub fn count(&self, counters: &mut VoucherCounters, quantity: u32) {
+    pub fn count(&self, counters: &mut VoucherCounters, quantity: u32, amount: u64) {
         let units = u64::from(quantity);
         let bump = |counter: &mut u64, by: u64| *counter = counter.saturating_add(by);
         if self.first_seen() {
@@ -218,9 +273,23 @@ impl Transition {
         match self.to {
             OrderStatus::Pending | OrderStatus::Created => {}
             OrderStatus::Failed => bump(&mut counters.failed, 1),
-            OrderStatus::Confirmed => bump(&mut counters.confirmed, 1),
+            OrderStatus::Paid => {
+                bump(&mut counters.paid, 1);
+                bump(&mut counters.paid_amount, amount);
+            }
             OrderStatus::Cancelled => {
                 bump(&mut counters.cancelled, 1);
+                bump(&mut counters.cancelled_units, units);
+            }
+            OrderStatus::Refunded => {
+                // A refund seen before its payment (a rebuilt view) still
+                // counts the payment it implies.
+                if self.from != Some(OrderStatus::Paid) {
+                    bump(&mut counters.paid, 1);
+                    bump(&mut counters.paid_amount, amount);
+                }
+                bump(&mut counters.refunded, 1);
+                bump(&mut counters.refunded_amount, amount);
                 bump(&mut counters.cancelled_units, units);
             }
         }
@@ -239,21 +308,30 @@ impl OrderView {
             reason: None,
             accepted_at: order.accepted_at,
             decided_at: None,
-            confirmed_at: None,
+            paid_at: None,
             cancelled_at: None,
+            amount: order.amount,
+            currency: order.currency,
+            pay_by: None,
+            payment_id: None,
         };
         match event {
             Event::OrderAccepted(o) => Some(row(o, OrderStatus::Pending)),
             Event::OrderCreated(c) => {
-                Some(Self { decided_at: Some(c.decided_at), ..row(&c.order, OrderStatus::Created) })
+                Some(Self { decided_at: Some(c.decided_at), pay_by: c.pay_by, ..row(&c.order, OrderStatus::Created) })
             }
             Event::OrderFailed(f) => Some(Self {
                 decided_at: Some(f.decided_at),
                 reason: Some(OrderReason::Failed(f.reason)),
                 ..row(&f.order, OrderStatus::Failed)
             }),
-            Event::OrderConfirmed(c) => {
-                Some(Self { confirmed_at: Some(c.confirmed_at), ..row(&c.order, OrderStatus::Confirmed) })
+            Event::OrderPaid(c) => Some(Self {
+                paid_at: Some(c.paid_at),
+                payment_id: c.payment_id.clone(),
+                ..row(&c.order, OrderStatus::Paid)
+            }),
+            Event::OrderCancelled(c) if c.reason == CancelReason::Refunded => {
+                Some(Self { cancelled_at: Some(c.cancelled_at), ..row(&c.order, OrderStatus::Refunded) })
             }
             Event::OrderCancelled(c) => Some(Self {
                 cancelled_at: Some(c.cancelled_at),
@@ -263,7 +341,10 @@ impl OrderView {
             Event::VoucherCreated(_)
             | Event::VoucherUpdated(_)
             | Event::CancelRequested(_)
-            | Event::ConfirmRequested(_) => None,
+            | Event::ConfirmRequested(_)
+            | Event::PaymentReceived(_)
+            | Event::RefundRequested(_)
+            | Event::PaymentRefunded(_) => None,
         }
     }
 }
@@ -278,8 +359,10 @@ pub fn merge_order(existing: Option<&OrderView>, incoming: &OrderView) -> Option
         Some(current) => {
             let merged = OrderView {
                 decided_at: incoming.decided_at.or(current.decided_at),
-                confirmed_at: incoming.confirmed_at.or(current.confirmed_at),
+                paid_at: incoming.paid_at.or(current.paid_at),
                 cancelled_at: incoming.cancelled_at.or(current.cancelled_at),
+                pay_by: incoming.pay_by.or(current.pay_by),
+                payment_id: incoming.payment_id.clone().or_else(|| current.payment_id.clone()),
                 ..incoming.clone()
             };
             Some((Transition { from: Some(current.status), to: incoming.status }, merged))
@@ -327,8 +410,12 @@ mod tests {
     fn status_only_moves_forward() {
         let order = accepted();
         let pending = row(Event::OrderAccepted(order.clone()));
-        let created =
-            row(Event::OrderCreated(OrderCreated { order: order.clone(), decided_at: Utc::now(), remaining: 1 }));
+        let created = row(Event::OrderCreated(OrderCreated {
+            order: order.clone(),
+            decided_at: Utc::now(),
+            remaining: 1,
+            pay_by: None,
+        }));
 
         // Outcome first, acceptance late: the late acceptance changes nothing.
         let (first, _) = merge_order(None, &created).expect("new row");
@@ -342,15 +429,19 @@ mod tests {
         assert!(!moved.first_seen());
 
         let mut counters = VoucherCounters::default();
-        first.count(&mut counters, order.quantity);
+        first.count(&mut counters, order.quantity, 0);
         assert_eq!(counters, VoucherCounters { admitted: 1, created: 1, created_units: 2, ..Default::default() });
     }
 
     #[test]
     fn a_cancellation_keeps_the_creation_time_and_returns_the_units() {
         let order = accepted();
-        let created =
-            row(Event::OrderCreated(OrderCreated { order: order.clone(), decided_at: Utc::now(), remaining: 1 }));
+        let created = row(Event::OrderCreated(OrderCreated {
+            order: order.clone(),
+            decided_at: Utc::now(),
+            remaining: 1,
+            pay_by: None,
+        }));
         let cancelled = row(Event::OrderCancelled(OrderCancelled {
             order: order.clone(),
             cancelled_at: Utc::now(),
@@ -359,9 +450,9 @@ mod tests {
         }));
         let mut counters = VoucherCounters::default();
         let (transition, _) = merge_order(None, &created).expect("new");
-        transition.count(&mut counters, 2);
+        transition.count(&mut counters, 2, 0);
         let (transition, merged) = merge_order(Some(&created), &cancelled).expect("moves");
-        transition.count(&mut counters, 2);
+        transition.count(&mut counters, 2, 0);
         assert_eq!(merged.decided_at, created.decided_at);
         assert_eq!(merged.status, OrderStatus::Cancelled);
         assert_eq!(serde_json::to_value(&merged).expect("json")["reason"], "expired");
@@ -383,6 +474,10 @@ mod tests {
             ends_at: now + chrono::Duration::hours(1),
             hold_seconds: 0,
             shards: 1,
+            title: None,
+            description: None,
+            price: 0,
+            currency: None,
         };
         let (older, newer) = (Uuid::now_v7(), Uuid::now_v7());
         let pause =
@@ -407,5 +502,73 @@ mod tests {
         assert_eq!(json["reason"], "sold_out");
         let back: OrderView = serde_json::from_value(json).expect("reads back");
         assert_eq!(back.reason, Some(OrderReason::Failed(FailReason::SoldOut)));
+    }
+
+    #[test]
+    fn payments_and_refunds_move_the_status_and_the_revenue() {
+        let currency = Currency::parse("EUR").expect("valid");
+        let order = OrderAccepted { amount: 700, currency: Some(currency), ..accepted() };
+        let now = Utc::now();
+        let pay_by = now + chrono::Duration::seconds(60);
+        let created = row(Event::OrderCreated(OrderCreated {
+            order: order.clone(),
+            decided_at: now,
+            remaining: 1,
+            pay_by: Some(pay_by),
+        }));
+        assert_eq!((created.amount, created.currency, created.pay_by), (700, Some(currency), Some(pay_by)));
+        let paid = row(Event::OrderPaid(seckill_core::event::OrderPaid {
+            order: order.clone(),
+            paid_at: now,
+            payment_id: Some("pi_1".to_owned()),
+        }));
+        let refunded = row(Event::OrderCancelled(OrderCancelled {
+            order: order.clone(),
+            cancelled_at: now,
+            reason: CancelReason::Refunded,
+            remaining: 3,
+        }));
+        assert_eq!(refunded.status, OrderStatus::Refunded);
+        assert_eq!(refunded.reason, None, "REFUNDED says why by itself");
+
+        let mut counters = VoucherCounters::default();
+        let (t, merged) = merge_order(None, &created).expect("new");
+        t.count(&mut counters, 2, 700);
+        let (t, merged) = merge_order(Some(&merged), &paid).expect("moves");
+        t.count(&mut counters, 2, 700);
+        assert_eq!(
+            (merged.status, merged.payment_id.as_deref(), merged.pay_by),
+            (OrderStatus::Paid, Some("pi_1"), Some(pay_by))
+        );
+        let (t, merged) = merge_order(Some(&merged), &refunded).expect("moves");
+        t.count(&mut counters, 2, 700);
+        assert_eq!(merged.status, OrderStatus::Refunded);
+        assert!(
+            merge_order(
+                Some(&merged),
+                &row(Event::OrderCancelled(OrderCancelled {
+                    order,
+                    cancelled_at: now,
+                    reason: CancelReason::Requested,
+                    remaining: 3,
+                }))
+            )
+            .is_none(),
+            "a refunded order is final"
+        );
+        assert_eq!(
+            (counters.paid, counters.refunded, counters.paid_amount, counters.refunded_amount),
+            (1, 1, 700, 700)
+        );
+        assert_eq!(counters.created_units - counters.cancelled_units, 0, "the refund gave the units back");
+
+        // Rows and counters stored before payments read as paid.
+        let old: OrderView = serde_json::from_value(serde_json::json!({"order_id": merged.order_id,
+            "voucher_id": merged.voucher_id, "user_id": "bob", "quantity": 1, "status": "CONFIRMED",
+            "accepted_at": now, "confirmed_at": now}))
+        .expect("an old row");
+        assert_eq!((old.status, old.paid_at), (OrderStatus::Paid, Some(now)));
+        let old: VoucherCounters = serde_json::from_value(serde_json::json!({"confirmed": 4})).expect("old counters");
+        assert_eq!(old.paid, 4);
     }
 }

@@ -51,7 +51,7 @@ pub(crate) fn apply_event(state: &mut impl ViewState, envelope: &Envelope) -> Re
             let Some((transition, row)) = merge_order(existing.as_ref(), &row) else { return Ok(false) };
             state.put_order(&row, transition.first_seen())?;
             let mut counters = state.counters(row.voucher_id)?;
-            transition.count(&mut counters, row.quantity);
+            transition.count(&mut counters, row.quantity, row.amount);
             state.put_counters(row.voucher_id, &counters)?;
             Ok(true)
         }

@@ -4,13 +4,15 @@
 //! mapped in [`error`] only), the operational routes (`/healthz`,
 //! `/metrics`), the order-status query API over any [`ViewReader`], and
 //! [`serve`], which runs a filter on a bound listener until shutdown, and
-//! the dependency [`probes`] behind `seckill_dependency_up`.
+//! the dependency [`probes`] behind `seckill_dependency_up`, and the
+//! [`payments`] provider as the services call it.
 //!
 //! [`ViewReader`]: seckill_store::ViewReader
 
 pub mod dashboards;
 pub mod error;
 mod ops;
+pub mod payments;
 pub mod probes;
 mod query;
 mod remote_view;

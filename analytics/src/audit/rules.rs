@@ -144,7 +144,7 @@ pub(super) fn view_matches_log(books: &Books, live: &LiveFigures) -> RuleResult 
         ("orders", view.admitted, books.orders),
         ("created", view.created, books.created),
         ("failed", view.failed, books.failed),
-        ("confirmed", view.confirmed, books.confirmed),
+        ("paid", view.paid, books.confirmed),
         ("cancelled", view.cancelled, books.cancelled),
     ];
     compare(RULE, &fields, "view")

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use seckill_core::event::{CancelReason, Event, OrderConfirmed};
+use seckill_core::event::{CancelReason, Event, OrderPaid};
 use seckill_core::Envelope;
 use seckill_store::VoucherView;
 
@@ -27,13 +27,20 @@ fn agreeing(sale: &Script) -> LiveFigures {
             per_user_limit: definition.per_user_limit,
             begins_at: definition.begins_at,
             ends_at: definition.ends_at,
+            payment_seconds: definition.hold_seconds,
             hold_seconds: definition.hold_seconds,
+            title: definition.title.clone(),
+            description: definition.description.clone(),
+            price: definition.price,
+            currency: definition.currency,
             paused: false,
             admitted: books.orders,
             created: books.created,
-            confirmed: books.confirmed,
+            paid: books.confirmed,
             failed: books.failed,
             cancelled: books.cancelled,
+            refunded: 0,
+            revenue: 0,
         }),
         stock: Some(StockFigures { stock: books.offered, remaining: books.units_left.expect("defined") }),
         gate: Some(GateFigures {
@@ -153,12 +160,14 @@ fn a_confirmation_without_a_creation_breaks_only_its_rule() {
         user_id: failed.user_id.clone(),
         quantity: failed.quantity,
         accepted_at: failed.accepted_at,
+        amount: 0,
+        currency: None,
     };
     let live = agreeing(&sale);
-    sale.orders(Event::OrderConfirmed(OrderConfirmed { order, confirmed_at: at(7_000) }));
+    sale.orders(Event::OrderPaid(OrderPaid { order, paid_at: at(7_000), payment_id: None }));
     let mut live = live;
     if let Some(view) = &mut live.view {
-        view.confirmed += 1;
+        view.paid += 1;
     }
     let audit = audit_voucher(&sale.log, Some(&live));
     assert_eq!(failing(&audit), ["cancel_confirm_after_creation"]);
@@ -211,11 +220,11 @@ fn each_live_store_is_compared_on_its_own() {
 
     let mut view = clean.clone();
     if let Some(row) = &mut view.view {
-        row.confirmed += 1;
+        row.paid += 1;
     }
     let audit = audit_voucher(&sale.log, Some(&view));
     assert_eq!(failing(&audit), ["view_matches_log"]);
-    assert!(audit.rules[5].detail.contains("confirmed: view 2, log 1"), "{}", audit.rules[5].detail);
+    assert!(audit.rules[5].detail.contains("paid: view 2, log 1"), "{}", audit.rules[5].detail);
 
     let mut stock = clean.clone();
     stock.stock = Some(StockFigures { stock: 6, remaining: 1 });
@@ -254,6 +263,8 @@ fn orders_in_the_outbox_count_at_the_gate() {
         user_id: seckill_core::UserId::parse("ivan").expect("valid"),
         quantity: 1,
         accepted_at: at(10),
+        amount: 0,
+        currency: None,
     };
     let mut live = agreeing(&sale);
     if let Some(gate) = &mut live.gate {

@@ -6,11 +6,12 @@
 //! order: positions, not clocks, say which decision came last or whether a
 //! cancellation followed its creation.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use chrono::{DateTime, Utc};
-use seckill_core::event::{CancelReason, FailReason, OrderAccepted, VoucherCreated};
+use seckill_core::event::{CancelReason, FailReason, OrderAccepted, PaymentSource, RefundReason, VoucherCreated};
 use seckill_core::ids::{OrderId, UserId, VoucherId};
+use seckill_core::money::Currency;
 use seckill_core::{Envelope, Event};
 use uuid::Uuid;
 
@@ -38,7 +39,7 @@ pub enum OutcomeKind {
 pub struct Outcome {
     pub event_id: Uuid,
     pub kind: OutcomeKind,
-    /// `decided_at`, `confirmed_at` or `cancelled_at`.
+    /// `decided_at`, `paid_at` or `cancelled_at`.
     pub at: DateTime<Utc>,
     /// The persistent stock left after it (creations and cancellations).
     pub remaining: Option<u64>,
@@ -59,7 +60,7 @@ pub struct OrderLog {
     pub decisions: Vec<Outcome>,
     /// `OrderCancelled` events, each event id once.
     pub cancellations: Vec<Outcome>,
-    /// `OrderConfirmed` events, each event id once.
+    /// `OrderPaid` events, each event id once.
     pub confirmations: Vec<Outcome>,
 }
 
@@ -170,6 +171,35 @@ pub struct VoucherLog {
     /// [`VoucherLog::cancellation_decided_at`] for the one the processor
     /// acted on).
     pub cancel_requests: HashMap<OrderId, BTreeMap<Position, CancelReason>>,
+    /// Every payment the log mentions, by the provider's payment id.
+    pub payments: BTreeMap<String, PaymentLog>,
+}
+
+/// Everything the log says about one payment.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PaymentLog {
+    /// The order it was made for.
+    pub order_id: Option<OrderId>,
+    /// What the provider reported (0 when no `PaymentReceived` is in the
+    /// log).
+    pub amount: u64,
+    pub currency: Option<Currency>,
+    /// `PaymentReceived` events by event id: when it was paid, how it was
+    /// learnt.
+    pub reported: BTreeMap<Uuid, (DateTime<Utc>, PaymentSource)>,
+    /// `OrderPaid` events naming it, by event id.
+    pub paid: BTreeSet<Uuid>,
+    /// `RefundRequested` events by event id.
+    pub refund_requests: BTreeMap<Uuid, (RefundReason, u64)>,
+    /// `PaymentRefunded` events by the provider's refund id.
+    pub refunds: BTreeMap<String, (u64, DateTime<Utc>)>,
+}
+
+impl PaymentLog {
+    /// Amount refunded, each provider refund once.
+    pub fn refunded_amount(&self) -> u64 {
+        self.refunds.values().map(|(amount, _)| amount).sum()
+    }
 }
 
 impl VoucherLog {
@@ -181,7 +211,14 @@ impl VoucherLog {
             updates: BTreeMap::new(),
             orders: HashMap::new(),
             cancel_requests: HashMap::new(),
+            payments: BTreeMap::new(),
         }
+    }
+
+    fn payment(&mut self, payment_id: &str, order_id: OrderId) -> &mut PaymentLog {
+        let payment = self.payments.entry(payment_id.to_owned()).or_default();
+        payment.order_id.get_or_insert(order_id);
+        payment
     }
 
     /// Units offered before any update: the definition's stock.
@@ -220,6 +257,20 @@ impl VoucherLog {
                 self.cancel_requests.entry(request.order_id).or_default().insert(position, reason);
             }
             Event::ConfirmRequested(_) => {}
+            Event::PaymentReceived(received) => {
+                let payment = self.payment(&received.payment_id, received.order_id);
+                payment.amount = received.amount;
+                payment.currency = Some(received.currency);
+                payment.reported.entry(event_id).or_insert((received.paid_at, received.source));
+            }
+            Event::RefundRequested(refund) => {
+                let payment = self.payment(&refund.payment_id, refund.order_id);
+                payment.refund_requests.entry(event_id).or_insert((refund.reason, refund.amount));
+            }
+            Event::PaymentRefunded(refunded) => {
+                let payment = self.payment(&refunded.payment_id, refunded.order_id);
+                payment.refunds.insert(refunded.refund_id.clone(), (refunded.amount, refunded.refunded_at));
+            }
             Event::OrderCreated(created) => {
                 let outcome = outcome(event_id, OutcomeKind::Created, created.decided_at, Some(created.remaining));
                 push(&mut self.order(&created.order).decisions, outcome(position));
@@ -228,9 +279,12 @@ impl VoucherLog {
                 let outcome = outcome(event_id, OutcomeKind::Failed(failed.reason), failed.decided_at, None);
                 push(&mut self.order(&failed.order).decisions, outcome(position));
             }
-            Event::OrderConfirmed(confirmed) => {
-                let outcome = outcome(event_id, OutcomeKind::Confirmed, confirmed.confirmed_at, None);
-                push(&mut self.order(&confirmed.order).confirmations, outcome(position));
+            Event::OrderPaid(paid) => {
+                let outcome = outcome(event_id, OutcomeKind::Confirmed, paid.paid_at, None);
+                push(&mut self.order(&paid.order).confirmations, outcome(position));
+                if let Some(payment_id) = &paid.payment_id {
+                    self.payment(payment_id, paid.order.order_id).paid.insert(event_id);
+                }
             }
             Event::OrderCancelled(cancelled) => {
                 let kind = OutcomeKind::Cancelled(cancelled.reason);

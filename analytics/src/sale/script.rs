@@ -3,7 +3,7 @@
 
 use chrono::{DateTime, TimeDelta, Utc};
 use seckill_core::event::{
-    CancelReason, FailReason, OrderAccepted, OrderCancelled, OrderConfirmed, OrderCreated, OrderFailed, OrderRequest,
+    CancelReason, FailReason, OrderAccepted, OrderCancelled, OrderCreated, OrderFailed, OrderPaid, OrderRequest,
     VoucherCreated, VoucherUpdated,
 };
 use seckill_core::ids::{OrderId, UserId, VoucherId};
@@ -51,6 +51,10 @@ impl Script {
             ends_at: at(3_600_000),
             hold_seconds: hold,
             shards: 1,
+            title: None,
+            description: None,
+            price: 0,
+            currency: None,
         }));
         script
     }
@@ -85,6 +89,8 @@ impl Script {
             user_id: UserId::parse(user).expect("valid user"),
             quantity,
             accepted_at: at(ms),
+            amount: 0,
+            currency: None,
         }
     }
 
@@ -108,6 +114,7 @@ impl Script {
                 order: order.clone(),
                 decided_at: at(ms),
                 remaining: self.left,
+                pay_by: None,
             }))
         } else {
             self.orders(Event::OrderFailed(OrderFailed {
@@ -152,7 +159,7 @@ impl Script {
             reason: None,
             requested_at: at(ms),
         }));
-        self.orders(Event::OrderConfirmed(OrderConfirmed { order: order.clone(), confirmed_at: at(ms) }))
+        self.orders(Event::OrderPaid(OrderPaid { order: order.clone(), paid_at: at(ms), payment_id: None }))
     }
 
     pub(crate) fn add_stock(&mut self, units: u64, ms: i64) -> Envelope {

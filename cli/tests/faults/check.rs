@@ -142,9 +142,9 @@ fn legal_history(order: &str, outcomes: &[&Outcome]) {
     let legal: &[&[&str]] = &[
         &["OrderFailed"],
         &["OrderCreated"],
-        &["OrderCreated", "OrderConfirmed"],
+        &["OrderCreated", "OrderPaid"],
         &["OrderCreated", "OrderCancelled"],
-        &["OrderCreated", "OrderConfirmed", "OrderCancelled"],
+        &["OrderCreated", "OrderPaid", "OrderCancelled"],
     ];
     assert!(legal.contains(&kinds.as_slice()), "order {order}: outcomes in the log in this order: {kinds:?}");
 }
@@ -413,10 +413,7 @@ async fn read_log(
                     let voucher = additions.entry(update.voucher_id.to_string()).or_default();
                     voucher.insert(envelope.event_id.to_string(), update.add_stock);
                 }
-                Event::OrderCreated(_)
-                | Event::OrderFailed(_)
-                | Event::OrderConfirmed(_)
-                | Event::OrderCancelled(_) => {
+                Event::OrderCreated(_) | Event::OrderFailed(_) | Event::OrderPaid(_) | Event::OrderCancelled(_) => {
                     let order = envelope.event.order().expect("an outcome carries its order");
                     let id = order.order_id.to_string();
                     if matches!(kind, "OrderCreated" | "OrderFailed") {
@@ -427,7 +424,7 @@ async fn read_log(
                             "OrderCreated" => {
                                 created_held.insert(id);
                             }
-                            "OrderConfirmed" | "OrderCancelled" => {
+                            "OrderPaid" | "OrderCancelled" => {
                                 resolved.insert(id);
                             }
                             _ => {}

@@ -1,18 +1,25 @@
 //! The processor's rules, kept pure so every store backend applies the same
 //! ones.
 //!
-//! | order stands at        | cancel (requested) | cancel (expired) | confirm      |
-//! |------------------------|--------------------|------------------|--------------|
-//! | not accepted yet       | parked             | parked           | parked       |
-//! | `OrderFailed`          | ignored            | ignored          | ignored      |
-//! | `OrderCreated`         | cancelled          | cancelled        | confirmed    |
-//! | `OrderConfirmed`       | cancelled (refund) | ignored (paid)   | repeated     |
-//! | `OrderCancelled`       | repeated           | repeated         | ignored      |
+//! | order stands at  | cancel (requested) | cancel (expired) | refund (admin) | confirm (free) | payment          |
+//! |------------------|--------------------|------------------|----------------|----------------|------------------|
+//! | not accepted yet | parked             | parked           | parked         | parked         | parked           |
+//! | `OrderFailed`    | ignored            | ignored          | ignored        | ignored        | refunded (late)  |
+//! | `OrderCreated`   | cancelled          | cancelled        | ignored        | paid if free   | paid, or refunded|
+//! | `OrderPaid`      | cancelled if free  | ignored (paid)   | refunded       | repeated       | repeated, or refunded (duplicate) |
+//! | `OrderCancelled` | repeated           | repeated         | repeated       | ignored        | refunded (late)  |
 //!
 //! "Repeated" emits the order's outcomes again, unchanged: a redelivered
 //! request (or one whose outcome was lost in a crash) reaches the same
 //! result. "Parked" requests overtook their order on the way to the log
 //! (see [`OrderRecord::parked`]) and are decided right after it.
+//!
+//! A payment pays a created order only if it is for the amount the order
+//! owes and the provider completed it before the order's `pay_by`
+//! ([`StockLevel::hold_deadline`]): the deadline decides by the provider's
+//! time, not by which of the payment and the expiry reaches the log first.
+//! Every payment that does not pay its order is refunded, once per payment
+//! id ([`OrderRecord::refunds`]).
 //!
 //! An order is created only if the persistent stock has its units and the
 //! user's created orders stay within the per-user limit: Redis checks both
@@ -22,12 +29,12 @@ mod record;
 
 pub use record::{OrderRecord, Request, MAX_PARKED};
 
-use chrono::{DateTime, Duration, Utc};
+use chrono::{DateTime, Duration, DurationRound, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::event::{
-    CancelReason, Envelope, Event, FailReason, OrderAccepted, OrderCancelled, OrderConfirmed, OrderCreated,
-    OrderFailed, OrderRequest, MAX_STOCK,
+    CancelReason, Envelope, Event, FailReason, OrderAccepted, OrderCancelled, OrderCreated, OrderFailed, OrderPaid,
+    OrderRequest, PaymentReceived, RefundReason, RefundRequested, MAX_STOCK,
 };
 
 /// A voucher's persistent stock as the processor keeps it.
@@ -37,7 +44,7 @@ pub struct StockLevel {
     pub stock: u64,
     /// Units not taken by a created (and not cancelled) order.
     pub remaining: u64,
-    /// The voucher's `hold_seconds` (0: orders never expire).
+    /// The voucher's `payment_seconds` (0: orders never expire).
     #[serde(default)]
     pub hold_seconds: u32,
     /// Most units one user's created orders may hold; None for levels
@@ -61,22 +68,29 @@ impl StockLevel {
         self.remaining = self.remaining.saturating_add(fitting).min(self.stock);
     }
 
-    /// When a created order expires unless confirmed; None when the voucher
-    /// holds orders without confirmation. Saturates at the last instant
-    /// chrono can hold rather than panic on overflow, whatever `decided_at`
-    /// is (the decoder keeps event times in four-digit years; this does not
-    /// rely on it).
+    /// The order's `pay_by`: when a created order expires unless paid; None
+    /// when the voucher holds orders without payment. Rounded up to a whole
+    /// second, because providers stamp payments in whole seconds (Stripe's
+    /// `created`): a payment stamped second `s` happened before a deadline
+    /// on a whole second exactly when `s` is before it, so the deadline is
+    /// judged without error from the provider's own time. Saturates at the
+    /// last instant chrono can hold rather than panic on overflow.
     pub fn hold_deadline(&self, created: &OrderCreated) -> Option<DateTime<Utc>> {
-        (self.hold_seconds > 0).then(|| {
-            created
-                .decided_at
-                .checked_add_signed(Duration::seconds(i64::from(self.hold_seconds)))
-                .unwrap_or(DateTime::<Utc>::MAX_UTC)
-        })
+        (self.hold_seconds > 0).then(|| pay_by(created.decided_at, self.hold_seconds))
     }
 }
 
-/// What a cancel or confirm request leads to.
+/// `decided_at` + `seconds`, rounded up to the next whole second.
+pub fn pay_by(decided_at: DateTime<Utc>, seconds: u32) -> DateTime<Utc> {
+    let end = decided_at.checked_add_signed(Duration::seconds(i64::from(seconds))).unwrap_or(DateTime::<Utc>::MAX_UTC);
+    match end.duration_trunc(Duration::seconds(1)) {
+        Ok(whole) if whole == end => end,
+        Ok(whole) => whole.checked_add_signed(Duration::seconds(1)).unwrap_or(DateTime::<Utc>::MAX_UTC),
+        Err(_) => end,
+    }
+}
+
+/// What a request leads to.
 #[derive(Clone, Debug, PartialEq)]
 pub enum FollowUp {
     /// A new outcome to store and emit.
@@ -90,7 +104,8 @@ pub enum FollowUp {
 }
 
 /// Decides a cancellation of the order `record` describes; on `Apply`, the
-/// units are back in `level`.
+/// units are back in `level`. An admin's refund (reason `refunded`) applies
+/// to paid orders only; the owner cancels unpaid ones (or a free claim).
 pub fn cancel(
     level: Option<&mut StockLevel>,
     record: &OrderRecord,
@@ -98,15 +113,18 @@ pub fn cancel(
     now: DateTime<Utc>,
 ) -> FollowUp {
     let reason = request.reason.unwrap_or(CancelReason::Requested);
-    let (order, since) = match record.latest().map(|envelope| &envelope.event) {
-        None => return FollowUp::Park,
-        Some(Event::OrderCreated(created)) => (&created.order, created.decided_at),
-        Some(Event::OrderConfirmed(confirmed)) if reason == CancelReason::Requested => {
-            (&confirmed.order, confirmed.confirmed_at)
+    let (order, since) = match (record.latest().map(|envelope| &envelope.event), reason) {
+        (None, _) => return FollowUp::Park,
+        (Some(Event::OrderCancelled(_)), _) => return FollowUp::Repeat,
+        (Some(Event::OrderCreated(_)), CancelReason::Refunded) => return FollowUp::Ignore("not_paid"),
+        (Some(Event::OrderCreated(created)), _) => (&created.order, created.decided_at),
+        (Some(Event::OrderPaid(_)), CancelReason::Expired) => return FollowUp::Ignore("paid"),
+        // Money was taken: only an admin's refund gives it back.
+        (Some(Event::OrderPaid(paid)), CancelReason::Requested) if paid.payment_id.is_some() => {
+            return FollowUp::Ignore("paid")
         }
-        Some(Event::OrderConfirmed(_)) => return FollowUp::Ignore("confirmed"),
-        Some(Event::OrderCancelled(_)) => return FollowUp::Repeat,
-        Some(_) => return FollowUp::Ignore("not_created"),
+        (Some(Event::OrderPaid(paid)), _) => (&paid.order, paid.paid_at),
+        (Some(_), _) => return FollowUp::Ignore("not_created"),
     };
     let Some(level) = level else { return FollowUp::Ignore("unknown_voucher") };
     level.remaining = level.remaining.saturating_add(u64::from(order.quantity)).min(level.stock);
@@ -120,12 +138,11 @@ pub fn cancel(
     })))
 }
 
-/// Decides a confirmation of the order `record` describes, asked for by
-/// `request`. The hold deadline decides by time, not by which of the
-/// confirmation and the expiry reaches the log first: a confirmation asked
-/// for at or after the deadline never confirms (the order expires), one
-/// asked for before it confirms however late it is decided (the processor
-/// lagged or was down).
+/// Decides a free order's claim (`confirm`), asked for by `request`. The
+/// deadline decides by time, not by which of the claim and the expiry
+/// reaches the log first: a claim asked for at or after `pay_by` never
+/// succeeds (the order expires), one asked for before it does however late
+/// it is decided. A priced order is only ever paid.
 pub fn confirm(
     level: Option<&StockLevel>,
     record: &OrderRecord,
@@ -134,20 +151,78 @@ pub fn confirm(
 ) -> FollowUp {
     match record.latest().map(|envelope| &envelope.event) {
         None => FollowUp::Park,
+        Some(Event::OrderCreated(created)) if created.order.amount > 0 => FollowUp::Ignore("payment_required"),
         Some(Event::OrderCreated(created)) => {
             let deadline = level.and_then(|level| level.hold_deadline(created));
             if deadline.is_some_and(|deadline| request.requested_at >= deadline) {
                 return FollowUp::Ignore("expired");
             }
-            FollowUp::Apply(Envelope::new(Event::OrderConfirmed(OrderConfirmed {
+            FollowUp::Apply(Envelope::new(Event::OrderPaid(OrderPaid {
                 order: created.order.clone(),
-                confirmed_at: now.max(created.decided_at),
+                paid_at: now.max(created.decided_at),
+                payment_id: None,
             })))
         }
-        Some(Event::OrderConfirmed(_)) => FollowUp::Repeat,
+        Some(Event::OrderPaid(_)) => FollowUp::Repeat,
         Some(Event::OrderCancelled(_)) => FollowUp::Ignore("cancelled"),
         Some(_) => FollowUp::Ignore("not_created"),
     }
+}
+
+/// Decides a payment the provider reported: `Apply` carries `OrderPaid`,
+/// or a `RefundRequested` for a payment that does not pay its order.
+pub fn pay(level: Option<&StockLevel>, record: &OrderRecord, payment: &PaymentReceived) -> FollowUp {
+    if record.paid_by(&payment.payment_id) || record.refunded(&payment.payment_id) {
+        return FollowUp::Repeat;
+    }
+    let refund = |reason| FollowUp::Apply(refund_request(payment, reason));
+    match record.latest().map(|envelope| &envelope.event) {
+        None => FollowUp::Park,
+        Some(Event::OrderCreated(created)) => {
+            let order = &created.order;
+            if order.amount != payment.amount || order.currency != Some(payment.currency) {
+                return refund(RefundReason::AmountMismatch);
+            }
+            let deadline = level.and_then(|level| level.hold_deadline(created));
+            if deadline.is_some_and(|deadline| payment.paid_at >= deadline) {
+                return refund(RefundReason::Late);
+            }
+            FollowUp::Apply(Envelope::new(Event::OrderPaid(OrderPaid {
+                order: order.clone(),
+                paid_at: payment.paid_at.max(created.decided_at),
+                payment_id: Some(payment.payment_id.clone()),
+            })))
+        }
+        Some(Event::OrderPaid(_)) => refund(RefundReason::Duplicate),
+        Some(_) => refund(RefundReason::Late),
+    }
+}
+
+/// The refund an admin's refund of `paid` asks the provider for; None for
+/// a free claim, which took no money.
+pub fn admin_refund(paid: &OrderPaid, now: DateTime<Utc>) -> Option<Envelope> {
+    let (payment_id, currency) = (paid.payment_id.clone()?, paid.order.currency?);
+    Some(Envelope::new(Event::RefundRequested(RefundRequested {
+        order_id: paid.order.order_id,
+        voucher_id: paid.order.voucher_id,
+        payment_id,
+        amount: paid.order.amount,
+        currency,
+        reason: RefundReason::Admin,
+        requested_at: now,
+    })))
+}
+
+fn refund_request(payment: &PaymentReceived, reason: RefundReason) -> Envelope {
+    Envelope::new(Event::RefundRequested(RefundRequested {
+        order_id: payment.order_id,
+        voucher_id: payment.voucher_id,
+        payment_id: payment.payment_id.clone(),
+        amount: payment.amount,
+        currency: payment.currency,
+        reason,
+        requested_at: Utc::now(),
+    }))
 }
 
 /// Decides `order` against `level` (None: the voucher is unknown), given the
@@ -172,7 +247,7 @@ pub fn outcome(order: OrderAccepted, decision: Result<u64, FailReason>, decided_
     // between the ingress and processor hosts.
     let decided_at = decided_at.max(order.accepted_at);
     Envelope::new(match decision {
-        Ok(remaining) => Event::OrderCreated(OrderCreated { order, decided_at, remaining }),
+        Ok(remaining) => Event::OrderCreated(OrderCreated { order, decided_at, remaining, pay_by: None }),
         Err(reason) => Event::OrderFailed(OrderFailed { order, decided_at, reason }),
     })
 }
@@ -268,18 +343,18 @@ mod tests {
     }
 
     #[test]
-    fn a_confirmed_order_never_expires_but_can_be_cancelled_by_request() {
+    fn a_claimed_free_order_never_expires_but_can_be_cancelled_by_request() {
         let mut level = level(1, 60, 1);
         let created = outcome(order(1), decide(Some(&mut level), 0, &order(1)), Utc::now());
         let Event::OrderCreated(created_event) = &created.event else { panic!("created") };
-        assert_eq!(level.hold_deadline(created_event), Some(created_event.decided_at + Duration::seconds(60)));
+        assert_eq!(level.hold_deadline(created_event), Some(pay_by(created_event.decided_at, 60)));
 
         let record = decided(created.clone());
         let confirmed = applied(confirm(Some(&level), &record, &request(None), Utc::now()));
-        let record = OrderRecord { confirmed: Some(confirmed), ..record };
+        let record = OrderRecord { paid: Some(confirmed), ..record };
         assert_eq!(confirm(Some(&level), &record, &request(None), Utc::now()), FollowUp::Repeat);
         let expiry = request(Some(CancelReason::Expired));
-        assert_eq!(cancel(Some(&mut level), &record, &expiry, Utc::now()), FollowUp::Ignore("confirmed"));
+        assert_eq!(cancel(Some(&mut level), &record, &expiry, Utc::now()), FollowUp::Ignore("paid"));
         assert_eq!(level.remaining, 0);
         let refund = request(Some(CancelReason::Requested));
         applied(cancel(Some(&mut level), &record, &refund, Utc::now()));
@@ -291,7 +366,7 @@ mod tests {
         let mut level = level(2, 60, 2);
         let created = outcome(order(1), decide(Some(&mut level), 0, &order(1)), Utc::now());
         let Event::OrderCreated(created_event) = &created.event else { panic!("created") };
-        let deadline = created_event.decided_at + Duration::seconds(60);
+        let deadline = pay_by(created_event.decided_at, 60);
         let record = decided(created.clone());
         let asked_at = |at| OrderRequest { requested_at: at, ..request(None) };
         // Decided an hour after the deadline (the processor was down): what
@@ -314,9 +389,9 @@ mod tests {
         let created = outcome(order(1), decide(Some(&mut level), 0, &order(1)), late);
         let record = decided(created);
         let confirmed = applied(confirm(Some(&level), &record, &request(None), Utc::now()));
-        let Event::OrderConfirmed(c) = &confirmed.event else { panic!("confirmed") };
-        assert_eq!(c.confirmed_at, late, "a processor clock behind the decision's does not reorder");
-        let record = OrderRecord { confirmed: Some(confirmed), ..record };
+        let Event::OrderPaid(c) = &confirmed.event else { panic!("confirmed") };
+        assert_eq!(c.paid_at, late, "a processor clock behind the decision's does not reorder");
+        let record = OrderRecord { paid: Some(confirmed), ..record };
         let cancelled = applied(cancel(Some(&mut level), &record, &request(None), Utc::now()));
         let Event::OrderCancelled(c) = &cancelled.event else { panic!("cancelled") };
         assert_eq!(c.cancelled_at, late);
@@ -334,5 +409,106 @@ mod tests {
         let mut near_cap = StockLevel { stock: MAX_STOCK - 1, remaining: 0, hold_seconds: 0, per_user_limit: None };
         near_cap.add(5);
         assert_eq!((near_cap.stock, near_cap.remaining), (MAX_STOCK, 1));
+    }
+
+    fn priced(quantity: u32) -> OrderAccepted {
+        let currency = crate::money::Currency::parse("EUR").expect("valid");
+        OrderAccepted { amount: 250 * u64::from(quantity), currency: Some(currency), ..order(quantity) }
+    }
+
+    fn payment(order: &OrderAccepted, id: &str, paid_at: DateTime<Utc>) -> PaymentReceived {
+        PaymentReceived {
+            order_id: order.order_id,
+            voucher_id: order.voucher_id,
+            payment_id: id.to_owned(),
+            amount: order.amount,
+            currency: order.currency.expect("priced"),
+            paid_at,
+            source: crate::event::PaymentSource::Webhook,
+        }
+    }
+
+    fn refund_reason(follow_up: FollowUp) -> RefundReason {
+        match applied(follow_up).event {
+            Event::RefundRequested(refund) => refund.reason,
+            other => panic!("expected a refund, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn deadlines_are_whole_seconds_never_earlier_than_the_window() {
+        let at = |s: &str| DateTime::parse_from_rfc3339(s).expect("time").with_timezone(&Utc);
+        assert_eq!(pay_by(at("2026-01-01T00:00:00.001Z"), 60), at("2026-01-01T00:01:01Z"));
+        assert_eq!(pay_by(at("2026-01-01T00:00:00Z"), 60), at("2026-01-01T00:01:00Z"));
+        assert_eq!(pay_by(DateTime::<Utc>::MAX_UTC, 60), DateTime::<Utc>::MAX_UTC);
+    }
+
+    #[test]
+    fn a_payment_pays_a_created_order_only_in_time_and_for_its_amount() {
+        let mut level = level(5, 60, 5);
+        let order = priced(2);
+        let created = outcome(order.clone(), decide(Some(&mut level), 0, &order), Utc::now());
+        let Event::OrderCreated(created_event) = &created.event else { panic!("created") };
+        let deadline = pay_by(created_event.decided_at, 60);
+        let record = decided(created.clone());
+
+        let in_time = payment(&order, "pi_1", deadline - Duration::milliseconds(1));
+        let paid = applied(pay(Some(&level), &record, &in_time));
+        assert!(matches!(&paid.event, Event::OrderPaid(p) if p.payment_id.as_deref() == Some("pi_1")));
+        for late in [deadline, deadline + Duration::milliseconds(50)] {
+            assert_eq!(refund_reason(pay(Some(&level), &record, &payment(&order, "pi_2", late))), RefundReason::Late);
+        }
+        let short = PaymentReceived { amount: order.amount - 1, ..in_time.clone() };
+        assert_eq!(refund_reason(pay(Some(&level), &record, &short)), RefundReason::AmountMismatch);
+        let dollars = PaymentReceived { currency: crate::money::Currency::parse("USD").expect("valid"), ..in_time };
+        assert_eq!(refund_reason(pay(Some(&level), &record, &dollars)), RefundReason::AmountMismatch);
+        assert_eq!(pay(Some(&level), &OrderRecord::default(), &payment(&order, "pi_1", deadline)), FollowUp::Park);
+    }
+
+    #[test]
+    fn every_payment_that_does_not_pay_its_order_is_refunded_once() {
+        let mut level = level(5, 60, 5);
+        let order = priced(1);
+        let created = outcome(order.clone(), decide(Some(&mut level), 0, &order), Utc::now());
+        let now = Utc::now();
+        let first = payment(&order, "pi_1", now);
+        let record = decided(created);
+        let paid = applied(pay(Some(&level), &record, &first));
+        let record = OrderRecord { paid: Some(paid), ..record };
+        assert_eq!(pay(Some(&level), &record, &first), FollowUp::Repeat, "the same payment reported again");
+        let second = payment(&order, "pi_2", now);
+        let refund = applied(pay(Some(&level), &record, &second));
+        assert!(matches!(&refund.event, Event::RefundRequested(r) if r.reason == RefundReason::Duplicate));
+        let record = OrderRecord { refunds: vec![refund], ..record };
+        assert_eq!(pay(Some(&level), &record, &second), FollowUp::Repeat, "refunded once, whatever redelivers it");
+
+        // The owner cannot take back a paid order, the sweeper cannot expire
+        // it; an admin's refund returns the units and asks for the money.
+        let owner = request(Some(CancelReason::Requested));
+        assert_eq!(cancel(Some(&mut level), &record, &owner, now), FollowUp::Ignore("paid"));
+        assert_eq!(
+            cancel(Some(&mut level), &record, &request(Some(CancelReason::Expired)), now),
+            FollowUp::Ignore("paid")
+        );
+        let before = level.remaining;
+        let refunded = applied(cancel(Some(&mut level), &record, &request(Some(CancelReason::Refunded)), now));
+        assert!(matches!(&refunded.event, Event::OrderCancelled(c) if c.reason == CancelReason::Refunded));
+        assert_eq!(level.remaining, before + 1);
+        let Some(Event::OrderPaid(paid)) = record.paid.as_ref().map(|e| &e.event) else { panic!("paid") };
+        let admin = admin_refund(paid, now).expect("a paid order has money to give back");
+        assert!(
+            matches!(&admin.event, Event::RefundRequested(r) if r.reason == RefundReason::Admin && r.payment_id == "pi_1")
+        );
+
+        // A payment for a cancelled order is late; a free claim takes no money.
+        let cancelled = OrderRecord { cancelled: Some(refunded), ..record };
+        assert_eq!(refund_reason(pay(Some(&level), &cancelled, &payment(&order, "pi_3", now))), RefundReason::Late);
+        assert_eq!(pay(Some(&level), &cancelled, &first), FollowUp::Repeat, "the payment that paid it");
+        let free = OrderPaid { order: order.clone(), paid_at: now, payment_id: None };
+        assert_eq!(admin_refund(&free, now), None);
+        assert_eq!(
+            confirm(Some(&level), &decided(outcome(order.clone(), Ok(0), now)), &request(None), now),
+            FollowUp::Ignore("payment_required")
+        );
     }
 }

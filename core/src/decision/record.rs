@@ -8,27 +8,35 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::event::{Event, OrderRequest};
+use crate::event::{Event, OrderRequest, PaymentReceived};
 use crate::Envelope;
 
 /// Most requests one order holds back while its acceptance is on its way:
-/// one of each kind (a cancel, a confirm). A second request of a kind
+/// one cancel, one confirm, and a few payments. A second request of a kind
 /// already waiting would be decided as a repeat of the first, so it is not
-/// kept, and no request of the other kind is ever turned away for room.
-pub const MAX_PARKED: usize = 2;
+/// kept (payments are told apart by their id). A payment needs its order
+/// created first (the ingress asks the provider for one only then), so
+/// parked payments are a corner case: more than the bound are refused
+/// room and reported when their order arrives, by the provider's retries.
+pub const MAX_PARKED: usize = 6;
 
-/// A cancel or confirm request about an order.
+/// A request about an order.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "request", rename_all = "snake_case")]
 pub enum Request {
     Cancel(OrderRequest),
     Confirm(OrderRequest),
+    Pay(PaymentReceived),
 }
 
 impl Request {
-    /// Whether `self` and `other` are the same kind of request.
+    /// Whether deciding `other` after `self` would only repeat `self`: the
+    /// same kind of request (for payments, the same payment).
     pub fn same_kind(&self, other: &Self) -> bool {
-        std::mem::discriminant(self) == std::mem::discriminant(other)
+        match (self, other) {
+            (Self::Pay(a), Self::Pay(b)) => a.payment_id == b.payment_id,
+            _ => std::mem::discriminant(self) == std::mem::discriminant(other),
+        }
     }
 }
 
@@ -38,9 +46,10 @@ pub struct OrderRecord {
     /// `OrderCreated` or `OrderFailed`; None until the acceptance arrives.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decision: Option<Envelope>,
-    /// `OrderConfirmed`, once confirmed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub confirmed: Option<Envelope>,
+    /// `OrderPaid`, once paid (`confirmed` in stores written before
+    /// payments).
+    #[serde(default, skip_serializing_if = "Option::is_none", alias = "confirmed")]
+    pub paid: Option<Envelope>,
     /// `OrderCancelled`, once cancelled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cancelled: Option<Envelope>,
@@ -51,6 +60,11 @@ pub struct OrderRecord {
     /// decided right after the order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub parked: Vec<Request>,
+    /// `RefundRequested` for every payment of the order that did not pay
+    /// it (or was refunded by an admin), one per payment id: a payment
+    /// reported again finds its refund here and is not refunded twice.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refunds: Vec<Envelope>,
 }
 
 impl OrderRecord {
@@ -59,7 +73,7 @@ impl OrderRecord {
     /// holding that one outcome.
     pub fn decode(bytes: &[u8]) -> Result<Self, String> {
         if let Ok(record) = serde_json::from_slice::<Self>(bytes) {
-            if record.decision.is_some() || record.confirmed.is_some() || record.cancelled.is_some() {
+            if record.is_decided() {
                 return Ok(record);
             }
             if !record.parked.is_empty() {
@@ -77,7 +91,7 @@ impl OrderRecord {
 
     fn from_latest(latest: Envelope) -> Self {
         match latest.event {
-            Event::OrderConfirmed(_) => Self { confirmed: Some(latest), ..Self::default() },
+            Event::OrderPaid(_) => Self { paid: Some(latest), ..Self::default() },
             Event::OrderCancelled(_) => Self { cancelled: Some(latest), ..Self::default() },
             _ => Self { decision: Some(latest), ..Self::default() },
         }
@@ -85,18 +99,32 @@ impl OrderRecord {
 
     /// Whether the order's acceptance was decided.
     pub fn is_decided(&self) -> bool {
-        self.decision.is_some() || self.confirmed.is_some() || self.cancelled.is_some()
+        self.decision.is_some() || self.paid.is_some() || self.cancelled.is_some()
+    }
+
+    /// Whether the payment `payment_id` paid this order.
+    pub fn paid_by(&self, payment_id: &str) -> bool {
+        matches!(self.paid.as_ref().map(|e| &e.event),
+            Some(Event::OrderPaid(paid)) if paid.payment_id.as_deref() == Some(payment_id))
+    }
+
+    /// Whether a refund of `payment_id` was requested.
+    pub fn refunded(&self, payment_id: &str) -> bool {
+        self.refunds
+            .iter()
+            .any(|refund| matches!(&refund.event, Event::RefundRequested(r) if r.payment_id == payment_id))
     }
 
     /// The outcome the order stands at.
     pub fn latest(&self) -> Option<&Envelope> {
-        self.cancelled.as_ref().or(self.confirmed.as_ref()).or(self.decision.as_ref())
+        self.cancelled.as_ref().or(self.paid.as_ref()).or(self.decision.as_ref())
     }
 
     /// Every outcome, in the order they were decided: a cancellation can
-    /// follow a confirmation (a refund), never the other way round.
+    /// follow a payment (a refund), never the other way round; refund
+    /// requests come last (none of the order's statuses depends on them).
     pub fn history(&self) -> impl Iterator<Item = &Envelope> {
-        [&self.decision, &self.confirmed, &self.cancelled].into_iter().flatten()
+        [&self.decision, &self.paid, &self.cancelled].into_iter().flatten().chain(&self.refunds)
     }
 }
 
@@ -105,7 +133,7 @@ mod tests {
     use chrono::Utc;
 
     use super::*;
-    use crate::event::{OrderAccepted, OrderConfirmed, OrderCreated};
+    use crate::event::{OrderAccepted, OrderCreated, OrderPaid};
     use crate::ids::{UserId, VoucherId};
 
     fn order() -> OrderAccepted {
@@ -119,10 +147,11 @@ mod tests {
             order: order.clone(),
             decided_at: order.accepted_at,
             remaining: 0,
+            pay_by: None,
         }));
-        let confirmed = Envelope::new(Event::OrderConfirmed(OrderConfirmed { order, confirmed_at: Utc::now() }));
+        let confirmed = Envelope::new(Event::OrderPaid(OrderPaid { order, paid_at: Utc::now(), payment_id: None }));
         let record =
-            OrderRecord { decision: Some(created.clone()), confirmed: Some(confirmed.clone()), ..Default::default() };
+            OrderRecord { decision: Some(created.clone()), paid: Some(confirmed.clone()), ..Default::default() };
         let back = OrderRecord::decode(&record.encode()).expect("reads back");
         assert_eq!(back, record);
         assert_eq!(back.history().collect::<Vec<_>>(), vec![&created, &confirmed]);
@@ -132,7 +161,8 @@ mod tests {
     #[test]
     fn a_latest_outcome_stored_before_records_reads_as_a_record() {
         let order = order();
-        let confirmed = Envelope::new(Event::OrderConfirmed(OrderConfirmed { confirmed_at: order.accepted_at, order }));
+        let confirmed =
+            Envelope::new(Event::OrderPaid(OrderPaid { paid_at: order.accepted_at, order, payment_id: None }));
         let record = OrderRecord::decode(&confirmed.encode()).expect("reads");
         assert!(record.is_decided());
         assert_eq!(record.latest(), Some(&confirmed));

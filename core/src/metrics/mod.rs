@@ -8,9 +8,11 @@
 //! all-in-one local run.
 
 mod live;
+mod payments;
 mod watch;
 
 pub use live::{LiveMetrics, ReadSource};
+pub use payments::{PaymentMetrics, WEBHOOK_OUTCOMES, WEBHOOK_REJECTIONS};
 pub use watch::{dependency_up, PipelineWatchMetrics, DEPENDENCIES};
 
 use prometheus::{

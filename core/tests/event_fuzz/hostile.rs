@@ -34,7 +34,7 @@ pub(crate) const FIELDS: &[&str] = &[
     "remaining",
     "reason",
     "requested_at",
-    "confirmed_at",
+    "paid_at",
     "cancelled_at",
 ];
 

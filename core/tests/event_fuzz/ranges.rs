@@ -9,6 +9,7 @@ use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use seckill_core::event::{Envelope, Event, OrderAccepted, MAX_HOLD_SECONDS, MAX_QUANTITY, MAX_STOCK, SCHEMA_VERSION};
 use seckill_core::ids::MAX_USER_ID_LEN;
+use seckill_core::money::MAX_PRICE;
 use serde_json::Value;
 
 /// The first rule `envelope` breaks, if any. Deliberately written apart from
@@ -27,6 +28,27 @@ pub(crate) fn broken_rule(envelope: &Envelope) -> Option<&'static str> {
             (in_sale_years(v.begins_at), "begins_at is in 1970..=9999"),
             (in_sale_years(v.ends_at), "ends_at is in 1970..=9999"),
             (v.begins_at < v.ends_at, "begins_at < ends_at"),
+            (v.title.as_ref().is_none_or(|t| (1..=200).contains(&t.chars().count())), "title is 1-200 characters"),
+            (v.title.as_ref().is_none_or(|t| !t.chars().any(char::is_control)), "title has no control characters"),
+            (v.description.as_ref().is_none_or(|d| d.chars().count() <= 2_000), "description is at most 2000"),
+            (v.price <= MAX_PRICE, "price <= MAX_PRICE"),
+            ((v.price > 0) == v.currency.is_some(), "a currency exactly with a price"),
+        ]),
+        Event::PaymentReceived(p) => rules.extend([
+            (provider_id_ok(&p.payment_id), "payment_id is 1-255 printable ASCII"),
+            (p.amount >= 1 && p.amount <= MAX_AMOUNT, "amount is 1..=MAX_AMOUNT"),
+            (in_sale_years(p.paid_at), "paid_at is in 1970..=9999"),
+        ]),
+        Event::RefundRequested(r) => rules.extend([
+            (provider_id_ok(&r.payment_id), "payment_id is 1-255 printable ASCII"),
+            (r.amount <= MAX_AMOUNT, "amount <= MAX_AMOUNT"),
+            (in_sale_years(r.requested_at), "requested_at is in 1970..=9999"),
+        ]),
+        Event::PaymentRefunded(r) => rules.extend([
+            (provider_id_ok(&r.payment_id), "payment_id is 1-255 printable ASCII"),
+            (provider_id_ok(&r.refund_id), "refund_id is 1-255 printable ASCII"),
+            (r.amount <= MAX_AMOUNT, "amount <= MAX_AMOUNT"),
+            (in_sale_years(r.refunded_at), "refunded_at is in 1970..=9999"),
         ]),
         Event::VoucherUpdated(u) => rules.extend([
             (u.add_stock <= MAX_STOCK, "add_stock <= MAX_STOCK"),
@@ -53,10 +75,11 @@ pub(crate) fn broken_rule(envelope: &Envelope) -> Option<&'static str> {
             rules.push((in_sale_years(f.decided_at), "decided_at is in 1970..=9999"));
             rules.push((f.order.accepted_at <= f.decided_at, "accepted_at <= decided_at"));
         }
-        Event::OrderConfirmed(c) => {
+        Event::OrderPaid(c) => {
             rules.extend(order_rules(&c.order));
-            rules.push((in_sale_years(c.confirmed_at), "confirmed_at is in 1970..=9999"));
-            rules.push((c.order.accepted_at <= c.confirmed_at, "accepted_at <= confirmed_at"));
+            rules.push((in_sale_years(c.paid_at), "paid_at is in 1970..=9999"));
+            rules.push((c.order.accepted_at <= c.paid_at, "accepted_at <= paid_at"));
+            rules.push((c.payment_id.as_deref().is_none_or(provider_id_ok), "payment_id is 1-255 printable ASCII"));
         }
         Event::OrderCancelled(c) => {
             rules.extend(order_rules(&c.order));
@@ -68,11 +91,18 @@ pub(crate) fn broken_rule(envelope: &Envelope) -> Option<&'static str> {
     rules.into_iter().find(|(holds, _)| !holds).map(|(_, rule)| rule)
 }
 
+/// The largest amount an order can owe.
+const MAX_AMOUNT: u64 = MAX_PRICE * MAX_QUANTITY as u64;
+
+fn provider_id_ok(id: &str) -> bool {
+    (1..=255).contains(&id.len()) && id.bytes().all(|b| (b'!'..=b'~').contains(&b))
+}
+
 pub(crate) fn in_sale_years(time: DateTime<Utc>) -> bool {
     (SALE_FIRST_SECOND..SALE_END_SECOND).contains(&time.timestamp())
 }
 
-pub(crate) fn order_rules(order: &OrderAccepted) -> [(bool, &'static str); 3] {
+pub(crate) fn order_rules(order: &OrderAccepted) -> [(bool, &'static str); 5] {
     let user = order.user_id.as_str();
     let user_ok = !user.is_empty()
         && user.len() <= MAX_USER_ID_LEN
@@ -81,6 +111,8 @@ pub(crate) fn order_rules(order: &OrderAccepted) -> [(bool, &'static str); 3] {
         (order.quantity >= 1 && order.quantity <= MAX_QUANTITY, "quantity is 1..=MAX_QUANTITY"),
         (user_ok, "user_id is 1-64 of [A-Za-z0-9_.:@-]"),
         (in_sale_years(order.accepted_at), "accepted_at is in 1970..=9999"),
+        (order.amount <= MAX_AMOUNT, "amount <= MAX_AMOUNT"),
+        ((order.amount > 0) == order.currency.is_some(), "a currency exactly with an amount"),
     ]
 }
 

@@ -6,8 +6,8 @@ use crate::valid::*;
 use chrono::{DateTime, TimeDelta, Utc};
 use seckill_core::decision::StockLevel;
 use seckill_core::event::{
-    CancelReason, Envelope, Event, EventError, FailReason, OrderAccepted, OrderCancelled, OrderConfirmed, OrderCreated,
-    OrderFailed, OrderRequest, VoucherCreated, VoucherUpdated, MAX_EVENT_BYTES, MAX_HOLD_SECONDS, MAX_QUANTITY,
+    CancelReason, Envelope, Event, EventError, FailReason, OrderAccepted, OrderCancelled, OrderCreated, OrderFailed,
+    OrderPaid, OrderRequest, VoucherCreated, VoucherUpdated, MAX_EVENT_BYTES, MAX_HOLD_SECONDS, MAX_QUANTITY,
     MAX_SHARDS, MAX_STOCK, SCHEMA_VERSION,
 };
 use seckill_core::ids::MAX_USER_ID_LEN;
@@ -26,6 +26,8 @@ fn fixture_order() -> OrderAccepted {
         user_id: UserId::parse("alice").expect("a valid user id"),
         quantity: 1,
         accepted_at: at("2026-11-21T10:00:00Z"),
+        amount: 0,
+        currency: None,
     }
 }
 
@@ -38,6 +40,10 @@ fn fixture_voucher() -> VoucherCreated {
         ends_at: at("2026-11-21T11:00:00Z"),
         hold_seconds: 0,
         shards: 1,
+        title: None,
+        description: None,
+        price: 0,
+        currency: None,
     }
 }
 
@@ -52,9 +58,9 @@ fn order_events(order: &OrderAccepted) -> [Event; 5] {
     let at = order.accepted_at;
     [
         Event::OrderAccepted(order.clone()),
-        Event::OrderCreated(OrderCreated { order: order.clone(), decided_at: at, remaining: 0 }),
+        Event::OrderCreated(OrderCreated { order: order.clone(), decided_at: at, remaining: 0, pay_by: None }),
         Event::OrderFailed(OrderFailed { order: order.clone(), decided_at: at, reason: FailReason::SoldOut }),
-        Event::OrderConfirmed(OrderConfirmed { order: order.clone(), confirmed_at: at }),
+        Event::OrderPaid(OrderPaid { order: order.clone(), paid_at: at, payment_id: None }),
         Event::OrderCancelled(OrderCancelled {
             order: order.clone(),
             cancelled_at: at,
@@ -132,7 +138,12 @@ fn stock_over_max_is_refused() {
     assert_out_of_range(Event::VoucherCreated(VoucherCreated { stock: MAX_STOCK + 1, ..fixture_voucher() }));
     let (order, remaining) = (fixture_order(), MAX_STOCK + 1);
     let at = order.accepted_at;
-    assert_out_of_range(Event::OrderCreated(OrderCreated { order: order.clone(), decided_at: at, remaining }));
+    assert_out_of_range(Event::OrderCreated(OrderCreated {
+        order: order.clone(),
+        decided_at: at,
+        remaining,
+        pay_by: None,
+    }));
     let reason = CancelReason::Requested;
     assert_out_of_range(Event::OrderCancelled(OrderCancelled { order, cancelled_at: at, reason, remaining }));
     let update = VoucherUpdated { voucher_id: fixture_voucher().voucher_id, paused: None, ends_at: None, add_stock: 0 };
@@ -240,7 +251,7 @@ fn an_order_accepted_at_the_end_of_chronos_range_is_refused_before_any_decision(
 #[test]
 fn a_hold_deadline_saturates_at_the_end_of_chronos_range() {
     let order = OrderAccepted { accepted_at: DateTime::<Utc>::MAX_UTC, ..fixture_order() };
-    let created = OrderCreated { order, decided_at: DateTime::<Utc>::MAX_UTC, remaining: 0 };
+    let created = OrderCreated { order, decided_at: DateTime::<Utc>::MAX_UTC, remaining: 0, pay_by: None };
     let level = StockLevel { remaining: 0, ..StockLevel::new(1, MAX_HOLD_SECONDS, 1) };
     assert_eq!(level.hold_deadline(&created), Some(DateTime::<Utc>::MAX_UTC));
 }
@@ -249,10 +260,15 @@ fn a_hold_deadline_saturates_at_the_end_of_chronos_range() {
 fn outcomes_before_acceptance_are_refused() {
     let order = fixture_order();
     let before = order.accepted_at - TimeDelta::nanoseconds(1);
-    assert_out_of_range(Event::OrderCreated(OrderCreated { order: order.clone(), decided_at: before, remaining: 0 }));
+    assert_out_of_range(Event::OrderCreated(OrderCreated {
+        order: order.clone(),
+        decided_at: before,
+        remaining: 0,
+        pay_by: None,
+    }));
     let reason = FailReason::UnknownVoucher;
     assert_out_of_range(Event::OrderFailed(OrderFailed { order: order.clone(), decided_at: before, reason }));
-    assert_out_of_range(Event::OrderConfirmed(OrderConfirmed { order: order.clone(), confirmed_at: before }));
+    assert_out_of_range(Event::OrderPaid(OrderPaid { order: order.clone(), paid_at: before, payment_id: None }));
     let reason = CancelReason::Expired;
     assert_out_of_range(Event::OrderCancelled(OrderCancelled { order, cancelled_at: before, reason, remaining: 0 }));
 }

@@ -13,7 +13,11 @@ use proptest::prelude::*;
 use proptest::sample::{select, Index};
 use proptest::test_runner::TestCaseError;
 use seckill_core::decision::{self, FollowUp, OrderRecord, StockLevel};
-use seckill_core::event::{CancelReason, Envelope, Event, OrderRequest, MAX_HOLD_SECONDS, MAX_QUANTITY, MAX_STOCK};
+use seckill_core::event::{
+    CancelReason, Envelope, Event, OrderRequest, PaymentReceived, PaymentSource, MAX_HOLD_SECONDS, MAX_QUANTITY,
+    MAX_STOCK,
+};
+use seckill_core::money::Currency;
 use serde_json::Value;
 
 use crate::mutate::edit_object;
@@ -88,7 +92,7 @@ pub(crate) fn decide_everything(envelope: &Envelope) -> Result<(), TestCaseError
             let (order_id, voucher_id) = match &envelope.event {
                 Event::OrderAccepted(o) => (o.order_id, o.voucher_id),
                 Event::OrderCreated(c) => (c.order.order_id, c.order.voucher_id),
-                Event::OrderConfirmed(c) => (c.order.order_id, c.order.voucher_id),
+                Event::OrderPaid(c) => (c.order.order_id, c.order.voucher_id),
                 Event::OrderCancelled(c) => (c.order.order_id, c.order.voucher_id),
                 Event::OrderFailed(f) => (f.order.order_id, f.order.voucher_id),
                 _ => return None,
@@ -109,10 +113,17 @@ pub(crate) fn decide_everything(envelope: &Envelope) -> Result<(), TestCaseError
                 decision::confirm(Some(&level), &unknown, request, now);
                 continue;
             }
-            Event::OrderCreated(_) | Event::OrderFailed(_) | Event::OrderConfirmed(_) | Event::OrderCancelled(_) => {
+            Event::PaymentReceived(payment) => {
+                decision::pay(Some(&level), &OrderRecord::default(), payment);
+                continue;
+            }
+            Event::OrderCreated(_) | Event::OrderFailed(_) | Event::OrderPaid(_) | Event::OrderCancelled(_) => {
                 envelope.clone()
             }
-            Event::VoucherCreated(_) | Event::VoucherUpdated(_) => continue,
+            Event::VoucherCreated(_)
+            | Event::VoucherUpdated(_)
+            | Event::RefundRequested(_)
+            | Event::PaymentRefunded(_) => continue,
         };
         if let Event::OrderCreated(created) = &latest.event {
             let _ = level.hold_deadline(created);
@@ -129,6 +140,22 @@ pub(crate) fn decide_everything(envelope: &Envelope) -> Result<(), TestCaseError
         if let Some(request) = request(None) {
             if let FollowUp::Apply(confirmed) = decision::confirm(Some(&level), &record, &request, now) {
                 decodes_again(&confirmed)?;
+            }
+        }
+        // A payment of what the order owes, stamped at the event's own
+        // extreme time: paid or refunded, the outcome must decode.
+        if let Some(order) = record.latest().and_then(|latest| latest.event.order()) {
+            let payment = PaymentReceived {
+                order_id: order.order_id,
+                voucher_id: order.voucher_id,
+                payment_id: "pi_fuzz".to_owned(),
+                amount: order.amount.max(1),
+                currency: order.currency.unwrap_or(Currency::parse("EUR").expect("valid")),
+                paid_at: now,
+                source: PaymentSource::Webhook,
+            };
+            if let FollowUp::Apply(outcome) = decision::pay(Some(&level), &record, &payment) {
+                decodes_again(&outcome)?;
             }
         }
     }

@@ -1,4 +1,4 @@
-//! Strategies for valid envelopes of all nine event types, with every field
+//! Strategies for valid envelopes of all twelve event types, with every field
 //! in range and the boundaries (limits, equal and one-nanosecond-apart times)
 //! drawn often: what a correct writer can put on a topic.
 
@@ -6,11 +6,12 @@ use chrono::{DateTime, TimeDelta, Utc};
 use proptest::option;
 use proptest::prelude::*;
 use seckill_core::event::{
-    CancelReason, Envelope, Event, FailReason, OrderAccepted, OrderCancelled, OrderConfirmed, OrderCreated,
-    OrderFailed, OrderRequest, VoucherCreated, VoucherUpdated, MAX_HOLD_SECONDS, MAX_QUANTITY, MAX_STOCK,
-    SCHEMA_VERSION,
+    CancelReason, Envelope, Event, FailReason, OrderAccepted, OrderCancelled, OrderCreated, OrderFailed, OrderPaid,
+    OrderRequest, PaymentReceived, PaymentRefunded, PaymentSource, RefundReason, RefundRequested, VoucherCreated,
+    VoucherUpdated, MAX_HOLD_SECONDS, MAX_QUANTITY, MAX_STOCK, SCHEMA_VERSION,
 };
 use seckill_core::ids::MAX_USER_ID_LEN;
+use seckill_core::money::{Currency, MAX_PRICE};
 use seckill_core::{OrderId, UserId, VoucherId};
 use uuid::Uuid;
 
@@ -129,7 +130,38 @@ pub(crate) fn hold_seconds() -> impl Strategy<Value = u32> {
 }
 
 pub(crate) fn cancel_reason() -> impl Strategy<Value = CancelReason> {
-    prop_oneof![Just(CancelReason::Requested), Just(CancelReason::Expired)]
+    prop_oneof![Just(CancelReason::Requested), Just(CancelReason::Expired), Just(CancelReason::Refunded)]
+}
+
+pub(crate) fn currency() -> impl Strategy<Value = Currency> {
+    "[A-Z]{3}".prop_map(|code| Currency::parse(&code).expect("three capitals"))
+}
+
+/// A unit price and its currency: free (none) as often as priced.
+pub(crate) fn price() -> impl Strategy<Value = (u64, Option<Currency>)> {
+    prop_oneof![
+        Just((0, None)),
+        (prop_oneof![Just(1), Just(MAX_PRICE), 1..=MAX_PRICE], currency()).prop_map(|(p, c)| (p, Some(c))),
+    ]
+}
+
+/// A provider's id (`pi_…`, `re_…`): printable ASCII, up to 255 bytes.
+pub(crate) fn provider_id() -> impl Strategy<Value = String> {
+    prop_oneof!["pi_[A-Za-z0-9]{8,24}", "[!-~]{1,255}"]
+}
+
+/// An amount a payment or refund can carry.
+pub(crate) fn amount() -> impl Strategy<Value = u64> {
+    prop_oneof![Just(1), Just(MAX_PRICE * u64::from(MAX_QUANTITY)), 1..=MAX_PRICE * u64::from(MAX_QUANTITY)]
+}
+
+pub(crate) fn refund_reason() -> impl Strategy<Value = RefundReason> {
+    prop_oneof![
+        Just(RefundReason::Late),
+        Just(RefundReason::Duplicate),
+        Just(RefundReason::Admin),
+        Just(RefundReason::AmountMismatch)
+    ]
 }
 
 pub(crate) fn fail_reason() -> impl Strategy<Value = FailReason> {
@@ -137,19 +169,34 @@ pub(crate) fn fail_reason() -> impl Strategy<Value = FailReason> {
 }
 
 pub(crate) fn voucher_created() -> impl Strategy<Value = Event> {
-    (voucher_id(), stock(), quantity(), hold_seconds(), 1u32..=64, ordered_instants(sale_start(), true)).prop_map(
-        |(voucher_id, stock, per_user_limit, hold_seconds, shards, (begins_at, ends_at))| {
-            Event::VoucherCreated(VoucherCreated {
+    let shown = (option::of("[A-Za-z0-9 .,!éü€\u{4e00}-\u{4e10}]{1,200}"), option::of("[ -~\n]{0,300}"));
+    (voucher_id(), stock(), quantity(), hold_seconds(), 1u32..=64, ordered_instants(sale_start(), true), shown, price())
+        .prop_map(
+            |(
                 voucher_id,
                 stock,
                 per_user_limit,
-                begins_at,
-                ends_at,
                 hold_seconds,
                 shards,
-            })
-        },
-    )
+                (begins_at, ends_at),
+                (title, description),
+                (price, currency),
+            )| {
+                Event::VoucherCreated(VoucherCreated {
+                    voucher_id,
+                    stock,
+                    per_user_limit,
+                    begins_at,
+                    ends_at,
+                    hold_seconds,
+                    shards,
+                    title,
+                    description,
+                    price,
+                    currency,
+                })
+            },
+        )
 }
 
 /// Updates leave fields out as often as they set them, since an absent field
@@ -169,9 +216,10 @@ pub(crate) fn voucher_updated() -> impl Strategy<Value = Event> {
 /// An admitted order and an instant at or after its admission, for the
 /// outcomes that must not precede it.
 pub(crate) fn order_and_later() -> impl Strategy<Value = (OrderAccepted, DateTime<Utc>)> {
-    (order_id(), voucher_id(), user_id(), quantity(), ordered_instants(instant(), false)).prop_map(
-        |(order_id, voucher_id, user_id, quantity, (accepted_at, later))| {
-            (OrderAccepted { order_id, voucher_id, user_id, quantity, accepted_at }, later)
+    (order_id(), voucher_id(), user_id(), quantity(), ordered_instants(instant(), false), price()).prop_map(
+        |(order_id, voucher_id, user_id, quantity, (accepted_at, later), (price, currency))| {
+            let amount = price * u64::from(quantity);
+            (OrderAccepted { order_id, voucher_id, user_id, quantity, accepted_at, amount, currency }, later)
         },
     )
 }
@@ -184,8 +232,57 @@ pub(crate) fn order_request(
     })
 }
 
-/// Every one of the nine event types, each with in-range fields. Each arm is
-/// boxed: unboxed, the nine arms' value trees are moved around as one value
+pub(crate) fn payment_received() -> impl Strategy<Value = Event> {
+    let source = prop_oneof![Just(PaymentSource::Webhook), Just(PaymentSource::Reconciliation)];
+    (order_id(), voucher_id(), provider_id(), amount(), currency(), instant(), source).prop_map(
+        |(order_id, voucher_id, payment_id, amount, currency, paid_at, source)| {
+            Event::PaymentReceived(PaymentReceived {
+                order_id,
+                voucher_id,
+                payment_id,
+                amount,
+                currency,
+                paid_at,
+                source,
+            })
+        },
+    )
+}
+
+pub(crate) fn refund_requested() -> impl Strategy<Value = Event> {
+    (order_id(), voucher_id(), provider_id(), amount(), currency(), refund_reason(), instant()).prop_map(
+        |(order_id, voucher_id, payment_id, amount, currency, reason, requested_at)| {
+            Event::RefundRequested(RefundRequested {
+                order_id,
+                voucher_id,
+                payment_id,
+                amount,
+                currency,
+                reason,
+                requested_at,
+            })
+        },
+    )
+}
+
+pub(crate) fn payment_refunded() -> impl Strategy<Value = Event> {
+    (order_id(), voucher_id(), provider_id(), provider_id(), amount(), currency(), instant()).prop_map(
+        |(order_id, voucher_id, payment_id, refund_id, amount, currency, refunded_at)| {
+            Event::PaymentRefunded(PaymentRefunded {
+                order_id,
+                voucher_id,
+                payment_id,
+                refund_id,
+                amount,
+                currency,
+                refunded_at,
+            })
+        },
+    )
+}
+
+/// Every one of the twelve event types, each with in-range fields. Each arm is
+/// boxed: unboxed, the arms' value trees are moved around as one value
 /// that overflows a test thread's 2 MiB stack in a debug build.
 pub(crate) fn valid_event() -> BoxedStrategy<Event> {
     prop_oneof![
@@ -194,22 +291,25 @@ pub(crate) fn valid_event() -> BoxedStrategy<Event> {
         order_and_later().prop_map(|(order, _)| Event::OrderAccepted(order)).boxed(),
         order_request(cancel_reason().prop_map(Some)).prop_map(Event::CancelRequested).boxed(),
         order_request(Just(None)).prop_map(Event::ConfirmRequested).boxed(),
-        (order_and_later(), stock())
-            .prop_map(|((order, decided_at), remaining)| {
-                Event::OrderCreated(OrderCreated { order, decided_at, remaining })
+        (order_and_later(), stock(), option::of(sale_instant()))
+            .prop_map(|((order, decided_at), remaining, pay_by)| {
+                Event::OrderCreated(OrderCreated { order, decided_at, remaining, pay_by })
             })
             .boxed(),
         (order_and_later(), fail_reason())
             .prop_map(|((order, decided_at), reason)| Event::OrderFailed(OrderFailed { order, decided_at, reason }))
             .boxed(),
-        order_and_later()
-            .prop_map(|(order, confirmed_at)| Event::OrderConfirmed(OrderConfirmed { order, confirmed_at }))
+        (order_and_later(), option::of(provider_id()))
+            .prop_map(|((order, paid_at), payment_id)| Event::OrderPaid(OrderPaid { order, paid_at, payment_id }))
             .boxed(),
         (order_and_later(), cancel_reason(), stock())
             .prop_map(|((order, cancelled_at), reason, remaining)| {
                 Event::OrderCancelled(OrderCancelled { order, cancelled_at, reason, remaining })
             })
             .boxed(),
+        payment_received().boxed(),
+        refund_requested().boxed(),
+        payment_refunded().boxed(),
     ]
     .boxed()
 }

@@ -9,7 +9,7 @@ use reqwest::StatusCode;
 use seckill_analytics::audit::{audit_voucher, Audit, LiveSources};
 use seckill_analytics::sale::{read_sales, Selection};
 use seckill_core::config::StoreConfig;
-use seckill_core::event::{Event, OrderConfirmed};
+use seckill_core::event::{Event, OrderPaid};
 use seckill_core::{Envelope, VoucherId};
 use seckill_kafka::Message;
 use seckill_web::RemoteView;
@@ -102,17 +102,20 @@ async fn audit_passes_a_clean_sale_and_names_exactly_the_broken_rule() {
     let store_config = StoreConfig::embedded(platform.infra.dir.path().join("view.redb"));
     let store = eventually(|| async { seckill_store::open_view_store(&store_config).await.ok() }).await;
     let row = store.order(view_order.parse().expect("order id")).await.expect("readable").expect("the order");
-    let phantom = OrderConfirmed {
+    let phantom = OrderPaid {
         order: seckill_core::event::OrderAccepted {
             order_id: row.order_id,
             voucher_id: row.voucher_id,
             user_id: row.user_id.clone(),
             quantity: row.quantity,
             accepted_at: row.accepted_at,
+            amount: 0,
+            currency: None,
         },
-        confirmed_at: chrono::Utc::now(),
+        paid_at: chrono::Utc::now(),
+        payment_id: None,
     };
-    let changed = store.apply(vec![Envelope::new(Event::OrderConfirmed(phantom))]).await.expect("applied");
+    let changed = store.apply(vec![Envelope::new(Event::OrderPaid(phantom))]).await.expect("applied");
     assert_eq!(changed, [true]);
     drop(store);
     platform.start_projector().await;

@@ -115,6 +115,8 @@ async fn an_order_delivered_twice_is_decided_once() {
         user_id: UserId::parse("twice").expect("valid"),
         quantity: 1,
         accepted_at: Utc::now(),
+        amount: 0,
+        currency: None,
     };
     let producer = platform.producer();
     let envelope = Envelope::new(Event::OrderAccepted(accepted.clone()));

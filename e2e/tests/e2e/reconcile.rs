@@ -105,6 +105,8 @@ async fn an_outbox_entry_relayed_between_the_two_reads_is_counted() {
         user_id: UserId::parse("in-transit").expect("valid"),
         quantity: 1,
         accepted_at: Utc::now(),
+        amount: 0,
+        currency: None,
     };
     assert_eq!(gate.admit_order(&order, None).await.expect("admits"), Admission::Admitted { remaining: 4 });
 

@@ -90,6 +90,8 @@ async fn the_sold_out_fast_path_notices_returned_stock_and_redis_stays_the_gate(
         user_id: UserId::parse(order["user_id"].as_str().expect("user")).expect("valid"),
         quantity: 1,
         accepted_at: serde_json::from_value(order["accepted_at"].clone()).expect("time"),
+        amount: 0,
+        currency: None,
     };
     let producer = platform.producer();
     let topics = platform.kafka.topics();

@@ -211,6 +211,8 @@ async fn a_split_voucher_is_restored_bucket_by_bucket(h: &Harness) {
             user_id: buyer,
             quantity: 2,
             accepted_at: chrono::Utc::now(),
+            amount: 0,
+            currency: None,
         };
         assert!(matches!(h.gate.admit_order(&order, None).await.expect("admit"), Admission::Admitted { .. }));
         log.push(Envelope::new(Event::OrderAccepted(order)));

@@ -129,6 +129,10 @@ pub(crate) fn definition(
         ends_at,
         hold_seconds: 0,
         shards: 1,
+        title: None,
+        description: None,
+        price: 0,
+        currency: None,
     }
 }
 

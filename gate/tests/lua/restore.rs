@@ -29,6 +29,8 @@ fn accepted(definition: &VoucherCreated, name: &str, quantity: u32) -> OrderAcce
         user_id: user(name),
         quantity,
         accepted_at: Utc::now(),
+        amount: 0,
+        currency: None,
     }
 }
 
@@ -37,7 +39,12 @@ fn sale_log(window: (DateTime<Utc>, DateTime<Utc>)) -> SaleLog {
     let (a, b, c) = (accepted(&definition, "a", 2), accepted(&definition, "b", 1), accepted(&definition, "c", 1));
     let now = Utc::now();
     let created = |order: &OrderAccepted| {
-        Envelope::new(Event::OrderCreated(OrderCreated { order: order.clone(), decided_at: now, remaining: 0 }))
+        Envelope::new(Event::OrderCreated(OrderCreated {
+            order: order.clone(),
+            decided_at: now,
+            remaining: 0,
+            pay_by: None,
+        }))
     };
     let events = vec![
         Envelope::new(Event::VoucherCreated(definition.clone())),

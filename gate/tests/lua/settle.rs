@@ -16,6 +16,8 @@ fn order(voucher: VoucherId, name: &str, quantity: u32) -> OrderAccepted {
         user_id: user(name),
         quantity,
         accepted_at: Utc::now(),
+        amount: 0,
+        currency: None,
     }
 }
 

@@ -1,7 +1,7 @@
 //! An order's changes, and the cursor a user's stream resumes from.
 //!
 //! Every status an order reaches is a change, timed by the event that made
-//! it (`accepted_at`, `decided_at`, `confirmed_at`, `cancelled_at`; the
+//! it (`accepted_at`, `decided_at`, `paid_at`, `cancelled_at`; the
 //! processor never dates an outcome before the one it follows). A row of
 //! the view holds all of those times, so every ingress can list an order's
 //! changes from the row alone, whichever replica saw them happen.
@@ -41,8 +41,8 @@ fn rank(status: OrderStatus) -> u8 {
     match status {
         OrderStatus::Pending => 0,
         OrderStatus::Created | OrderStatus::Failed => 1,
-        OrderStatus::Confirmed => 2,
-        OrderStatus::Cancelled => 3,
+        OrderStatus::Paid => 2,
+        OrderStatus::Cancelled | OrderStatus::Refunded => 3,
     }
 }
 
@@ -59,7 +59,14 @@ pub(crate) fn changes(row: &OrderView) -> Vec<Change> {
         rank: rank(status),
         row: OrderView { status, ..row },
     };
-    let bare = OrderView { reason: None, decided_at: None, confirmed_at: None, cancelled_at: None, ..row.clone() };
+    let bare = OrderView {
+        reason: None,
+        decided_at: None,
+        paid_at: None,
+        cancelled_at: None,
+        payment_id: None,
+        ..row.clone()
+    };
     let mut changes = vec![stage(OrderStatus::Pending, row.accepted_at, bare.clone())];
     if let Some(decided_at) = row.decided_at {
         let (status, reason) = match (row.status, row.reason) {
@@ -68,12 +75,17 @@ pub(crate) fn changes(row: &OrderView) -> Vec<Change> {
         };
         changes.push(stage(status, decided_at, OrderView { decided_at: Some(decided_at), reason, ..bare.clone() }));
     }
-    if let Some(confirmed_at) = row.confirmed_at {
-        let confirmed = OrderView { decided_at: row.decided_at, confirmed_at: Some(confirmed_at), ..bare };
-        changes.push(stage(OrderStatus::Confirmed, confirmed_at, confirmed));
+    if let Some(paid_at) = row.paid_at {
+        let paid = OrderView {
+            decided_at: row.decided_at,
+            paid_at: Some(paid_at),
+            payment_id: row.payment_id.clone(),
+            ..bare
+        };
+        changes.push(stage(OrderStatus::Paid, paid_at, paid));
     }
-    if let (OrderStatus::Cancelled, Some(cancelled_at)) = (row.status, row.cancelled_at) {
-        changes.push(stage(OrderStatus::Cancelled, cancelled_at, row.clone()));
+    if let (OrderStatus::Cancelled | OrderStatus::Refunded, Some(cancelled_at)) = (row.status, row.cancelled_at) {
+        changes.push(stage(row.status, cancelled_at, row.clone()));
     }
     // Only the stages the row has reached (a FAILED row has no later ones).
     changes.retain(|change| change.rank <= rank(row.status));
@@ -187,8 +199,12 @@ mod tests {
             reason: Some(OrderReason::Cancelled(CancelReason::Requested)),
             accepted_at,
             decided_at: Some(accepted_at + Duration::milliseconds(5)),
-            confirmed_at: Some(accepted_at + Duration::milliseconds(9)),
+            paid_at: Some(accepted_at + Duration::milliseconds(9)),
             cancelled_at: Some(accepted_at + Duration::milliseconds(12)),
+            amount: 0,
+            currency: None,
+            pay_by: None,
+            payment_id: None,
         }
     }
 
@@ -196,12 +212,9 @@ mod tests {
     fn a_row_lists_every_stage_it_went_through_with_its_fields_then() {
         let row = cancelled_row();
         let stages: Vec<OrderStatus> = changes(&row).iter().map(|c| c.row.status).collect();
-        assert_eq!(
-            stages,
-            [OrderStatus::Pending, OrderStatus::Created, OrderStatus::Confirmed, OrderStatus::Cancelled]
-        );
+        assert_eq!(stages, [OrderStatus::Pending, OrderStatus::Created, OrderStatus::Paid, OrderStatus::Cancelled]);
         let created = &changes(&row)[1];
-        assert_eq!((created.row.confirmed_at, created.row.reason), (None, None));
+        assert_eq!((created.row.paid_at, created.row.reason), (None, None));
         let after_created = OrderView { status: OrderStatus::Created, ..row.clone() };
         let later: Vec<u8> = changes_between(Some(&after_created), &row).iter().map(|c| c.rank).collect();
         assert_eq!(later, [2, 3]);

@@ -80,8 +80,12 @@ mod tests {
             reason: None,
             accepted_at: chrono::Utc::now(),
             decided_at: None,
-            confirmed_at: None,
+            paid_at: None,
             cancelled_at: None,
+            amount: 0,
+            currency: None,
+            pay_by: None,
+            payment_id: None,
         };
         let change = super::super::changes::changes(&row).remove(0);
         feeds.publish(&alice, change.clone());

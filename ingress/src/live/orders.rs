@@ -141,8 +141,12 @@ mod tests {
             reason: None,
             accepted_at: Utc::now(),
             decided_at: None,
-            confirmed_at: None,
+            paid_at: None,
             cancelled_at: None,
+            amount: 0,
+            currency: None,
+            pay_by: None,
+            payment_id: None,
         }
     }
 

@@ -28,6 +28,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use chrono::{DateTime, SecondsFormat, Utc};
+use seckill_core::money::Currency;
 use seckill_core::phase::Phase;
 use seckill_core::VoucherId;
 use seckill_gate::{Gate, SaleState};
@@ -175,13 +176,25 @@ struct LiveVoucher {
     per_user_limit: u32,
     begins_at: DateTime<Utc>,
     ends_at: DateTime<Utc>,
+    /// Seconds a created order has to be paid.
+    payment_seconds: u32,
+    /// `payment_seconds` under its old name, kept for one release.
     hold_seconds: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    title: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    description: Option<String>,
+    /// Price of one unit in minor units; 0 when free.
+    price: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    currency: Option<Currency>,
     paused: bool,
     admitted: u64,
     created: u64,
-    confirmed: u64,
+    paid: u64,
     failed: u64,
     cancelled: u64,
+    refunded: u64,
 }
 
 impl LiveVoucher {
@@ -201,6 +214,7 @@ impl LiveVoucher {
             (None, None) => return None,
         };
         let phase = Phase::at(now, begins_at, ends_at, paused, available);
+        let hold_seconds = view.map(|v| v.hold_seconds).or(sale.and_then(|s| s.hold_seconds)).unwrap_or(0);
         Some(Self {
             voucher_id,
             phase,
@@ -210,13 +224,19 @@ impl LiveVoucher {
             per_user_limit,
             begins_at,
             ends_at,
-            hold_seconds: view.map(|v| v.hold_seconds).or(sale.and_then(|s| s.hold_seconds)).unwrap_or(0),
+            payment_seconds: hold_seconds,
+            hold_seconds,
+            title: view.and_then(|v| v.title.clone()),
+            description: view.and_then(|v| v.description.clone()),
+            price: view.map_or(0, |v| v.price),
+            currency: view.and_then(|v| v.currency),
             paused,
             admitted: view.map_or(0, |v| v.admitted),
             created: view.map_or(0, |v| v.created),
-            confirmed: view.map_or(0, |v| v.confirmed),
+            paid: view.map_or(0, |v| v.paid),
             failed: view.map_or(0, |v| v.failed),
             cancelled: view.map_or(0, |v| v.cancelled),
+            refunded: view.map_or(0, |v| v.refunded),
         })
     }
 
@@ -224,7 +244,8 @@ impl LiveVoucher {
     fn state(&self, hasher: &mut impl Hasher) {
         (self.voucher_id.as_uuid(), self.phase.as_str(), self.stock, self.available, self.remaining).hash(hasher);
         (self.per_user_limit, self.begins_at, self.ends_at, self.hold_seconds, self.paused).hash(hasher);
-        (self.admitted, self.created, self.confirmed, self.failed, self.cancelled).hash(hasher);
+        (self.admitted, self.created, self.paid, self.failed, self.cancelled, self.refunded).hash(hasher);
+        (&self.title, &self.description, self.price, self.currency).hash(hasher);
     }
 }
 

@@ -6,7 +6,9 @@ mod body;
 pub(crate) mod openapi;
 mod order_actions;
 mod orders;
+mod payment;
 mod vouchers;
+pub(crate) mod webhook;
 
 use std::sync::Arc;
 
@@ -33,6 +35,9 @@ const ROUTES: &[&str] = &[
     "/api/v1/orders/{id}",
     "/api/v1/orders/{id}/cancel",
     "/api/v1/orders/{id}/confirm",
+    "/api/v1/orders/{id}/refund",
+    "/api/v1/orders/{id}/payment",
+    "/api/v1/payments/webhook",
     "/api/v1/users/{id}/orders",
     "/api/v1/users/{id}/orders/stream",
     "/api/v1/time",
@@ -57,6 +62,8 @@ pub(crate) struct Ingress {
     pub(crate) live: Arc<Live>,
     /// How long an admin's `Idempotency-Key` is remembered.
     pub(crate) admin_retry_ttl: std::time::Duration,
+    /// The payment provider; None when payments are off.
+    pub(crate) payments: Option<crate::payments::Payments>,
 }
 
 /// Every route, with errors mapped and requests measured.
@@ -72,6 +79,9 @@ pub(crate) fn routes(
         .or(vouchers::update(Arc::clone(&ingress), max_body_bytes))
         .or(order_actions::cancel(Arc::clone(&ingress)))
         .or(order_actions::confirm(Arc::clone(&ingress)))
+        .or(order_actions::refund(Arc::clone(&ingress)))
+        .or(payment::create(Arc::clone(&ingress)))
+        .or(webhook::receive(Arc::clone(&ingress)))
         .or(live::http::routes(Arc::new(Reading {
             live: Arc::clone(&ingress.live),
             access: Arc::clone(&ingress.access),

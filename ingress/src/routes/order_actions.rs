@@ -1,4 +1,5 @@
-//! `POST /api/v1/orders/{order_id}/cancel` and `.../confirm`.
+//! `POST /api/v1/orders/{order_id}/cancel`, `.../confirm` (claiming a free
+//! order) and `.../refund` (an admin refunds a paid order).
 //!
 //! The ingress checks what it can answer at once from what it knows of the
 //! order (unknown order, someone else's order, already final) and otherwise
@@ -29,6 +30,7 @@ use crate::live::http::orders::visible_order;
 enum Action {
     Cancel,
     Confirm,
+    Refund,
 }
 
 impl Action {
@@ -36,6 +38,16 @@ impl Action {
         match self {
             Self::Cancel => "cancel",
             Self::Confirm => "confirm",
+            Self::Refund => "refund",
+        }
+    }
+
+    /// The error code for an order this action cannot change.
+    fn refused(self) -> &'static str {
+        match self {
+            Self::Cancel => "not_cancellable",
+            Self::Confirm => "not_confirmable",
+            Self::Refund => "not_refundable",
         }
     }
 }
@@ -46,6 +58,10 @@ pub(super) fn cancel(ingress: Arc<Ingress>) -> impl Filter<Extract = (impl Reply
 
 pub(super) fn confirm(ingress: Arc<Ingress>) -> impl Filter<Extract = (impl Reply,), Error = Rejection> + Clone {
     route(ingress, "confirm", Action::Confirm)
+}
+
+pub(super) fn refund(ingress: Arc<Ingress>) -> impl Filter<Extract = (impl Reply,), Error = Rejection> + Clone {
+    route(ingress, "refund", Action::Refund)
 }
 
 fn route(
@@ -77,34 +93,48 @@ async fn handle(
     if caller == Caller::Admin && action == Action::Confirm {
         return Err(ApiError::forbidden("only the owner confirms an order").into());
     }
+    if caller != Caller::Admin && action == Action::Refund {
+        return Err(ApiError::forbidden("only an admin refunds an order").into());
+    }
     // Someone else's order is answered exactly like an unknown one.
     let (order, _) = visible_order(&ingress.live, &caller, order_id).await?;
 
     let request = OrderRequest { order_id, voucher_id: order.voucher_id, reason: None, requested_at: Utc::now() };
+    let paid_with_money = order.status == OrderStatus::Paid && order.payment_id.is_some();
     let event = match (action, order.status) {
-        (Action::Cancel, OrderStatus::Cancelled) | (Action::Confirm, OrderStatus::Confirmed) => {
+        (Action::Cancel, OrderStatus::Cancelled | OrderStatus::Refunded)
+        | (Action::Confirm, OrderStatus::Paid)
+        | (Action::Refund, OrderStatus::Refunded) => {
             return Ok(reply(StatusCode::OK, &order, None));
         }
-        (_, OrderStatus::Failed) | (Action::Confirm, OrderStatus::Cancelled) => {
-            let code = match action {
-                Action::Cancel => "not_cancellable",
-                Action::Confirm => "not_confirmable",
-            };
-            let status = serde_json::to_value(order.status).unwrap_or_default();
+        (Action::Confirm, _) if order.amount > 0 => {
             return Err(ApiError::new(
                 StatusCode::CONFLICT,
-                code,
+                "payment_required",
                 format!(
-                    "order {order_id} is {}; only pending or created orders can be changed",
-                    status.as_str().unwrap_or("final")
+                    "order {order_id} costs {} {}: pay it with POST /api/v1/orders/{order_id}/payment",
+                    order.amount,
+                    order.currency.map(|c| c.to_string()).unwrap_or_default()
                 ),
             )
-            .with_detail("status", status)
             .into());
+        }
+        (Action::Cancel, OrderStatus::Paid) if paid_with_money => {
+            return Err(refused(order_id, &order, Action::Cancel, "a paid order is refunded by an admin"));
+        }
+        (_, OrderStatus::Failed)
+        | (Action::Confirm, OrderStatus::Cancelled | OrderStatus::Refunded)
+        | (Action::Refund, OrderStatus::Pending | OrderStatus::Created | OrderStatus::Cancelled) => {
+            let only = match action {
+                Action::Refund => "only paid orders are refunded",
+                _ => "only pending or created orders can be changed",
+            };
+            return Err(refused(order_id, &order, action, only));
         }
         (Action::Cancel, _) => {
             Event::CancelRequested(OrderRequest { reason: Some(CancelReason::Requested), ..request })
         }
+        (Action::Refund, _) => Event::CancelRequested(OrderRequest { reason: Some(CancelReason::Refunded), ..request }),
         (Action::Confirm, _) => Event::ConfirmRequested(request),
     };
     ingress.producer.send(&ingress.topics.sales, &Envelope::new(event)).await.map_err(|e| {
@@ -113,6 +143,18 @@ async fn handle(
         ApiError::unavailable("the event log is unavailable; nothing was requested")
     })?;
     Ok(reply(StatusCode::ACCEPTED, &order, Some(action)))
+}
+
+/// `409` with the order's status: `action` cannot change it.
+fn refused(order_id: OrderId, order: &OrderView, action: Action, why: &str) -> Rejection {
+    let status = serde_json::to_value(order.status).unwrap_or_default();
+    ApiError::new(
+        StatusCode::CONFLICT,
+        action.refused(),
+        format!("order {order_id} is {}; {why}", status.as_str().unwrap_or("final")),
+    )
+    .with_detail("status", status)
+    .into()
 }
 
 /// `{"order_id", "status", "requested"?}`: the status as the view shows it

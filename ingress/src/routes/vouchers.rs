@@ -17,6 +17,7 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use seckill_core::event::{Event, VoucherCreated, VoucherUpdated, MAX_STOCK};
+use seckill_core::money::Currency;
 use seckill_core::{Envelope, VoucherId};
 use seckill_gate::UpdateResult;
 use seckill_web::ApiError;
@@ -37,12 +38,23 @@ struct CreateVoucher {
     ends_at: DateTime<Utc>,
     #[serde(default = "one")]
     per_user_limit: u32,
-    #[serde(default)]
-    hold_seconds: u32,
+    /// Seconds a created order has to be paid; `hold_seconds`, its name
+    /// before payments, is accepted for one release.
+    #[serde(default, alias = "hold_seconds")]
+    payment_seconds: u32,
     /// Buckets the gate splits the stock into (a hot voucher on a Redis
     /// Cluster); 1 to 64.
     #[serde(default = "one")]
     shards: u32,
+    #[serde(default)]
+    title: Option<String>,
+    #[serde(default)]
+    description: Option<String>,
+    /// Price of one unit in the currency's minor unit; 0 (free) by default.
+    #[serde(default)]
+    price: u64,
+    #[serde(default)]
+    currency: Option<Currency>,
 }
 
 /// The admin's change; each field left out stays as it is (`null` is not
@@ -109,15 +121,31 @@ async fn handle_create(
         per_user_limit: request.per_user_limit,
         begins_at: request.begins_at,
         ends_at: request.ends_at,
-        hold_seconds: request.hold_seconds,
+        hold_seconds: request.payment_seconds,
         shards: request.shards,
+        title: request.title.clone(),
+        description: request.description.clone(),
+        price: request.price,
+        currency: request.currency,
     };
     definition.validate().map_err(|e| ApiError::invalid(e.to_string().replace("event is out of range: ", "")))?;
     let mut asked = serde_json::json!({ "create": { "stock": request.stock, "per_user_limit": request.per_user_limit,
-        "begins_at": request.begins_at, "ends_at": request.ends_at, "hold_seconds": request.hold_seconds } });
+        "begins_at": request.begins_at, "ends_at": request.ends_at, "hold_seconds": request.payment_seconds } });
+    // Each only when given: a key remembered before the field existed still
+    // matches its retry.
     if request.shards != 1 {
-        // Only when given: a key remembered before buckets existed still matches its retry.
         asked["create"]["shards"] = request.shards.into();
+    }
+    for (field, value) in [("title", &request.title), ("description", &request.description)] {
+        if let Some(value) = value {
+            asked["create"][field] = value.as_str().into();
+        }
+    }
+    if let Some(currency) = request.currency {
+        asked["create"]["price"] = request.price.into();
+        asked["create"]["currency"] = currency.as_str().into();
+    } else if request.price != 0 {
+        asked["create"]["price"] = request.price.into();
     }
     let retry = AdminRetry::new(&ingress, key, asked)?;
     let mut change = Envelope::new(Event::VoucherCreated(definition));

@@ -157,6 +157,7 @@ impl CqlStockStore {
             StockInput::Update { update_id, .. } => Some((UPDATE, *update_id)),
             StockInput::Order(order) => Some((ORDER, order.order_id.as_uuid())),
             StockInput::Cancel(request) | StockInput::Confirm(request) => Some((ORDER, request.order_id.as_uuid())),
+            StockInput::Pay(payment) => Some((ORDER, payment.order_id.as_uuid())),
         });
         let mut rows = self.read_rows(voucher, wanted.chain([(VOUCHER, voucher.as_uuid())])).await?;
         let settings = match rows.remove(&(VOUCHER, voucher.as_uuid())).flatten() {
@@ -434,6 +435,7 @@ fn voucher_of(input: &StockInput) -> VoucherId {
         StockInput::Update { update, .. } => update.voucher_id,
         StockInput::Order(order) => order.voucher_id,
         StockInput::Cancel(request) | StockInput::Confirm(request) => request.voucher_id,
+        StockInput::Pay(payment) => payment.voucher_id,
     }
 }
 

@@ -59,7 +59,12 @@ pub async fn a_view_write_failing_between_batches_is_retried_without_counting_tw
     for i in 0..300 {
         let accepted = order(v.voucher_id, &format!("u{i}"));
         events.push(Envelope::new(Event::OrderAccepted(accepted.clone())));
-        let created = OrderCreated { order: accepted.clone(), decided_at: accepted.accepted_at, remaining: 299 - i };
+        let created = OrderCreated {
+            order: accepted.clone(),
+            decided_at: accepted.accepted_at,
+            remaining: 299 - i,
+            pay_by: None,
+        };
         events.push(Envelope::new(Event::OrderCreated(created)));
     }
 

@@ -15,6 +15,10 @@ pub fn voucher(stock: u64) -> VoucherCreated {
         ends_at: now + Duration::hours(1),
         hold_seconds: 0,
         shards: 1,
+        title: None,
+        description: None,
+        price: 0,
+        currency: None,
     }
 }
 
@@ -26,5 +30,7 @@ pub fn order(voucher: VoucherId, user: &str) -> OrderAccepted {
         user_id: UserId::parse(user).expect("valid"),
         quantity: 1,
         accepted_at: Utc::now(),
+        amount: 0,
+        currency: None,
     }
 }

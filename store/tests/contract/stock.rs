@@ -180,7 +180,7 @@ pub async fn a_redelivered_batch_emits_every_outcome_again_in_order(backend: &im
         [
             ("OrderCreated", false),
             ("OrderCreated", false),
-            ("OrderConfirmed", false),
+            ("OrderPaid", false),
             ("OrderCancelled", false),
             ("OrderCancelled", false)
         ]
@@ -221,7 +221,7 @@ pub async fn requests_that_overtake_their_order_are_decided_after_it(backend: &i
         .expect("applies");
     assert_eq!(
         kinds(&decided),
-        [("OrderCreated", false), ("OrderCancelled", false), ("OrderCreated", false), ("OrderConfirmed", false)]
+        [("OrderCreated", false), ("OrderCancelled", false), ("OrderCreated", false), ("OrderPaid", false)]
     );
     assert_eq!(store.stock(v.voucher_id).await.expect("reads").map(|l| l.remaining), Some(1));
     // The early request redelivered: nothing new, the order's history again.
@@ -240,7 +240,7 @@ pub async fn requests_that_overtake_their_order_are_decided_after_it(backend: &i
     let decided = store.apply(vec![StockInput::Order(impatient)]).await.expect("applies");
     assert_eq!(
         kinds(&decided),
-        [("OrderCreated", false), ("OrderConfirmed", false), ("OrderCancelled", false)],
+        [("OrderCreated", false), ("OrderPaid", false), ("OrderCancelled", false)],
         "the confirm once, then the cancel"
     );
     assert_eq!(store.stock(v.voucher_id).await.expect("reads").map(|l| l.remaining), Some(1));

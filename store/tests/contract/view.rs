@@ -16,7 +16,8 @@ pub async fn the_view_is_the_same_whatever_the_delivery_order(backend: &impl Bac
         // A voucher and order of their own per delivery order.
         let v = voucher(3);
         let accepted = order(v.voucher_id, "carol");
-        let created = OrderCreated { order: accepted.clone(), decided_at: accepted.accepted_at, remaining: 2 };
+        let created =
+            OrderCreated { order: accepted.clone(), decided_at: accepted.accepted_at, remaining: 2, pay_by: None };
         let events = [
             Envelope::new(Event::VoucherCreated(v.clone())),
             Envelope::new(Event::OrderAccepted(accepted.clone())),
@@ -57,7 +58,7 @@ pub async fn the_view_follows_cancellations_updates_and_lists_vouchers_newest_fi
     let store = backend.open_view().await;
     let (older, newer) = (voucher(2), voucher(5));
     let buyer = order(older.voucher_id, "erin");
-    let created = OrderCreated { order: buyer.clone(), decided_at: Utc::now(), remaining: 1 };
+    let created = OrderCreated { order: buyer.clone(), decided_at: Utc::now(), remaining: 1, pay_by: None };
     let cancelled = seckill_core::event::OrderCancelled {
         order: buyer.clone(),
         cancelled_at: Utc::now(),
@@ -102,7 +103,8 @@ pub async fn concurrent_projectors_count_each_transition_once(backend: &impl Bac
     for i in 0..6 {
         let accepted = order(v.voucher_id, &format!("u{i}"));
         events.push(Envelope::new(Event::OrderAccepted(accepted.clone())));
-        let created = OrderCreated { order: accepted.clone(), decided_at: accepted.accepted_at, remaining: 9 - i };
+        let created =
+            OrderCreated { order: accepted.clone(), decided_at: accepted.accepted_at, remaining: 9 - i, pay_by: None };
         events.push(Envelope::new(Event::OrderCreated(created)));
     }
     let (a, b) = tokio::join!(one.apply(events.clone()), two.apply(events));
@@ -125,7 +127,12 @@ pub async fn thousands_of_one_vouchers_events_in_one_batch_count_once(backend: &
     for i in 0..1_000 {
         let accepted = order(v.voucher_id, &format!("u{i}"));
         events.push(Envelope::new(Event::OrderAccepted(accepted.clone())));
-        let created = OrderCreated { order: accepted.clone(), decided_at: accepted.accepted_at, remaining: 1_999 - i };
+        let created = OrderCreated {
+            order: accepted.clone(),
+            decided_at: accepted.accepted_at,
+            remaining: 1_999 - i,
+            pay_by: None,
+        };
         events.push(Envelope::new(Event::OrderCreated(created)));
     }
     let changed = store.apply(events.clone()).await.expect("applies");

@@ -1,0 +1,41 @@
+//! What the ingress's payment routes share: the provider, the webhook
+//! secrets and the metrics (`routes::payment` creates payments,
+//! `routes::webhook` takes the provider's callbacks).
+
+use seckill_core::config::PaymentsConfig;
+use seckill_core::metrics::PaymentMetrics;
+use seckill_core::OrderId;
+use seckill_payments::Provider;
+
+/// The payment provider, as the ingress talks to it.
+#[derive(Debug)]
+pub(crate) struct Payments {
+    pub(crate) provider: Provider,
+    /// Secrets a callback may be signed with (a rotation lists two).
+    pub(crate) webhook_secrets: Vec<String>,
+    pub(crate) tolerance_seconds: i64,
+    /// Where checkout returns to, with `{order_id}` to fill in; empty: none.
+    return_url: String,
+    pub(crate) metrics: PaymentMetrics,
+}
+
+impl Payments {
+    /// The ingress's payments; None when `config` turns them off.
+    pub(crate) fn new(
+        config: &PaymentsConfig,
+        metrics: PaymentMetrics,
+    ) -> Result<Option<Self>, seckill_payments::ProviderError> {
+        Ok(seckill_web::payments::provider(config)?.map(|provider| Self {
+            provider,
+            webhook_secrets: config.webhook_secrets.clone(),
+            tolerance_seconds: config.webhook_tolerance_seconds,
+            return_url: config.return_url.clone(),
+            metrics,
+        }))
+    }
+
+    /// Where the buyer of `order` returns after checkout.
+    pub(crate) fn return_url(&self, order: OrderId) -> Option<String> {
+        (!self.return_url.is_empty()).then(|| self.return_url.replace("{order_id}", &order.to_string()))
+    }
+}

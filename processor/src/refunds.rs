@@ -1,0 +1,128 @@
+//! The refund worker: gives back every payment the processor decided to
+//! refund (`RefundRequested` on the orders topic), exactly once at the
+//! provider whatever crashes.
+//!
+//! Refunds are driven from the log, not from memory: the worker consumes
+//! the orders topic in its own consumer group and stores a batch's offsets
+//! only once every refund in it is acknowledged by the provider and its
+//! `PaymentRefunded` record is in the log. A crash replays the batch; the
+//! refund call carries the payment id as its idempotency key, so the
+//! provider answers a repeated call with the refund it already made, never
+//! a second one. A provider that refuses (down, failing) is asked again
+//! with doubling pauses until it acknowledges; a refund it refuses for good
+//! (no such payment) is dead-lettered for an operator, never a stalled
+//! partition.
+
+use std::time::Duration;
+
+use chrono::Utc;
+use futures::future::join_all;
+use seckill_core::event::{Event, PaymentRefunded, RefundRequested};
+use seckill_core::metrics::PaymentMetrics;
+use seckill_core::topics::Topics;
+use seckill_core::Envelope;
+use seckill_kafka::{decode, retry, BatchConsumer, BatchHandler, DeadLetter, EventProducer, Interrupted, OwnedMessage};
+use seckill_payments::Provider;
+use seckill_web::payments::timed;
+use tokio_util::sync::CancellationToken;
+
+/// The idempotency key of a payment's refund: one refund per payment.
+pub(crate) fn refund_key(payment_id: &str) -> String {
+    format!("refund-{payment_id}")
+}
+
+/// Gives back refunded payments.
+#[derive(Debug)]
+pub(crate) struct RefundWorker {
+    pub(crate) provider: Provider,
+    pub(crate) producer: EventProducer,
+    pub(crate) dead_letter: DeadLetter,
+    pub(crate) topics: Topics,
+    pub(crate) metrics: PaymentMetrics,
+    /// First pause after a refused refund; doubles up to `max_backoff`.
+    pub(crate) backoff: Duration,
+    pub(crate) max_backoff: Duration,
+}
+
+/// What became of one refund.
+enum Refunded {
+    Done(Envelope),
+    /// Refused for good: the reason, for the dead letter.
+    Rejected(String),
+}
+
+impl RefundWorker {
+    /// Consumes until `shutdown`, then commits what is done.
+    pub(crate) async fn run(self, consumer: BatchConsumer, shutdown: CancellationToken) {
+        consumer.run(&self, &shutdown).await;
+        self.producer.flush(Duration::from_secs(5));
+        tracing::info!("Refund worker stopped.");
+    }
+
+    /// Refunds one payment, asking until the provider acknowledges or
+    /// refuses for good.
+    async fn refund(&self, request: &RefundRequested, shutdown: &CancellationToken) -> Result<Refunded, Interrupted> {
+        let key = refund_key(&request.payment_id);
+        let mut pause = self.backoff;
+        loop {
+            match timed(&self.metrics, "refund", self.provider.refund(&request.payment_id, &key)).await {
+                Ok(refund) => {
+                    self.metrics.refunds.with_label_values(&["completed"]).inc();
+                    tracing::info!(payment_id = %request.payment_id, refund_id = %refund.id, reason = request.reason.as_str(), "Payment refunded.");
+                    return Ok(Refunded::Done(Envelope::new(Event::PaymentRefunded(PaymentRefunded {
+                        order_id: request.order_id,
+                        voucher_id: request.voucher_id,
+                        payment_id: request.payment_id.clone(),
+                        refund_id: refund.id,
+                        amount: refund.amount,
+                        currency: request.currency,
+                        refunded_at: Utc::now(),
+                    }))));
+                }
+                Err(error) if !error.is_retryable() => {
+                    self.metrics.refunds.with_label_values(&["rejected"]).inc();
+                    tracing::error!(%error, payment_id = %request.payment_id, "The provider refused a refund for good; dead-lettered.");
+                    return Ok(Refunded::Rejected(format!("refund refused by the provider: {error}")));
+                }
+                Err(error) => {
+                    self.metrics.refunds.with_label_values(&["retried"]).inc();
+                    tracing::warn!(%error, payment_id = %request.payment_id, ?pause, "Refund not acknowledged; asking again.");
+                    tokio::select! {
+                        () = shutdown.cancelled() => return Err(Interrupted),
+                        () = tokio::time::sleep(pause) => {}
+                    }
+                    pause = (pause * 2).min(self.max_backoff);
+                }
+            }
+        }
+    }
+}
+
+impl BatchHandler for RefundWorker {
+    async fn handle(&self, batch: &[OwnedMessage], shutdown: &CancellationToken) -> Result<(), Interrupted> {
+        // Records this worker cannot read are the pipeline's and the
+        // projector's to dead-letter; only refund requests matter here.
+        let requests: Vec<(&OwnedMessage, RefundRequested)> = batch
+            .iter()
+            .filter_map(|message| match decode(message).ok()?.event {
+                Event::RefundRequested(request) => Some((message, request)),
+                _ => None,
+            })
+            .collect();
+        if requests.is_empty() {
+            return Ok(());
+        }
+        // Different payments are independent: refunded at once.
+        let results = join_all(requests.iter().map(|(_, request)| self.refund(request, shutdown))).await;
+        let mut rejected = Vec::new();
+        for ((message, _), result) in requests.iter().zip(results) {
+            match result? {
+                Refunded::Done(record) => {
+                    retry(shutdown, "logging a refund", || self.producer.send(&self.topics.orders, &record)).await?;
+                }
+                Refunded::Rejected(reason) => rejected.push((*message, reason)),
+            }
+        }
+        self.dead_letter.park_all(&rejected, shutdown).await
+    }
+}
