@@ -15,6 +15,8 @@
 //! * `seckill stats` equals the view's counters, and `seckill rebuild-view
 //!   --verify` finds the view equal to a rebuild from the log;
 //! * every accepted cancellation ended its order (`CANCELLED`, or `FAILED`);
+//! * every payment completed at the provider paid exactly one order or was
+//!   refunded exactly once, and the provider's books agree (`paid`);
 //! * the outbox is empty.
 
 use std::collections::{HashMap, HashSet};
@@ -37,8 +39,11 @@ const QUIESCENCE: Duration = Duration::from_secs(120);
 pub struct Voucher {
     pub id: String,
     pub limit: u32,
-    /// Its created orders expire unless confirmed (`hold_seconds` > 0).
+    /// Its created orders expire unless claimed or paid (`payment_seconds`
+    /// > 0).
     pub holds: bool,
+    /// Its orders are paid through the provider (a price above 0).
+    pub priced: bool,
 }
 
 /// One outcome as the orders topic has it.
@@ -58,6 +63,8 @@ struct Log {
     stock: HashMap<String, u64>,
     /// Outcomes in log order, per voucher (one partition each).
     outcomes: HashMap<String, Vec<Outcome>>,
+    /// What the log says of payments.
+    pub payments: crate::paid::Payments,
 }
 
 pub async fn check(cluster: &Cluster, vouchers: &[Voucher], tally: &Tally, fault: &str) {
@@ -65,7 +72,8 @@ pub async fn check(cluster: &Cluster, vouchers: &[Voucher], tally: &Tally, fault
     let statuses = promised_orders_final(cluster, tally, deadline).await;
     let promised: HashSet<&str> = tally.promised.iter().map(|p| p.order.as_str()).collect();
     let holding: HashSet<&str> = vouchers.iter().filter(|v| v.holds).map(|v| v.id.as_str()).collect();
-    let log = read_log(cluster, &promised, &holding, deadline).await;
+    let reported: HashSet<&str> = tally.paid.values().flatten().map(String::as_str).collect();
+    let log = read_log(cluster, (&promised, &reported), &holding, deadline).await;
 
     let mut per_order: HashMap<&str, Vec<&Outcome>> = HashMap::new();
     for outcomes in log.outcomes.values() {
@@ -98,6 +106,7 @@ pub async fn check(cluster: &Cluster, vouchers: &[Voucher], tally: &Tally, fault
     for voucher in vouchers {
         check_voucher(cluster, voucher, &log, deadline, fault).await;
     }
+    let payments = crate::paid::check(cluster, tally, &log.payments, fault).await;
     check_stats_and_rebuild(cluster, vouchers).await;
     let outbox = poll(deadline, "the outbox drained", || async {
         let entries = outbox_len(cluster).await?;
@@ -108,7 +117,7 @@ pub async fn check(cluster: &Cluster, vouchers: &[Voucher], tally: &Tally, fault
         "[{fault}] requests {}, 202 {}, refused {:?}, 503 {} (naming {}), no answer {} (orders in the log not promised: \
          {}); retries answered alike {}; cancels {} and \
          confirms {} accepted; admin changes {} applied, {} refused or unanswered; promised orders final: \
-         {statuses:?}; orders in the log {}, each decided once, outcomes in order; outbox {outbox}",
+         {statuses:?}; orders in the log {}, each decided once, outcomes in order; {payments}; outbox {outbox}",
         tally.requests,
         tally.promised.len(),
         tally.refused,
@@ -242,7 +251,7 @@ async fn check_voucher(cluster: &Cluster, voucher: &Voucher, log: &Log, deadline
             .into_iter()
             .flatten()
             .filter(|o| {
-                o["voucher_id"] == voucher.id.as_str() && matches!(o["status"].as_str(), Some("CREATED" | "CONFIRMED"))
+                o["voucher_id"] == voucher.id.as_str() && matches!(o["status"].as_str(), Some("CREATED" | "PAID"))
             })
             .filter_map(|o| o["quantity"].as_u64())
             .sum();
@@ -272,8 +281,10 @@ async fn check_stats_and_rebuild(cluster: &Cluster, vouchers: &[Voucher]) {
         let row = stats.iter().find(|s| s["voucher_id"] == voucher.id.as_str()).expect("the voucher's stats");
         let view =
             get_ok(cluster, &format!("{}/api/v1/vouchers/{}", cluster.url(Service::Projector), voucher.id)).await;
-        for counter in ["created", "failed", "cancelled", "confirmed"] {
-            assert_eq!(row[counter], view[counter], "stats' {counter} of {} vs the view's", voucher.id);
+        for (counter, in_view) in
+            [("created", "created"), ("failed", "failed"), ("cancelled", "cancelled"), ("confirmed", "paid")]
+        {
+            assert_eq!(row[counter], view[in_view], "stats' {counter} of {} vs the view's", voucher.id);
         }
     }
     let into = cluster.dir.path().join(format!("rebuilt-{}.redb", uuid::Uuid::now_v7().simple()));
@@ -361,7 +372,7 @@ pub async fn outbox_len(cluster: &Cluster) -> Option<u64> {
 /// been quiet a moment.
 async fn read_log(
     cluster: &Cluster,
-    promised: &HashSet<&str>,
+    (promised, reported): (&HashSet<&str>, &HashSet<&str>),
     holding: &HashSet<&str>,
     deadline: tokio::time::Instant,
 ) -> Log {
@@ -384,15 +395,20 @@ async fn read_log(
     let mut quiet_since = None;
     loop {
         let held: Vec<&String> = created_held.difference(&resolved).collect();
+        let unsettled = log.payments.unsettled(reported);
         if tokio::time::Instant::now() >= deadline {
             let undecided: Vec<&&str> = promised.iter().filter(|order| !decided.contains(**order)).collect();
-            panic!("the log lacks decisions of promised orders {undecided:?}, or outcomes of held orders {held:?}");
+            panic!(
+                "the log lacks decisions of promised orders {undecided:?}, or outcomes of held orders {held:?}, \
+                 or payments completed at the provider are not settled: {unsettled:?}"
+            );
         }
         let batch = reader.next_batch_or_idle(Duration::from_millis(500), &never).await;
         let batch = match batch {
             Ok(batch) if !batch.is_empty() => batch,
             _ => {
-                let complete = promised.iter().all(|order| decided.contains(*order)) && held.is_empty();
+                let complete =
+                    promised.iter().all(|order| decided.contains(*order)) && held.is_empty() && unsettled.is_empty();
                 let quiet = *quiet_since.get_or_insert_with(tokio::time::Instant::now);
                 if complete && quiet.elapsed() >= Duration::from_secs(2) {
                     break;
@@ -440,6 +456,9 @@ async fn read_log(
                 }
                 _ => {}
             }
+            // Refund requests are per payment, not steps of the order:
+            // checked with the payments.
+            log.payments.take(&envelope);
         }
     }
     for (voucher, stock) in definitions {

@@ -1,7 +1,8 @@
 //! The platform as separate processes: Redis with an append-only file,
 //! Apache Kafka (the test run's broker, or brokers of the cluster's own for
 //! tests that stop, kill or freeze them), and `seckill serve <service>` for
-//! each service, all on 127.0.0.1 with names of their own.
+//! each service and for the payment provider's sandbox, all on 127.0.0.1
+//! with names of their own.
 
 use std::process::Command;
 use std::time::Duration;
@@ -17,6 +18,9 @@ pub enum Service {
     Ingress,
     Processor,
     Projector,
+    /// The Stripe-shaped payment provider's sandbox (`seckill serve
+    /// payments`), a process of its own as a real provider is.
+    Payments,
 }
 
 impl Service {
@@ -25,15 +29,21 @@ impl Service {
             Self::Ingress => "ingress",
             Self::Processor => "processor",
             Self::Projector => "projector",
+            Self::Payments => "payments",
         }
     }
 }
+
+/// The sandbox's API key and webhook secret, as the services are told them.
+pub const SANDBOX_KEY: &str = "sk_test_faults";
+pub const SANDBOX_SECRET: &str = "whsec_faults";
 
 /// A whole platform of real processes.
 pub struct Cluster {
     ingress: Option<Server>,
     processor: Option<Server>,
     projector: Option<Server>,
+    payments: Option<Server>,
     pub redis: Redis,
     /// The cluster's own Kafka, for tests that stop, kill or freeze it;
     /// None: the test run's broker, shared by name.
@@ -46,7 +56,9 @@ pub struct Cluster {
     partitions: u32,
     /// The topics' replicas: one a broker, up to three.
     replication: usize,
-    ports: [u16; 3],
+    ports: [u16; 4],
+    /// The ingress's and the sandbox's URLs.
+    entry: (String, String),
     /// Settings the ingress gets on top of the suite's (`SECKILL_…`
     /// variables), from its next start.
     pub ingress_env: Vec<(String, String)>,
@@ -88,13 +100,15 @@ impl Cluster {
             ingress: None,
             processor: None,
             projector: None,
+            payments: None,
             redis,
             kafka,
             brokers,
             namespace,
             partitions: 3,
             replication: own_kafka.map_or(1, |settings| settings.nodes.min(3)),
-            ports: [free_port(), free_port(), free_port()],
+            entry: Default::default(),
+            ports: [free_port(), free_port(), free_port(), free_port()],
             ingress_env: Vec::new(),
             http: reqwest::Client::builder()
                 .timeout(Duration::from_secs(10))
@@ -103,7 +117,8 @@ impl Cluster {
                 .expect("client"),
             dir,
         };
-        for service in [Service::Processor, Service::Projector, Service::Ingress] {
+        cluster.entry = (cluster.url(Service::Ingress), cluster.url(Service::Payments));
+        for service in [Service::Payments, Service::Processor, Service::Projector, Service::Ingress] {
             cluster.start_service(service);
         }
         cluster
@@ -118,6 +133,11 @@ impl Cluster {
         self.ports[service as usize]
     }
 
+    /// Where clients go: the ingress, and the payment provider's sandbox.
+    pub fn entry(&self) -> (&str, &str) {
+        (&self.entry.0, &self.entry.1)
+    }
+
     /// `http://127.0.0.1:PORT` of `service`.
     pub fn url(&self, service: Service) -> String {
         format!("http://127.0.0.1:{}", self.port(service))
@@ -128,6 +148,7 @@ impl Cluster {
             Service::Ingress => &mut self.ingress,
             Service::Processor => &mut self.processor,
             Service::Projector => &mut self.projector,
+            Service::Payments => &mut self.payments,
         }
     }
 
@@ -161,7 +182,7 @@ impl Cluster {
     /// Stops every service with SIGTERM at once (each drains on its own);
     /// which of them exited 0 within 20 s.
     pub fn stop_all(&mut self) -> Vec<(Service, bool)> {
-        let services = [Service::Ingress, Service::Processor, Service::Projector];
+        let services = [Service::Ingress, Service::Processor, Service::Projector, Service::Payments];
         let servers: Vec<(Service, Option<Server>)> =
             services.into_iter().map(|service| (service, self.slot(service).take())).collect();
         std::thread::scope(|scope| {
@@ -193,6 +214,17 @@ impl Cluster {
     /// The configuration of `service`, as environment variables.
     fn env(&self, service: Service) -> Vec<(String, String)> {
         let ns = &self.namespace;
+        if service == Service::Payments {
+            // Its own flat configuration; callbacks go to the ingress.
+            let webhook = format!("{}/api/v1/payments/webhook", self.url(Service::Ingress));
+            return vec![
+                ("PATH".to_owned(), std::env::var("PATH").unwrap_or_default()),
+                ("SECKILL_LISTEN".to_owned(), format!("127.0.0.1:{}", self.port(service))),
+                ("SECKILL_API_KEY".to_owned(), SANDBOX_KEY.to_owned()),
+                ("SECKILL_WEBHOOK_SECRET".to_owned(), SANDBOX_SECRET.to_owned()),
+                ("SECKILL_WEBHOOK_URL".to_owned(), webhook),
+            ];
+        }
         let mut env = vec![
             ("PATH".to_owned(), std::env::var("PATH").unwrap_or_default()),
             ("SECKILL_HTTP__LISTEN".to_owned(), format!("127.0.0.1:{}", self.port(service))),
@@ -204,6 +236,9 @@ impl Cluster {
         if service != Service::Projector {
             env.push(("SECKILL_REDIS__URL".to_owned(), self.redis.url()));
             env.push(("SECKILL_REDIS__KEY_PREFIX".to_owned(), ns.clone()));
+            env.push(("SECKILL_PAYMENTS__BASE_URL".to_owned(), self.url(Service::Payments)));
+            env.push(("SECKILL_PAYMENTS__API_KEY".to_owned(), SANDBOX_KEY.to_owned()));
+            env.push(("SECKILL_PAYMENTS__WEBHOOK_SECRETS".to_owned(), format!("[{SANDBOX_SECRET}]")));
         }
         let store = |file: &str| self.dir.path().join(file).to_string_lossy().into_owned();
         match service {
@@ -223,11 +258,15 @@ impl Cluster {
             Service::Processor => {
                 env.push(("SECKILL_STORE__PATH".to_owned(), store("processor.redb")));
                 env.push(("SECKILL_CONSUMER__GROUP".to_owned(), format!("{ns}-processor")));
+                // A refused refund is asked for again soon (tests wait on it).
+                env.push(("SECKILL_PAYMENTS__REFUND_RETRY_MS".to_owned(), "200".to_owned()));
+                env.push(("SECKILL_PAYMENTS__REFUND_RETRY_MAX_MS".to_owned(), "2000".to_owned()));
             }
             Service::Projector => {
                 env.push(("SECKILL_STORE__PATH".to_owned(), store("view.redb")));
                 env.push(("SECKILL_CONSUMER__GROUP".to_owned(), format!("{ns}-projector")));
             }
+            Service::Payments => {}
         }
         env
     }

@@ -6,8 +6,12 @@
 //! twice, as a client that lost the answer would; owners read every order
 //! right after its `202` (never `404`, through the real separate-process
 //! layout), cancel or confirm some at once, and leave others to the hold's
-//! expiry. An admin keeps adding stock to the small voucher and pausing and
-//! resuming the big one, with an `Idempotency-Key` each.
+//! expiry. On a priced voucher, owners pay instead of confirming: they ask
+//! for the order's payment and pay it at the provider's sandbox, some pay a
+//! second checkout of the same order too (a duplicate the platform must
+//! refund), others let the payment window close. An admin keeps adding
+//! stock to the small voucher and pausing and resuming the big one, with an
+//! `Idempotency-Key` each.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -58,6 +62,9 @@ pub struct Tally {
     pub confirm_requested: HashSet<String>,
     /// Admin changes answered `200`, and answered otherwise (`503`, none).
     pub admin_changes: (u64, u64),
+    /// Orders of priced vouchers, with every payment the provider's sandbox
+    /// says it completed for them.
+    pub paid: HashMap<String, Vec<String>>,
 }
 
 impl Tally {
@@ -76,6 +83,9 @@ impl Tally {
         self.confirm_requested.extend(later.confirm_requested);
         self.admin_changes.0 += later.admin_changes.0;
         self.admin_changes.1 += later.admin_changes.1;
+        for (order, payments) in later.paid {
+            self.paid.entry(order).or_default().extend(payments);
+        }
     }
 }
 
@@ -91,6 +101,10 @@ pub struct Load {
 struct Client {
     http: reqwest::Client,
     base: String,
+    /// The payment provider's sandbox.
+    sandbox: String,
+    /// The vouchers whose orders are paid.
+    priced: Arc<HashSet<String>>,
     tally: Arc<Mutex<Tally>>,
 }
 
@@ -149,6 +163,81 @@ impl Client {
         }
     }
 
+    /// The owner pays `order`: asks the ingress for its payment (once the
+    /// order is `CREATED`) and completes it at the sandbox; with `twice`,
+    /// also pays a second checkout made at the provider for the same order
+    /// (the platform must refund one of the two).
+    async fn pay(&self, order: &str, user: &str, twice: bool) {
+        // As a buyer's page does: wait for the order to be created (reads
+        // are not rate limited), then ask for its payment.
+        for _ in 0..40 {
+            let request = self
+                .http
+                .get(format!("{}/api/v1/orders/{order}?wait=2s", self.base))
+                .header("authorization", format!("Bearer {}", user_token(user)));
+            let (status, body) = self.send(request).await;
+            if status == StatusCode::OK && body["status"] != "PENDING" {
+                break;
+            }
+        }
+        let (mut payment, mut amount) = (None, 0);
+        for _ in 0..20 {
+            let request = self
+                .http
+                .post(format!("{}/api/v1/orders/{order}/payment", self.base))
+                .header("authorization", format!("Bearer {}", user_token(user)));
+            let (status, body) = self.send(request).await;
+            match status {
+                StatusCode::OK => {
+                    payment = body["payment_id"].as_str().map(str::to_owned);
+                    amount = body["amount"].as_u64().expect("a payment names its amount");
+                    break;
+                }
+                StatusCode::CONFLICT => return,
+                StatusCode::NOT_FOUND => panic!("an owner's order is never 404 after its 202: {body}"),
+                status => assert!(
+                    matches!(status.as_u16(), 429 | 502 | 503),
+                    "asking for a payment answered {status}: {body}"
+                ),
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+        let Some(payment) = payment else { return };
+        self.complete(order, &payment).await;
+        if twice {
+            let form = [
+                ("amount", amount.to_string()),
+                ("currency", "eur".to_owned()),
+                ("metadata[order_id]", order.to_owned()),
+                ("metadata[voucher_id]", self.voucher_of(order)),
+            ];
+            let request = self
+                .http
+                .post(format!("{}/v1/payment_intents", self.sandbox))
+                .bearer_auth(crate::cluster::SANDBOX_KEY)
+                .form(&form);
+            let (status, body) = self.send(request).await;
+            if status == StatusCode::OK {
+                let second = body["id"].as_str().expect("an intent has an id").to_owned();
+                self.complete(order, &second).await;
+            }
+        }
+    }
+
+    /// Pays `payment` at the sandbox; counted when the sandbox completed it.
+    async fn complete(&self, order: &str, payment: &str) {
+        let request = self.http.post(format!("{}/sandbox/payment_intents/{payment}/pay", self.sandbox));
+        let (status, body) = self.send(request).await;
+        if status == StatusCode::OK && body["status"] == "succeeded" {
+            self.tally.lock().expect("tally").paid.entry(order.to_owned()).or_default().push(payment.to_owned());
+        }
+    }
+
+    fn voucher_of(&self, order: &str) -> String {
+        let tally = self.tally.lock().expect("tally");
+        tally.promised.iter().rev().find(|p| p.order == order).map(|p| p.voucher.clone()).unwrap_or_default()
+    }
+
     /// One client's loop: users of its own ordering, retrying, acting.
     async fn run(self, round: String, client: usize, vouchers: Vec<String>, pause: Duration, stop: CancellationToken) {
         for n in 0.. {
@@ -171,8 +260,12 @@ impl Client {
             }
             if let Some(order) = order {
                 self.read(&order, &user).await;
-                match n % 6 {
+                let priced = self.priced.contains(voucher);
+                // Each voucher's own turn, so every voucher sees every action.
+                let turn = n / vouchers.len();
+                match turn % 6 {
                     0 => self.act(&order, &user, "cancel").await,
+                    1 | 2 if priced => self.pay(&order, &user, turn % 12 == 1).await,
                     1 | 2 => self.act(&order, &user, "confirm").await,
                     _ => {}
                 }
@@ -235,21 +328,30 @@ impl Client {
 impl Load {
     /// `clients` clients cycling over `vouchers` every `pause`, and the
     /// admin changing `vouchers[1]` (stock) and `vouchers[0]` (pause),
-    /// against the ingress at `base`; users are named from `round`.
+    /// against the ingress at `base`, paying priced vouchers' orders at the
+    /// sandbox at `sandbox`; users are named from `round`.
     pub fn start(
         http: &reqwest::Client,
-        base: &str,
+        (base, sandbox): (&str, &str),
         round: &str,
-        vouchers: &[String],
+        vouchers: &[crate::check::Voucher],
         clients: usize,
         pause: Duration,
     ) -> Self {
         let stop = CancellationToken::new();
         let tally = Arc::new(Mutex::new(Tally::default()));
-        let client = Client { http: http.clone(), base: base.to_owned(), tally: Arc::clone(&tally) };
+        let priced = Arc::new(vouchers.iter().filter(|v| v.priced).map(|v| v.id.clone()).collect());
+        let vouchers: Vec<String> = vouchers.iter().map(|v| v.id.clone()).collect();
+        let client = Client {
+            http: http.clone(),
+            base: base.to_owned(),
+            sandbox: sandbox.to_owned(),
+            priced,
+            tally: Arc::clone(&tally),
+        };
         let mut actors = JoinSet::new();
         for n in 0..clients {
-            actors.spawn(client.clone().run(round.to_owned(), n, vouchers.to_vec(), pause, stop.clone()));
+            actors.spawn(client.clone().run(round.to_owned(), n, vouchers.clone(), pause, stop.clone()));
         }
         actors.spawn(client.administer(round.to_owned(), vouchers[1].clone(), vouchers[0].clone(), stop.clone()));
         Self { stop, actors, tally }

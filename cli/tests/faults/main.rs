@@ -16,6 +16,7 @@ mod check;
 mod cluster;
 mod dev_run;
 mod load;
+mod paid;
 
 use std::time::Duration;
 
@@ -44,10 +45,12 @@ const PAUSE: Duration = Duration::from_millis(20);
 /// the platform did not recover (generous: a liveness bound, not a figure).
 const RECOVERY_BOUND: Duration = Duration::from_secs(90);
 
-/// A platform with two open vouchers, and mixed traffic on both (see
-/// `load`): one too big to sell out (limit 3, unconfirmed orders expire
+/// A platform with three open vouchers, and mixed traffic on all (see
+/// `load`): one too big to sell out (limit 3, unclaimed orders expire
 /// after 2 s, paused and resumed by the admin), one small that sells out and
-/// gets stock added (limit 2).
+/// gets stock added (limit 2), and one priced (EUR 2.50, limit 2), whose
+/// orders are paid through the provider's sandbox or expire unpaid after
+/// 3 s.
 async fn under_load() -> (Cluster, Vec<Voucher>, Load) {
     under_load_on(tokio::task::block_in_place(Cluster::start)).await
 }
@@ -55,12 +58,11 @@ async fn under_load() -> (Cluster, Vec<Voucher>, Load) {
 /// [`under_load`] on a platform already started.
 async fn under_load_on(cluster: Cluster) -> (Cluster, Vec<Voucher>, Load) {
     let mut vouchers = Vec::new();
-    for (stock, limit, hold_seconds) in [(1_000_000, 3, 2), (40, 2, 0)] {
-        let id = create_voucher(&cluster, stock, limit, hold_seconds).await;
-        vouchers.push(Voucher { id, limit, holds: hold_seconds > 0 });
+    for (stock, limit, hold_seconds, price) in [(1_000_000, 3, 2, 0), (40, 2, 0, 0), (1_000, 2, 3, 250)] {
+        let id = create_priced_voucher(&cluster, stock, limit, hold_seconds, price).await;
+        vouchers.push(Voucher { id, limit, holds: hold_seconds > 0, priced: price > 0 });
     }
-    let ids: Vec<String> = vouchers.iter().map(|v| v.id.clone()).collect();
-    let load = Load::start(&cluster.http, &cluster.url(Service::Ingress), "a", &ids, CLIENTS, PAUSE);
+    let load = Load::start(&cluster.http, cluster.entry(), "a", &vouchers, CLIENTS, PAUSE);
     (cluster, vouchers, load)
 }
 
@@ -145,11 +147,21 @@ async fn a_ten_second_broker_outage_loses_no_promised_order() {
 /// A sale open now for an hour: `stock` units, `limit` per user, held
 /// `hold_seconds`; its id.
 async fn create_voucher(cluster: &Cluster, stock: u64, limit: u32, hold_seconds: u32) -> String {
+    create_priced_voucher(cluster, stock, limit, hold_seconds, 0).await
+}
+
+/// A voucher selling at `price` euro cents (0: free).
+async fn create_priced_voucher(cluster: &Cluster, stock: u64, limit: u32, payment_seconds: u32, price: u64) -> String {
     let now = chrono::Utc::now();
-    let body = json!({
-        "stock": stock, "per_user_limit": limit, "hold_seconds": hold_seconds,
+    let mut body = json!({
+        "stock": stock, "per_user_limit": limit, "payment_seconds": payment_seconds,
         "begins_at": now - chrono::Duration::seconds(1), "ends_at": now + chrono::Duration::hours(1),
     });
+    if price > 0 {
+        body["price"] = price.into();
+        body["currency"] = "EUR".into();
+        body["title"] = "A priced voucher".into();
+    }
     let response = cluster
         .http
         .post(format!("{}/api/v1/vouchers", cluster.url(Service::Ingress)))
@@ -434,8 +446,7 @@ async fn after_a_redis_data_loss_reconcile_rebuilds_the_gate_from_the_log() {
     assert_eq!((body["error"].as_str(), body["order_id"].as_str()), (Some("duplicate_order"), Some(latest.as_str())));
 
     // The sale goes on from where the log says it was.
-    let ids: Vec<String> = vouchers.iter().map(|v| v.id.clone()).collect();
-    let more = Load::start(&cluster.http, &cluster.url(Service::Ingress), "b", &ids, CLIENTS, PAUSE);
+    let more = Load::start(&cluster.http, cluster.entry(), "b", &vouchers, CLIENTS, PAUSE);
     pause(2_000).await;
     tally.absorb(more.finish().await);
     settle_tally(&mut cluster, &vouchers, tally, "Redis data loss + reconcile").await;
