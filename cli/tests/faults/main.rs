@@ -17,6 +17,7 @@ mod cluster;
 mod dev_run;
 mod load;
 mod paid;
+mod payments;
 
 use std::time::Duration;
 

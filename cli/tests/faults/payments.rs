@@ -1,0 +1,418 @@
+//! The payment step against the provider's sandbox as a process of its
+//! own: payments racing their deadline, callbacks duplicated, reordered,
+//! forged, stale and lost, a wrong amount, refunds the provider refuses
+//! for a minute, and the processor SIGKILLed while payments and refunds
+//! are on their way. Each ends with the suite's invariant check (`check`,
+//! `paid`): every payment completed at the provider paid exactly one order
+//! or was refunded exactly once, and the provider's books agree.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use reqwest::StatusCode;
+use seckill_devstack::user_token;
+use serde_json::{json, Value};
+
+use crate::check::Voucher;
+use crate::cluster::{Cluster, Service, SANDBOX_SECRET};
+use crate::load::{Promised, Tally};
+use crate::{create_priced_voucher, place_one, settle_tally, turn};
+
+/// The test vouchers' price, in euro cents.
+const PRICE: u64 = 250;
+
+/// A priced voucher of `stock` units, one per user, `payment_seconds` to pay.
+async fn priced(cluster: &Cluster, stock: u64, payment_seconds: u32) -> Voucher {
+    let id = create_priced_voucher(cluster, stock, 1, payment_seconds, PRICE).await;
+    Voucher { id, limit: 1, holds: true, priced: true }
+}
+
+/// An order of `user`, once created: its id and `pay_by`.
+async fn created_order(cluster: &Cluster, voucher: &Voucher, user: &str, tally: &mut Tally) -> (String, DateTime<Utc>) {
+    let order = place_one(cluster, &voucher.id, user, "a buyer is admitted", "payments").await;
+    tally.promised.push(Promised { order: order.clone(), voucher: voucher.id.clone(), user: user.to_owned(), quantity: 1 });
+    let row = wait_for(cluster, &order, user, |row| row["status"] != "PENDING").await;
+    assert_eq!(row["status"], "CREATED", "{row}");
+    assert_eq!((row["amount"].as_u64(), row["currency"].as_str()), (Some(PRICE), Some("EUR")), "{row}");
+    let pay_by = row["pay_by"].as_str().expect("a priced order has a pay_by").parse().expect("a time");
+    (order, pay_by)
+}
+
+/// The order as its owner reads it, once `done` says so (30 s at most).
+async fn wait_for(cluster: &Cluster, order: &str, user: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let response = cluster
+            .http
+            .get(format!("{}/api/v1/orders/{order}?wait=2s", cluster.url(Service::Ingress)))
+            .header("authorization", format!("Bearer {}", user_token(user)))
+            .send()
+            .await
+            .expect("the ingress answers");
+        let row: Value = response.json().await.expect("json");
+        if done(&row) {
+            return row;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "order {order} never got there: {row}");
+    }
+}
+
+/// The owner asks for the order's payment: its id.
+async fn payment_of(cluster: &Cluster, order: &str, user: &str) -> String {
+    let response = cluster
+        .http
+        .post(format!("{}/api/v1/orders/{order}/payment", cluster.url(Service::Ingress)))
+        .header("authorization", format!("Bearer {}", user_token(user)))
+        .send()
+        .await
+        .expect("the ingress answers");
+    assert_eq!(response.status(), StatusCode::OK);
+    let body: Value = response.json().await.expect("json");
+    assert!(body["checkout_url"].as_str().is_some_and(|url| url.contains("/checkout/")), "{body}");
+    body["payment_id"].as_str().expect("a payment id").to_owned()
+}
+
+/// Pays `payment` at the sandbox now: the intent when it succeeded.
+async fn pay(cluster: &Cluster, payment: &str) -> Option<Value> {
+    let response = cluster
+        .http
+        .post(format!("{}/sandbox/payment_intents/{payment}/pay", cluster.url(Service::Payments)))
+        .send()
+        .await
+        .expect("the sandbox answers");
+    let ok = response.status() == StatusCode::OK;
+    let intent: Value = response.json().await.expect("json");
+    (ok && intent["status"] == "succeeded").then_some(intent)
+}
+
+/// A second checkout of `order` made at the provider, for `amount`.
+async fn another_payment(cluster: &Cluster, voucher: &str, order: &str, amount: u64) -> String {
+    let form = [
+        ("amount", amount.to_string()),
+        ("currency", "eur".to_owned()),
+        ("metadata[order_id]", order.to_owned()),
+        ("metadata[voucher_id]", voucher.to_owned()),
+    ];
+    let response = cluster
+        .http
+        .post(format!("{}/v1/payment_intents", cluster.url(Service::Payments)))
+        .bearer_auth(crate::cluster::SANDBOX_KEY)
+        .form(&form)
+        .send()
+        .await
+        .expect("the sandbox answers");
+    assert_eq!(response.status(), StatusCode::OK);
+    let intent: Value = response.json().await.expect("json");
+    intent["id"].as_str().expect("an id").to_owned()
+}
+
+async fn sandbox_settings(cluster: &Cluster, settings: Value) {
+    let response = cluster
+        .http
+        .post(format!("{}/sandbox/settings", cluster.url(Service::Payments)))
+        .json(&settings)
+        .send()
+        .await
+        .expect("the sandbox answers");
+    assert_eq!(response.status(), StatusCode::OK, "{settings}");
+}
+
+fn record_paid(tally: &mut Tally, order: &str, payment: &str) {
+    tally.paid.entry(order.to_owned()).or_default().push(payment.to_owned());
+}
+
+/// A counter of the ingress's or processor's metrics, summed over series
+/// whose labels contain `labels`.
+async fn metric(cluster: &Cluster, service: Service, name: &str, labels: &str) -> f64 {
+    let text = cluster
+        .http
+        .get(format!("{}/metrics", cluster.url(service)))
+        .send()
+        .await
+        .expect("metrics answer")
+        .text()
+        .await
+        .expect("text");
+    text.lines()
+        .filter(|line| line.starts_with(name) && line.contains(labels))
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn payments_racing_their_deadline_either_pay_or_are_refunded_never_both() {
+    let _turn = turn().await;
+    let mut cluster = tokio::task::block_in_place(Cluster::start);
+    let voucher = priced(&cluster, 1_000, 2).await;
+    let mut tally = Tally::default();
+    // Orders created one after another, so their deadlines spread over the
+    // second boundaries the provider stamps payments with; each paid at its
+    // deadline −50 ms … +50 ms (by this host's clock, the processor's and
+    // the sandbox's).
+    let mut racing = tokio::task::JoinSet::new();
+    for n in 0..200 {
+        let user = format!("racer-{n}");
+        let (order, pay_by) = created_order(&cluster, &voucher, &user, &mut tally).await;
+        let payment = payment_of(&cluster, &order, &user).await;
+        let offset = chrono::Duration::milliseconds((n * 37) % 101 - 50);
+        let sandbox = cluster.url(Service::Payments);
+        let http = cluster.http.clone();
+        racing.spawn(async move {
+            let wait = (pay_by + offset - Utc::now()).to_std().unwrap_or_default();
+            tokio::time::sleep(wait).await;
+            let response =
+                http.post(format!("{sandbox}/sandbox/payment_intents/{payment}/pay")).send().await.expect("sandbox");
+            let ok = response.status() == StatusCode::OK;
+            let intent: Value = response.json().await.expect("json");
+            (order, pay_by, payment, ok.then_some(intent))
+        });
+    }
+    let (mut on_time, mut late, mut closed_first) = (0, 0, 0);
+    let mut verdicts = Vec::new();
+    while let Some(raced) = racing.join_next().await {
+        let (order, pay_by, payment, intent) = raced.expect("a racer");
+        let Some(intent) = intent else {
+            // The sweeper cancelled the payment first: no money moved.
+            closed_first += 1;
+            verdicts.push((order, None));
+            continue;
+        };
+        let paid_at = intent["latest_charge"]["created"].as_i64().expect("a charge time");
+        let in_time = paid_at < pay_by.timestamp();
+        if in_time {
+            on_time += 1;
+        } else {
+            late += 1;
+        }
+        record_paid(&mut tally, &order, &payment);
+        verdicts.push((order, Some(in_time)));
+    }
+    // By the provider's time, not by who reached the log first.
+    let users: HashMap<&str, &str> = tally.promised.iter().map(|p| (p.order.as_str(), p.user.as_str())).collect();
+    for (order, in_time) in &verdicts {
+        let row = wait_for(&cluster, order, users[order.as_str()], |row| {
+            matches!(row["status"].as_str(), Some("PAID" | "CANCELLED"))
+        })
+        .await;
+        let expected = if *in_time == Some(true) { "PAID" } else { "CANCELLED" };
+        assert_eq!(row["status"], expected, "order {order}, paid in time: {in_time:?}: {row}");
+    }
+    println!("[deadline race] 200 orders paid at pay_by -50..+50 ms: {on_time} in time (PAID), {late} late (refunded), {closed_first} closed before the payment");
+    assert!(on_time > 0 && late + closed_first > 0, "both sides of the deadline were exercised");
+    settle_tally(&mut cluster, &[voucher], tally, "deadline race").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn duplicated_reordered_and_lost_callbacks_pay_each_order_once() {
+    let _turn = turn().await;
+    let mut cluster = tokio::task::block_in_place(Cluster::start);
+    let voucher = priced(&cluster, 1_000, 6).await;
+    let mut tally = Tally::default();
+    sandbox_settings(&cluster, json!({ "duplicate_webhooks": true, "reorder_webhooks": true })).await;
+    for n in 0..20 {
+        let user = format!("twice-{n}");
+        let (order, _) = created_order(&cluster, &voucher, &user, &mut tally).await;
+        let payment = payment_of(&cluster, &order, &user).await;
+        assert_eq!(payment_of(&cluster, &order, &user).await, payment, "one payment per order");
+        pay(&cluster, &payment).await.expect("paid");
+        record_paid(&mut tally, &order, &payment);
+    }
+    // A lost callback: the provider completed the payment, the platform
+    // never heard; before closing the order it asks, and finds it paid.
+    sandbox_settings(&cluster, json!({ "duplicate_webhooks": false, "reorder_webhooks": false, "drop_webhooks": 1 }))
+        .await;
+    let (lost, _) = created_order(&cluster, &voucher, "lost", &mut tally).await;
+    let payment = payment_of(&cluster, &lost, "lost").await;
+    pay(&cluster, &payment).await.expect("paid");
+    record_paid(&mut tally, &lost, &payment);
+    let row = wait_for(&cluster, &lost, "lost", |row| row["status"] != "CREATED").await;
+    assert_eq!((row["status"].as_str(), row["payment_id"].as_str()), (Some("PAID"), Some(payment.as_str())), "{row}");
+    let found = metric(&cluster, Service::Processor, "seckill_payment_reconciliations_total", "result=\"paid\"").await;
+    assert!(found >= 1.0, "the lost payment was found by asking the provider");
+    let duplicates = metric(&cluster, Service::Ingress, "seckill_webhooks_total", "outcome=\"duplicate\"").await;
+    println!("[callbacks] 20 orders paid with every callback twice and reordered: {duplicates} duplicates answered at once; a dropped callback found by reconciliation");
+    settle_tally(&mut cluster, &[voucher], tally, "duplicated, reordered, lost callbacks").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forged_stale_and_mismatched_payments_change_nothing_or_are_refunded() {
+    let _turn = turn().await;
+    let mut cluster = tokio::task::block_in_place(Cluster::start);
+    let voucher = priced(&cluster, 1_000, 30).await;
+    let mut tally = Tally::default();
+    let (order, _) = created_order(&cluster, &voucher, "victim", &mut tally).await;
+
+    // A callback claiming the order was paid, signed with the wrong
+    // secret, signed too long ago, unsigned, or too big: refused, nothing
+    // changes.
+    let event = json!({
+        "id": "evt_forged", "object": "event", "type": "payment_intent.succeeded", "created": Utc::now().timestamp(),
+        "livemode": false,
+        "data": { "object": { "id": "pi_forged", "object": "payment_intent", "amount": PRICE, "currency": "eur",
+            "status": "succeeded", "created": Utc::now().timestamp(),
+            "metadata": { "order_id": order, "voucher_id": voucher.id } } }
+    });
+    let body = serde_json::to_vec(&event).expect("json");
+    let now = Utc::now().timestamp();
+    let cases = [
+        ("no_match", Some(seckill_payments::signature::sign("whsec_guessed", now, &body)), body.clone()),
+        ("stale", Some(seckill_payments::signature::sign(SANDBOX_SECRET, now - 301, &body)), body.clone()),
+        ("missing", None, body.clone()),
+        ("malformed", Some("t=abc,v1=zz".to_owned()), body.clone()),
+    ];
+    for (reason, signature, body) in cases {
+        let mut request = cluster.http.post(format!("{}/api/v1/payments/webhook", cluster.url(Service::Ingress)));
+        if let Some(signature) = signature {
+            request = request.header("stripe-signature", signature);
+        }
+        let response = request.body(body).send().await.expect("the ingress answers");
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST, "{reason}");
+        let answer: Value = response.json().await.expect("json");
+        assert_eq!((answer["error"].as_str(), answer["reason"].as_str()), (Some("invalid_signature"), Some(reason)));
+    }
+    let huge = vec![b' '; 70 * 1024];
+    let response = cluster
+        .http
+        .post(format!("{}/api/v1/payments/webhook", cluster.url(Service::Ingress)))
+        .header("stripe-signature", seckill_payments::signature::sign(SANDBOX_SECRET, now, &huge))
+        .body(huge)
+        .send()
+        .await
+        .expect("the ingress answers");
+    assert_eq!(response.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    let rejected = metric(&cluster, Service::Ingress, "seckill_webhook_rejections_total", "").await;
+    assert!(rejected >= 4.0, "every refusal counted: {rejected}");
+
+    // A payment of the wrong amount is refunded; the order can still be paid.
+    let short = another_payment(&cluster, &voucher.id, &order, PRICE - 1).await;
+    pay(&cluster, &short).await.expect("paid");
+    record_paid(&mut tally, &order, &short);
+    let payment = payment_of(&cluster, &order, "victim").await;
+    // The real payment only once the short one is decided, so the order
+    // is CREATED when it is.
+    let refunded = async {
+        loop {
+            if metric(&cluster, Service::Processor, "seckill_refunds_total", "result=\"completed\"").await >= 1.0 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(30), refunded).await.expect("the short payment is refunded");
+    let row = wait_for(&cluster, &order, "victim", |_| true).await;
+    assert_eq!(row["status"], "CREATED", "a short payment pays nothing: {row}");
+    pay(&cluster, &payment).await.expect("paid");
+    record_paid(&mut tally, &order, &payment);
+    let row = wait_for(&cluster, &order, "victim", |row| row["status"] == "PAID").await;
+    assert_eq!(row["payment_id"].as_str(), Some(payment.as_str()));
+    settle_tally(&mut cluster, &[voucher], tally, "forged, stale, short").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refunds_refused_for_a_minute_are_made_once_when_the_provider_is_back() {
+    let _turn = turn().await;
+    let mut cluster = tokio::task::block_in_place(Cluster::start);
+    let voucher = priced(&cluster, 1_000, 60).await;
+    let mut tally = Tally::default();
+    sandbox_settings(&cluster, json!({ "fail_refunds_for_ms": 60_000 })).await;
+    let started = tokio::time::Instant::now();
+    for n in 0..10 {
+        let user = format!("double-{n}");
+        let (order, _) = created_order(&cluster, &voucher, &user, &mut tally).await;
+        let payment = payment_of(&cluster, &order, &user).await;
+        pay(&cluster, &payment).await.expect("paid");
+        record_paid(&mut tally, &order, &payment);
+        let second = another_payment(&cluster, &voucher.id, &order, PRICE).await;
+        pay(&cluster, &second).await.expect("paid");
+        record_paid(&mut tally, &order, &second);
+    }
+    // Half-way through the outage the processor is killed and started
+    // again: the refunds are driven from the log, not from its memory.
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    let retried = metric(&cluster, Service::Processor, "seckill_refunds_total", "result=\"retried\"").await;
+    assert!(retried > 0.0, "the refused refunds are asked for again");
+    tokio::task::block_in_place(|| {
+        cluster.kill(Service::Processor);
+        cluster.start_service(Service::Processor);
+    });
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        let done = metric(&cluster, Service::Processor, "seckill_refunds_total", "result=\"completed\"").await;
+        if done >= 10.0 {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "refunds done after the outage: {done} of 10");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    println!("[refund outage] 10 duplicate payments refunded {:.0} s after the first, the provider refusing for 60 s and the processor killed once", started.elapsed().as_secs_f64());
+    assert!(started.elapsed() >= Duration::from_secs(55), "nothing was refunded while the provider refused");
+    settle_tally(&mut cluster, &[voucher], tally, "refunds refused for a minute").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_processor_killed_among_payments_and_refunds_decides_each_once() {
+    let _turn = turn().await;
+    let mut cluster = tokio::task::block_in_place(Cluster::start);
+    let voucher = priced(&cluster, 1_000, 30).await;
+    let mut tally = Tally::default();
+    let mut orders = Vec::new();
+    for n in 0..40 {
+        let user = format!("killed-{n}");
+        let (order, _) = created_order(&cluster, &voucher, &user, &mut tally).await;
+        let payment = payment_of(&cluster, &order, &user).await;
+        orders.push((order, payment));
+    }
+    // Payments (and, for every other order, a duplicate to refund) arrive
+    // while the processor is SIGKILLed twice: between a PaymentReceived and
+    // its outcome, and in the middle of refunds.
+    let paying = {
+        let (orders, http, sandbox, voucher) =
+            (orders.clone(), cluster.http.clone(), cluster.url(Service::Payments), voucher.id.clone());
+        tokio::spawn(async move {
+            let mut paid = Vec::new();
+            for (n, (order, payment)) in orders.into_iter().enumerate() {
+                let mut payments = vec![payment];
+                if n % 2 == 0 {
+                    let form = [
+                        ("amount", PRICE.to_string()),
+                        ("currency", "eur".to_owned()),
+                        ("metadata[order_id]", order.clone()),
+                        ("metadata[voucher_id]", voucher.clone()),
+                    ];
+                    let intent: Value = http
+                        .post(format!("{sandbox}/v1/payment_intents"))
+                        .bearer_auth(crate::cluster::SANDBOX_KEY)
+                        .form(&form)
+                        .send()
+                        .await
+                        .expect("sandbox")
+                        .json()
+                        .await
+                        .expect("json");
+                    payments.push(intent["id"].as_str().expect("id").to_owned());
+                }
+                for payment in payments {
+                    let response =
+                        http.post(format!("{sandbox}/sandbox/payment_intents/{payment}/pay")).send().await.expect("sandbox");
+                    if response.status() == StatusCode::OK {
+                        paid.push((order.clone(), payment));
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            paid
+        })
+    };
+    for _ in 0..2 {
+        tokio::time::sleep(Duration::from_millis(900)).await;
+        tokio::task::block_in_place(|| {
+            cluster.kill(Service::Processor);
+            cluster.start_service(Service::Processor);
+        });
+    }
+    for (order, payment) in paying.await.expect("the payer") {
+        record_paid(&mut tally, &order, &payment);
+    }
+    settle_tally(&mut cluster, &[voucher], tally, "processor SIGKILL among payments and refunds").await;
+}
