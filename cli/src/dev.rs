@@ -2,8 +2,9 @@
 //!
 //! Starts Redis (append-only file) and one Apache Kafka node (KRaft) as
 //! child processes with their data under one directory (see
-//! `dev_servers`), then the three services in this process
-//! with embedded stores in the same directory. The ingress answers status
+//! `dev_servers`), the payment provider's sandbox (`seckill serve
+//! payments`, a SANDBOX: no money moves) as another, then the three
+//! services in this process with embedded stores in the same directory. The ingress answers status
 //! queries from the projector's view directly, so one base URL serves
 //! everything. Running it again reuses the data, and first stops any server
 //! a killed earlier run left running.
@@ -19,7 +20,11 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::Args;
 use prometheus::Registry;
-use seckill_core::config::{HttpConfig, KafkaConfig, RedisConfig, StoreConfig};
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use seckill_core::config::{HttpConfig, KafkaConfig, PaymentsConfig, RedisConfig, StoreConfig};
+use seckill_devstack::{stop_leftover_program, Leftover, Server};
 use seckill_core::shutdown;
 use seckill_devstack::KafkaDurability;
 use seckill_ingress::{AuthConfig, Dependencies, IngressConfig, RateLimitConfig};
@@ -51,6 +56,9 @@ pub(crate) struct DevArgs {
     /// Port of the local Kafka broker.
     #[arg(long, default_value_t = 19092)]
     broker_port: u16,
+    /// Port of the payment provider sandbox (its checkout pages too).
+    #[arg(long, default_value_t = 8090)]
+    payments_port: u16,
     /// Make Kafka fsync every appended batch before it acknowledges, so an
     /// acknowledged order survives a machine crash on this single node (by
     /// default Kafka leaves that to the page cache and, in production, to
@@ -69,13 +77,49 @@ pub(crate) async fn run(args: DevArgs) -> anyhow::Result<()> {
     let kafka = KafkaConfig { brokers: servers.brokers(), ..KafkaConfig::default() };
     let redis_config = RedisConfig { url: servers.redis_url(), ..RedisConfig::default() };
 
+    let mut sandbox = match tokio::task::block_in_place(|| start_sandbox(&args, &data)) {
+        Ok(sandbox) => sandbox,
+        Err(error) => {
+            tokio::task::block_in_place(|| servers.stop());
+            return Err(error);
+        }
+    };
     let result = serve(&args, &data, kafka, redis_config).await;
-    tokio::task::block_in_place(|| servers.stop());
+    tokio::task::block_in_place(|| {
+        sandbox.stop(Duration::from_secs(10));
+        servers.stop();
+    });
     result
+}
+
+/// Runs the payment provider sandbox as a process of its own, as a real
+/// provider is, delivering its callbacks to this run's ingress.
+fn start_sandbox(args: &DevArgs, data: &std::path::Path) -> anyhow::Result<Server> {
+    let exe = std::env::current_exe().context("finding this executable")?;
+    let addr = SocketAddr::from(([127, 0, 0, 1], args.payments_port));
+    let mut command = std::process::Command::new(exe);
+    command
+        .args(["serve", "payments"])
+        .env("SECKILL_SANDBOX_LISTEN", addr.to_string())
+        .env("SECKILL_SANDBOX_WEBHOOK_URL", format!("http://127.0.0.1:{}/api/v1/payments/webhook", args.port));
+    let dir = data.join("payments");
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    // A sandbox a killed earlier run left running holds the port.
+    let exe = std::env::current_exe().context("finding this executable")?;
+    if let Leftover::Stopped { pid } = stop_leftover_program("the payments sandbox", &dir, "payments", &exe)? {
+        tracing::warn!(pid, "Stopped the payments sandbox an earlier run left running.");
+    }
+    Server::start("the payments sandbox", command, &dir, "payments", addr, Duration::from_secs(30))
+        .context("starting the payments sandbox (--payments-port)")
 }
 
 async fn serve(args: &DevArgs, data: &std::path::Path, kafka: KafkaConfig, redis: RedisConfig) -> anyhow::Result<()> {
     let stock = seckill_store::open_stock_store(&StoreConfig::embedded(data.join("processor.redb"))).await?;
+    // The sandbox's keys; checkout brings the buyer back to the sale page.
+    let payments = PaymentsConfig {
+        return_url: format!("http://127.0.0.1:{}/sale/{{voucher_id}}", args.port),
+        ..PaymentsConfig::sandbox(&format!("http://127.0.0.1:{}", args.payments_port))
+    };
     let view = seckill_store::open_view_store(&StoreConfig::embedded(data.join("view.redb"))).await?;
 
     let processor = seckill_processor::App::build(
@@ -83,6 +127,7 @@ async fn serve(args: &DevArgs, data: &std::path::Path, kafka: KafkaConfig, redis
             http: HttpConfig::local(args.processor_port),
             kafka: kafka.clone(),
             redis: redis.clone(),
+            payments: payments.clone(),
             ..ProcessorConfig::default()
         },
         stock,
@@ -115,6 +160,7 @@ async fn serve(args: &DevArgs, data: &std::path::Path, kafka: KafkaConfig, redis
             kafka,
             auth,
             rate_limit,
+            payments,
             ..IngressConfig::default()
         },
         Dependencies { registry: Registry::new(), view: projector.view() },
@@ -136,7 +182,12 @@ async fn serve(args: &DevArgs, data: &std::path::Path, kafka: KafkaConfig, redis
     println!("  curl -s -X POST {base}/api/v1/vouchers/VOUCHER_ID/orders -H \"$alice\"");
     println!("  curl -s \"{base}/api/v1/orders/ORDER_ID?wait=10s\" -H \"$alice\"   # answers when it is decided\n");
     println!("The sale page (the reference client): {base}/sale/VOUCHER_ID");
-    println!("  open it in a browser, enter a user id such as alice, watch the countdown, buy.\n");
+    println!("  open it in a browser, enter a user id such as alice, watch the countdown, buy.");
+    println!(
+        "  A voucher with \"price\" (minor units), \"currency\" and \"payment_seconds\" is paid at the payment SANDBOX \
+         (http://127.0.0.1:{}; no money moves).\n",
+        args.payments_port
+    );
     println!("Development run: X-User-Id is also trusted as the user (never outside development).");
     println!(
         "Metrics: {base}/metrics, http://{}/metrics, http://{}/metrics",

@@ -45,7 +45,7 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
             seckill_projector::run_standalone(config, stop).await.context("running the projector")
         }
         Service::Payments => {
-            let config: SandboxConfig = config::load(file).context("loading the payments sandbox config")?;
+            let config: SandboxConfig = config::load_sandbox(file).context("loading the payments sandbox config")?;
             let sandbox = Sandbox::build(config).await.context("starting the payments sandbox")?;
             tracing::info!(addr = %sandbox.local_addr(), "Payments sandbox listening.");
             sandbox.run(stop).await.context("running the payments sandbox")

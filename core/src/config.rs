@@ -16,6 +16,10 @@ use crate::topics::Topics;
 
 /// Prefix of every environment variable the services read.
 pub const ENV_PREFIX: &str = "SECKILL_";
+/// Prefix of the payment provider sandbox's variables
+/// (`SECKILL_SANDBOX_WEBHOOK_URL`): a process of its own whose settings
+/// share no key with the services', so one environment can hold both.
+pub const SANDBOX_ENV_PREFIX: &str = "SECKILL_SANDBOX_";
 
 /// `SECKILL_` variables that are not config keys: the config file path
 /// (`SECKILL_CONFIG`) and the test and setup tooling's own settings (the test
@@ -61,7 +65,9 @@ where
         }
         figment = figment.merge(Toml::file(file));
     }
-    figment = figment.merge(Env::prefixed(ENV_PREFIX).ignore(NOT_CONFIG_KEYS).split("__"));
+    figment = figment.merge(
+        Env::prefixed(ENV_PREFIX).ignore(NOT_CONFIG_KEYS).filter(|key| !key.as_str().starts_with("sandbox_")).split("__"),
+    );
     for (key, value) in overrides {
         // Parsed as environment values are: `true`, `12` and `[a, b]` are
         // typed values, anything else a string.
@@ -69,6 +75,25 @@ where
         figment = figment.merge(Serialized::default(key, value));
     }
     let config: T = figment.extract().map_err(Box::new)?;
+    config.validate()?;
+    Ok(config)
+}
+
+/// Loads the payment provider sandbox's `T`: defaults, then the optional
+/// TOML file, then `SECKILL_SANDBOX_`-prefixed variables (see
+/// [`SANDBOX_ENV_PREFIX`]).
+pub fn load_sandbox<T>(file: Option<&Path>) -> Result<T, ConfigError>
+where
+    T: Default + Serialize + DeserializeOwned + Validate,
+{
+    let mut figment = Figment::from(Serialized::defaults(T::default()));
+    if let Some(file) = file {
+        if !file.exists() {
+            return Err(ConfigError::MissingFile(file.to_owned()));
+        }
+        figment = figment.merge(Toml::file(file));
+    }
+    let config: T = figment.merge(Env::prefixed(SANDBOX_ENV_PREFIX).split("__")).extract().map_err(Box::new)?;
     config.validate()?;
     Ok(config)
 }
@@ -116,16 +141,18 @@ pub struct PaymentsConfig {
     pub base_url: String,
     /// The secret API key (`sk_…`); set it through
     /// `SECKILL_PAYMENTS__API_KEY` rather than a file.
-    pub api_key: String,
-    /// Webhook signing secrets (`whsec_…`): a callback signed with any of
-    /// them is accepted, so a rotation lists the new secret beside the old
-    /// one until the provider signs with the new one only.
-    pub webhook_secrets: Vec<String>,
+    pub api_key: Secret,
+    /// Webhook signing secrets (`whsec_…`), needed where callbacks arrive
+    /// (the ingress): a callback signed with any of them is accepted, so a
+    /// rotation lists the new secret beside the old one until the provider
+    /// signs with the new one only.
+    pub webhook_secrets: Vec<Secret>,
     /// Oldest signature timestamp accepted, in seconds (Stripe's default
     /// tolerance: 300); also the furthest into the future.
     pub webhook_tolerance_seconds: i64,
-    /// Where the provider's checkout sends the buyer back; `{order_id}` is
-    /// replaced by the order's id. Empty: no return address.
+    /// Where the provider's checkout sends the buyer back; `{order_id}` and
+    /// `{voucher_id}` are replaced by the order's. Empty: no return address
+    /// (e.g. `http://127.0.0.1:8080/sale/{voucher_id}`: the sale page).
     pub return_url: String,
     /// Longest wait for one provider call, in milliseconds.
     pub timeout_ms: u64,
@@ -139,7 +166,7 @@ impl Default for PaymentsConfig {
     fn default() -> Self {
         Self {
             base_url: String::new(),
-            api_key: String::new(),
+            api_key: Secret::default(),
             webhook_secrets: Vec::new(),
             webhook_tolerance_seconds: 300,
             return_url: String::new(),
@@ -156,13 +183,24 @@ impl PaymentsConfig {
         !self.base_url.is_empty()
     }
 
+    /// Checks what a service taking the provider's callbacks needs on top:
+    /// a secret to verify them with.
+    pub fn validate_receiving(&self) -> Result<(), ConfigError> {
+        self.validate()?;
+        ensure(
+            !self.enabled() || !self.webhook_secrets.is_empty(),
+            "payments.webhook_secrets",
+            "needs 1 to 8 secrets when payments.base_url is set (the callbacks' signing secrets)",
+        )
+    }
+
     /// The sandbox's settings as `seckill serve payments` runs it on
     /// `base_url` (the local run and the tests).
     pub fn sandbox(base_url: &str) -> Self {
         Self {
             base_url: base_url.to_owned(),
-            api_key: "sk_test_sandbox".to_owned(),
-            webhook_secrets: vec!["whsec_sandbox".to_owned()],
+            api_key: Secret::new("sk_test_sandbox"),
+            webhook_secrets: vec![Secret::new("whsec_sandbox")],
             ..Self::default()
         }
     }
@@ -175,14 +213,10 @@ impl Validate for PaymentsConfig {
         }
         let url_ok = self.base_url.starts_with("http://") || self.base_url.starts_with("https://");
         ensure(url_ok, "payments.base_url", "must be an http:// or https:// URL, or empty to turn payments off")?;
-        ensure(!self.api_key.is_empty(), "payments.api_key", "is required when payments.base_url is set")?;
+        ensure(!self.api_key.expose().is_empty(), "payments.api_key", "is required when payments.base_url is set")?;
+        ensure(self.webhook_secrets.len() <= 8, "payments.webhook_secrets", "holds at most 8 secrets")?;
         ensure(
-            !self.webhook_secrets.is_empty() && self.webhook_secrets.len() <= 8,
-            "payments.webhook_secrets",
-            "needs 1 to 8 secrets when payments.base_url is set",
-        )?;
-        ensure(
-            self.webhook_secrets.iter().all(|secret| !secret.is_empty()),
+            self.webhook_secrets.iter().all(|secret| !secret.expose().is_empty()),
             "payments.webhook_secrets",
             "must not hold an empty secret",
         )?;

@@ -565,6 +565,8 @@ impl VoucherCreated {
         }
         check(self.price <= MAX_PRICE, "price must be 0 to 100000000000 minor units")?;
         check((self.price > 0) == self.currency.is_some(), "a price needs a currency, and a currency a price")?;
+        // An unpaid order must end: otherwise it would hold its units for good.
+        check(self.price == 0 || self.hold_seconds > 0, "a priced voucher needs payment_seconds above 0")?;
         check((1..=MAX_SHARDS).contains(&self.shards), "shards must be 1 to 64")?;
         check(within_supported_years(self.begins_at), "begins_at must be in the years 1970 to 9999")?;
         check(within_supported_years(self.ends_at), "ends_at must be in the years 1970 to 9999")?;

@@ -46,6 +46,15 @@ pub(crate) struct Expected<'a> {
     pub stop: StopSignal,
 }
 
+/// Stops the `program` an earlier run started as `name` in `dir` (with
+/// [`Server::start`](crate::Server::start)) if it is still running there:
+/// for servers of this project's own, such as the payments sandbox.
+pub fn stop_leftover_program(what: &str, dir: &Path, name: &str, program: &Path) -> Result<Leftover, DevstackError> {
+    let programs = [program.to_path_buf()];
+    let expected = Expected { what, programs: &programs, cwd: dir, stop: StopSignal::Term };
+    stop_leftover(&dir.join(format!("{name}.pid")), &expected)
+}
+
 /// Stops the server named by `pid_file` if it is `expected` and running;
 /// removes the file in every case. Says in the log what it did.
 pub(crate) fn stop_leftover(pid_file: &Path, expected: &Expected<'_>) -> Result<Leftover, DevstackError> {

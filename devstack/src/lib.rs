@@ -38,7 +38,7 @@ pub use cassandra::Cassandra;
 pub use credentials::{user_token, TEST_ADMIN_TOKEN, TEST_JWT_SECRET};
 pub use jvm::{java, Distribution};
 pub use kafka::{Kafka, KafkaDurability, KafkaSettings};
-pub use leftover::Leftover;
+pub use leftover::{stop_leftover_program, Leftover};
 pub use process::{free_port, DevstackError, LogEnd, Server, StopSignal};
 pub use prometheus::Prometheus;
 pub use redis::{Redis, RedisPersistence};

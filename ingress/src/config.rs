@@ -104,7 +104,7 @@ impl Validate for IngressConfig {
         self.rate_limit.validate()?;
         self.live.validate()?;
         self.watch.validate()?;
-        self.payments.validate()?;
+        self.payments.validate_receiving()?;
         ensure((256..=1024 * 1024).contains(&self.max_body_bytes), "max_body_bytes", "must be 256 to 1048576")?;
         ensure(
             self.view_url.starts_with("http://") || self.view_url.starts_with("https://"),

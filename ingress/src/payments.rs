@@ -4,7 +4,7 @@
 
 use seckill_core::config::PaymentsConfig;
 use seckill_core::metrics::PaymentMetrics;
-use seckill_core::OrderId;
+use seckill_core::{OrderId, VoucherId};
 use seckill_payments::Provider;
 
 /// The payment provider, as the ingress talks to it.
@@ -14,7 +14,8 @@ pub(crate) struct Payments {
     /// Secrets a callback may be signed with (a rotation lists two).
     pub(crate) webhook_secrets: Vec<String>,
     pub(crate) tolerance_seconds: i64,
-    /// Where checkout returns to, with `{order_id}` to fill in; empty: none.
+    /// Where checkout returns to, with `{order_id}` and `{voucher_id}` to
+    /// fill in; empty: none.
     return_url: String,
     pub(crate) metrics: PaymentMetrics,
 }
@@ -27,15 +28,17 @@ impl Payments {
     ) -> Result<Option<Self>, seckill_payments::ProviderError> {
         Ok(seckill_web::payments::provider(config)?.map(|provider| Self {
             provider,
-            webhook_secrets: config.webhook_secrets.clone(),
+            webhook_secrets: config.webhook_secrets.iter().map(|secret| secret.expose().to_owned()).collect(),
             tolerance_seconds: config.webhook_tolerance_seconds,
             return_url: config.return_url.clone(),
             metrics,
         }))
     }
 
-    /// Where the buyer of `order` returns after checkout.
-    pub(crate) fn return_url(&self, order: OrderId) -> Option<String> {
-        (!self.return_url.is_empty()).then(|| self.return_url.replace("{order_id}", &order.to_string()))
+    /// Where the buyer of `order` (of `voucher`) returns after checkout.
+    pub(crate) fn return_url(&self, order: OrderId, voucher: VoucherId) -> Option<String> {
+        (!self.return_url.is_empty()).then(|| {
+            self.return_url.replace("{order_id}", &order.to_string()).replace("{voucher_id}", &voucher.to_string())
+        })
     }
 }

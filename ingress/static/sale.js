@@ -1,6 +1,9 @@
-// The reference client of a flash sale: a countdown from the server clock,
-// the phase and stock pushed live, a buy button, then the order's status
-// pushed live with confirm and cancel. Plain JavaScript, no build step.
+// The reference client of a flash sale: what is sold and its price, a
+// countdown from the server clock, the phase and stock pushed live, a buy
+// button, then the order's status pushed live: a priced order is paid at the
+// payment provider's checkout before its pay_by (counted down here), a free
+// one claimed; either can be cancelled while unpaid. Plain JavaScript, no
+// build step.
 "use strict";
 
 const voucherId = decodeURIComponent(location.pathname.split("/").filter(Boolean).pop() || "");
@@ -45,8 +48,27 @@ function phaseNow() {
   return "open";
 }
 
+// An amount in minor units as the currency writes it ("€2.50").
+function money(amount, currency) {
+  if (!currency) return "free";
+  const format = new Intl.NumberFormat(undefined, { style: "currency", currency });
+  const digits = format.resolvedOptions().maximumFractionDigits;
+  return format.format(amount / 10 ** digits);
+}
+
+function renderVoucher() {
+  const title = sale.title || `Voucher ${voucherId}`;
+  $("title").textContent = title;
+  document.title = `${title} · seckill`;
+  $("description").hidden = !sale.description;
+  $("description").textContent = sale.description || "";
+  $("price").textContent = sale.price > 0 ? money(sale.price, sale.currency) : "free";
+}
+
 function render() {
+  renderOrderClock();
   if (!sale) return;
+  renderVoucher();
   const phase = phaseNow();
   const now = serverNow();
   $("phase").textContent = phase.replace("_", " ");
@@ -113,20 +135,66 @@ function saveIdentity() {
 }
 
 // ---- the order -----------------------------------------------------------
-let orderId = null;
+// The order survives a trip to the provider's checkout and back: kept per
+// voucher for the browser tab.
+let orderId = sessionStorage.getItem(`seckill.order.${voucherId}`);
+let order = null;
+
+function rememberOrder(id) {
+  orderId = id;
+  sessionStorage.setItem(`seckill.order.${voucherId}`, id);
+}
+
+// The time left to pay, on the server clock, while the order awaits it.
+function renderOrderClock() {
+  const awaiting = order && order.status === "CREATED" && order.pay_by && order.amount > 0;
+  $("pay-by-line").hidden = !awaiting;
+  if (awaiting) $("pay-by").textContent = duration(Date.parse(order.pay_by) - serverNow());
+}
 
 function say(text) {
   $("message").textContent = text;
 }
 
-function showOrder(order) {
-  if (order.order_id !== orderId) return;
+function showOrder(shown) {
+  if (shown.order_id !== orderId) return;
+  order = shown;
+  const priced = order.amount > 0;
   $("order").hidden = false;
   $("order-id").textContent = order.order_id;
   $("order-status").textContent = order.status;
   $("order-reason").textContent = order.reason ? `(${order.reason})` : "";
+  $("amount-line").hidden = !priced;
+  $("order-amount").textContent = priced ? money(order.amount, order.currency) : "";
+  const open = order.status === "CREATED" && !(order.pay_by && Date.parse(order.pay_by) <= serverNow());
+  $("pay").hidden = !priced;
+  $("pay").disabled = !open;
+  $("confirm").hidden = priced;
   $("confirm").disabled = order.status !== "CREATED";
-  $("cancel").disabled = !["PENDING", "CREATED", "CONFIRMED"].includes(order.status);
+  $("cancel").disabled = !["PENDING", "CREATED"].includes(order.status) && !(order.status === "PAID" && !priced);
+  renderOrderClock();
+}
+
+// Asks for the order's payment and goes to the provider's checkout, which
+// brings the buyer back here; the status then arrives on the stream.
+async function pay() {
+  $("pay").disabled = true;
+  const response = await fetch(`/api/v1/orders/${orderId}/payment`, { method: "POST", headers: authHeaders() });
+  const body = await response.json();
+  if (response.ok && body.checkout_url) {
+    say("Paying at the provider…");
+    location.assign(body.checkout_url);
+  } else {
+    say(response.ok ? "The provider gave no checkout page." : `${body.error}: ${body.message}`);
+    $("pay").disabled = false;
+  }
+}
+
+// The order as it stands, once, e.g. back from the checkout.
+async function loadOrder() {
+  if (!orderId || !identity()) return;
+  const response = await fetch(`/api/v1/orders/${orderId}`, { headers: authHeaders(), cache: "no-store" });
+  if (response.ok) showOrder(await response.json());
 }
 
 async function buy() {
@@ -139,11 +207,11 @@ async function buy() {
   });
   const body = await response.json();
   if (response.status === 202) {
-    orderId = body.order_id;
+    rememberOrder(body.order_id);
     say("Order placed.");
     showOrder(body);
   } else {
-    if (body.order_id) orderId = body.order_id;
+    if (body.order_id) rememberOrder(body.order_id);
     say(`${body.error}: ${body.message}`);
   }
   render();
@@ -206,11 +274,13 @@ $("voucher-id").textContent = voucherId;
 $("save-identity").addEventListener("click", saveIdentity);
 $("buy").addEventListener("click", buy);
 $("confirm").addEventListener("click", () => act("confirm"));
+$("pay").addEventListener("click", pay);
 $("cancel").addEventListener("click", () => act("cancel"));
 const saved = identity();
 if (saved) {
   $("who").textContent = saved.user;
   followOrders();
+  loadOrder();
 }
 syncClock().then(followSale, () => followSale());
 setInterval(render, 200);

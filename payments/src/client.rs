@@ -88,6 +88,14 @@ impl ProviderError {
         }
     }
 
+    /// The HTTP status of a refusal.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            Self::Api { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+
     /// The provider's refusal code, if it gave one.
     pub fn code(&self) -> Option<&str> {
         match self {

@@ -71,6 +71,7 @@ impl App {
                 .with_lag_gauge(metrics.lag.clone());
         let payments = seckill_web::payments::provider(&config.payments)?;
         let payment_metrics = PaymentMetrics::register(&registry, "processor");
+        let payment_metrics_for_pipeline = payment_metrics.clone();
         let refunds = match &payments {
             None => None,
             Some(provider) => {
@@ -118,6 +119,7 @@ impl App {
             topics,
             metrics,
             stock,
+            payments: payment_metrics_for_pipeline,
         };
         Ok(Self {
             listener,

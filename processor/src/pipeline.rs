@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use futures::future::join_all;
 use seckill_core::event::Event;
-use seckill_core::metrics::ConsumerMetrics;
+use seckill_core::event::RefundReason;
+use seckill_core::metrics::{ConsumerMetrics, PaymentMetrics};
 use seckill_core::topics::Topics;
 use seckill_gate::Gate;
 use seckill_kafka::{
@@ -28,6 +29,8 @@ pub(crate) struct Pipeline {
     pub(crate) metrics: ConsumerMetrics,
     /// The persistent stock of recently active vouchers, for dashboards.
     pub(crate) stock: Arc<StockGauge>,
+    /// What reported payments did (`seckill_payments_decided_total`).
+    pub(crate) payments: PaymentMetrics,
 }
 
 impl Pipeline {
@@ -124,6 +127,18 @@ impl Pipeline {
         match &decision.outcome.event {
             Event::OrderCreated(c) => self.stock.record(c.order.voucher_id, c.remaining),
             Event::OrderCancelled(c) => self.stock.record(c.order.voucher_id, c.remaining),
+            Event::OrderPaid(paid) if paid.payment_id.is_some() => {
+                self.payments.decided.with_label_values(&["paid"]).inc();
+            }
+            Event::RefundRequested(refund) => {
+                let outcome = match refund.reason {
+                    RefundReason::Late => "refund_late",
+                    RefundReason::Duplicate => "refund_duplicate",
+                    RefundReason::Admin => "refund_admin",
+                    RefundReason::AmountMismatch => "refund_amount_mismatch",
+                };
+                self.payments.decided.with_label_values(&[outcome]).inc();
+            }
             _ => {}
         }
         let (accepted_at, decided_at) = match &decision.outcome.event {

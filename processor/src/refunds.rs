@@ -79,7 +79,9 @@ impl RefundWorker {
                         refunded_at: Utc::now(),
                     }))));
                 }
-                Err(error) if !error.is_retryable() => {
+                // A refused key (401, 403) is a configuration an operator
+                // fixes, not a verdict on the refund: asked again.
+                Err(error) if !error.is_retryable() && !matches!(error.status(), Some(401 | 403)) => {
                     self.metrics.refunds.with_label_values(&["rejected"]).inc();
                     tracing::error!(%error, payment_id = %request.payment_id, "The provider refused a refund for good; dead-lettered.");
                     return Ok(Refunded::Rejected(format!("refund refused by the provider: {error}")));

@@ -52,7 +52,7 @@ pub(crate) fn routes(state: Arc<State>) -> impl Filter<Extract = (Response,), Er
         .and(idempotency_key)
         .and(body::form())
         .and(with_state.clone())
-        .map(create_refund);
+        .then(answer_refund);
     let refunds = warp::path!("refunds").and(warp::get()).and(query).and(with_state.clone()).map(list_refunds);
 
     warp::path("v1")
@@ -156,6 +156,17 @@ fn search_page(pairs: Vec<(String, String)>, state: &State) -> Result<List<Payme
         next_page: has_more.then(|| (offset + limit).to_string()),
         url: Some("/v1/payment_intents/search".to_owned()),
     })
+}
+
+/// `create_refund`, its answer held back `refund_answer_delay_ms` after the
+/// refund is made.
+async fn answer_refund(key: Option<String>, pairs: Vec<(String, String)>, state: Arc<State>) -> Response {
+    let delay = lock(&state.switches).refund_answer_delay_ms;
+    let answer = create_refund(key, pairs, Arc::clone(&state));
+    if delay > 0 {
+        tokio::time::sleep(std::time::Duration::from_millis(delay)).await;
+    }
+    answer
 }
 
 fn create_refund(key: Option<String>, pairs: Vec<(String, String)>, state: Arc<State>) -> Response {

@@ -1,5 +1,5 @@
 //! The sandbox's configuration: one flat section of its own, loaded with
-//! `seckill_core::config::load` (so `SECKILL_WEBHOOK_URL=…` overrides the
+//! `seckill_core::config::load_sandbox` (so `SECKILL_SANDBOX_WEBHOOK_URL=…` overrides the
 //! file's `webhook_url`).
 
 use std::fmt;

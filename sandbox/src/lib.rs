@@ -41,6 +41,7 @@
 //! | `drop_webhooks: u32` | the next N events are never delivered (lost callbacks) |
 //! | `reorder_webhooks: bool` | hold events 250 ms and deliver each batch newest first |
 //! | `fail_refunds_for_ms: u64` | every refund call answers `500 api_error` for this long from now (0 ends it) |
+//! | `refund_answer_delay_ms: u64` | a refund call's answer is held back this long after the refund is made (a caller killed meanwhile never hears of it) |
 //!
 //! `GET /sandbox/settings` answers them (`fail_refunds_for_ms`: what is left).
 //!

@@ -18,6 +18,10 @@ pub(crate) struct Switches {
     pub(crate) reorder_webhooks: bool,
     /// Until when every refund call fails with `500`.
     pub(crate) fail_refunds_until: Option<Instant>,
+    /// How long a refund call's answer is held back after the refund is
+    /// made: a caller that dies meanwhile never learns it was (the refund
+    /// worker killed mid-refund).
+    pub(crate) refund_answer_delay_ms: u64,
 }
 
 /// A `POST /sandbox/settings` body: the fields given replace the current
@@ -31,6 +35,7 @@ pub(crate) struct SwitchesUpdate {
     reorder_webhooks: Option<bool>,
     /// From now; 0 ends an outage.
     fail_refunds_for_ms: Option<u64>,
+    refund_answer_delay_ms: Option<u64>,
 }
 
 /// The switches as `GET /sandbox/settings` shows them.
@@ -42,6 +47,7 @@ pub(crate) struct SwitchesView {
     reorder_webhooks: bool,
     /// What is left of the refund outage.
     fail_refunds_for_ms: u64,
+    refund_answer_delay_ms: u64,
 }
 
 /// Longest delay or outage a switch sets: an hour, past any test.
@@ -61,6 +67,9 @@ impl Switches {
         }
         if let Some(reorder) = update.reorder_webhooks {
             self.reorder_webhooks = reorder;
+        }
+        if let Some(delay) = update.refund_answer_delay_ms {
+            self.refund_answer_delay_ms = delay.min(MAX_SWITCH_MS);
         }
         if let Some(outage) = update.fail_refunds_for_ms {
             self.fail_refunds_until = (outage > 0).then(|| now + Duration::from_millis(outage.min(MAX_SWITCH_MS)));
@@ -90,6 +99,7 @@ impl Switches {
             drop_webhooks: self.drop_webhooks,
             reorder_webhooks: self.reorder_webhooks,
             fail_refunds_for_ms: u64::try_from(left.as_millis()).unwrap_or(u64::MAX),
+            refund_answer_delay_ms: self.refund_answer_delay_ms,
         }
     }
 }

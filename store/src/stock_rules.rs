@@ -236,10 +236,14 @@ fn follow_up(
         }
         FollowUp::Park if record.parked.len() >= MAX_PARKED => {
             // Only payments can come this far (one of each other kind is
-            // kept): the provider reports a payment again until the
-            // platform acknowledges it, so none is lost for good.
-            tracing::warn!(%order, "Too many payments waiting for their order; this one is not kept.");
-            Ok(false)
+            // kept), and a payment is never dropped: past the bound it is
+            // given back, as a duplicate of those waiting.
+            let Request::Pay(payment) = request else { return Ok(false) };
+            tracing::warn!(%order, "Too many payments waiting for their order; this one is refunded.");
+            let refund = decision::refund_request(&payment, RefundReason::Duplicate);
+            record.refunds.push(refund.clone());
+            outcomes.push(refund, false);
+            Ok(true)
         }
         FollowUp::Park => {
             record.parked.push(request);

@@ -20,7 +20,7 @@ pub fn provider(config: &PaymentsConfig) -> Result<Option<Provider>, ProviderErr
     }
     let settings = ProviderSettings {
         base_url: config.base_url.clone(),
-        api_key: config.api_key.clone(),
+        api_key: config.api_key.expose().to_owned(),
         timeout: Duration::from_millis(config.timeout_ms),
     };
     Provider::new(settings).map(Some)

@@ -219,10 +219,10 @@ impl Cluster {
             let webhook = format!("{}/api/v1/payments/webhook", self.url(Service::Ingress));
             return vec![
                 ("PATH".to_owned(), std::env::var("PATH").unwrap_or_default()),
-                ("SECKILL_LISTEN".to_owned(), format!("127.0.0.1:{}", self.port(service))),
-                ("SECKILL_API_KEY".to_owned(), SANDBOX_KEY.to_owned()),
-                ("SECKILL_WEBHOOK_SECRET".to_owned(), SANDBOX_SECRET.to_owned()),
-                ("SECKILL_WEBHOOK_URL".to_owned(), webhook),
+                ("SECKILL_SANDBOX_LISTEN".to_owned(), format!("127.0.0.1:{}", self.port(service))),
+                ("SECKILL_SANDBOX_API_KEY".to_owned(), SANDBOX_KEY.to_owned()),
+                ("SECKILL_SANDBOX_WEBHOOK_SECRET".to_owned(), SANDBOX_SECRET.to_owned()),
+                ("SECKILL_SANDBOX_WEBHOOK_URL".to_owned(), webhook),
             ];
         }
         let mut env = vec![

@@ -416,3 +416,45 @@ async fn the_processor_killed_among_payments_and_refunds_decides_each_once() {
     }
     settle_tally(&mut cluster, &[voucher], tally, "processor SIGKILL among payments and refunds").await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refund_worker_killed_after_the_provider_refunded_refunds_once() {
+    let _turn = turn().await;
+    let mut cluster = tokio::task::block_in_place(Cluster::start);
+    let voucher = priced(&cluster, 1_000, 60).await;
+    let mut tally = Tally::default();
+    // The provider makes each refund, then holds its answer back: the
+    // worker is killed before it hears.
+    sandbox_settings(&cluster, json!({ "refund_answer_delay_ms": 30_000 })).await;
+    let (order, _) = created_order(&cluster, &voucher, "refunded", &mut tally).await;
+    let payment = payment_of(&cluster, &order, "refunded").await;
+    pay(&cluster, &payment).await.expect("paid");
+    record_paid(&mut tally, &order, &payment);
+    wait_for(&cluster, &order, "refunded", |row| row["status"] == "PAID").await;
+    let second = another_payment(&cluster, &voucher.id, &order, PRICE).await;
+    pay(&cluster, &second).await.expect("paid");
+    record_paid(&mut tally, &order, &second);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let ledger: Value = cluster
+            .http
+            .get(format!("{}/sandbox/ledger", cluster.url(Service::Payments)))
+            .send()
+            .await
+            .expect("the sandbox answers")
+            .json()
+            .await
+            .expect("json");
+        if ledger["refunds"].as_array().is_some_and(|refunds| !refunds.is_empty()) {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the provider made the refund");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::task::block_in_place(|| cluster.kill(Service::Processor));
+    sandbox_settings(&cluster, json!({ "refund_answer_delay_ms": 0 })).await;
+    tokio::task::block_in_place(|| cluster.start_service(Service::Processor));
+    // The restarted worker asks again under the same idempotency key and
+    // is told of the refund already made: one refund, logged once.
+    settle_tally(&mut cluster, &[voucher], tally, "refund worker killed after the provider refunded").await;
+}

@@ -213,7 +213,8 @@ pub fn admin_refund(paid: &OrderPaid, now: DateTime<Utc>) -> Option<Envelope> {
     })))
 }
 
-fn refund_request(payment: &PaymentReceived, reason: RefundReason) -> Envelope {
+/// The refund of `payment`, for `reason`.
+pub fn refund_request(payment: &PaymentReceived, reason: RefundReason) -> Envelope {
     Envelope::new(Event::RefundRequested(RefundRequested {
         order_id: payment.order_id,
         voucher_id: payment.voucher_id,

@@ -16,8 +16,8 @@ use crate::Envelope;
 /// already waiting would be decided as a repeat of the first, so it is not
 /// kept (payments are told apart by their id). A payment needs its order
 /// created first (the ingress asks the provider for one only then), so
-/// parked payments are a corner case: more than the bound are refused
-/// room and reported when their order arrives, by the provider's retries.
+/// parked payments are a corner case: past the bound, a payment is
+/// refunded at once rather than kept.
 pub const MAX_PARKED: usize = 6;
 
 /// A request about an order.

@@ -33,6 +33,7 @@ pub(crate) fn broken_rule(envelope: &Envelope) -> Option<&'static str> {
             (v.description.as_ref().is_none_or(|d| d.chars().count() <= 2_000), "description is at most 2000"),
             (v.price <= MAX_PRICE, "price <= MAX_PRICE"),
             ((v.price > 0) == v.currency.is_some(), "a currency exactly with a price"),
+            (v.price == 0 || v.hold_seconds > 0, "a priced voucher has payment_seconds"),
         ]),
         Event::PaymentReceived(p) => rules.extend([
             (provider_id_ok(&p.payment_id), "payment_id is 1-255 printable ASCII"),

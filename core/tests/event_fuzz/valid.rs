@@ -182,6 +182,8 @@ pub(crate) fn voucher_created() -> impl Strategy<Value = Event> {
                 (title, description),
                 (price, currency),
             )| {
+                // A priced voucher's orders must be paid in some time.
+                let hold_seconds = if price > 0 { hold_seconds.max(1) } else { hold_seconds };
                 Event::VoucherCreated(VoucherCreated {
                     voucher_id,
                     stock,

@@ -107,7 +107,7 @@ async fn handle(
         | (Action::Refund, OrderStatus::Refunded) => {
             return Ok(reply(StatusCode::OK, &order, None));
         }
-        (Action::Confirm, _) if order.amount > 0 => {
+        (Action::Confirm, OrderStatus::Pending | OrderStatus::Created) if order.amount > 0 => {
             return Err(ApiError::new(
                 StatusCode::CONFLICT,
                 "payment_required",

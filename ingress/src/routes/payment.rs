@@ -70,7 +70,7 @@ async fn handle(raw: String, caller: Caller, ingress: Arc<Ingress>) -> Result<wa
         currency: currency.lowercase(),
         order_id: order_id.to_string(),
         voucher_id: order.voucher_id.to_string(),
-        return_url: payments.return_url(order_id),
+        return_url: payments.return_url(order_id, order.voucher_id),
     };
     let created = seckill_web::payments::timed(
         &payments.metrics,

@@ -129,6 +129,14 @@ async fn handle_create(
         currency: request.currency,
     };
     definition.validate().map_err(|e| ApiError::invalid(e.to_string().replace("event is out of range: ", "")))?;
+    if definition.price > 0 && ingress.payments.is_none() {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "payments_unavailable",
+            "a priced voucher needs a payment provider, and this platform has none configured ([payments] base_url)",
+        )
+        .into());
+    }
     let mut asked = serde_json::json!({ "create": { "stock": request.stock, "per_user_limit": request.per_user_limit,
         "begins_at": request.begins_at, "ends_at": request.ends_at, "hold_seconds": request.payment_seconds } });
     // Each only when given: a key remembered before the field existed still
@@ -190,7 +198,9 @@ async fn handle_create(
     })?;
     ingress.live.voucher_changed(voucher_id);
     tracing::info!(%voucher_id, stock = definition.stock, "Voucher created.");
-    let body = serde_json::to_value(definition).expect("definitions serialize");
+    let mut body = serde_json::to_value(definition).expect("definitions serialize");
+    // The window's name before payments, answered for one release.
+    body["hold_seconds"] = definition.hold_seconds.into();
     Ok(match &retry {
         Some(retry) => retry.answer(StatusCode::CREATED, body).await,
         None => warp::reply::with_status(warp::reply::json(&body), StatusCode::CREATED).into_response(),
