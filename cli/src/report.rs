@@ -23,7 +23,10 @@ use seckill_core::config;
 
 The page needs nothing but a browser: styles and charts (SVG) are inline,
 no script runs and nothing is fetched. Every time is UTC. A window chooses
-the vouchers with records in it; each voucher's whole sale is reported.")]
+the vouchers with records in it; each voucher's whole sale is reported. A
+sale that takes money also gets its revenue (paid, refunded and net per
+currency), its payments by outcome (refunds by reason) and a chart of
+payments and refunds over time.")]
 pub(crate) struct ReportArgs {
     #[command(flatten)]
     selection: SaleSelection,

@@ -13,11 +13,37 @@
 //! - `returns_resold_or_left`: units given back by cancellations were sold
 //!   again or are still left.
 //!
+//! For a sale that takes money ([`VoucherLog::takes_payments`]), also from
+//! the log:
+//! - `payments_settled`: every payment reported (`PaymentReceived`) paid
+//!   the one order it was made for and was kept, or was refunded exactly
+//!   once (one provider refund id; a refund request repeated is a
+//!   redelivery). A refund asked for and not done fails it as pending:
+//!   audit a quiet platform.
+//! - `no_order_paid_twice`: no order's `OrderPaid` events name two
+//!   payments, and each paid order an admin refunded had its payment
+//!   refunded exactly once;
+//! - `paid_in_time`: each `OrderPaid` with a payment is dated before the
+//!   order's `pay_by`, and each refund as `late` is for a payment made at
+//!   or after it, or for an order failed or cancelled before the payment
+//!   was decided;
+//! - `amounts_match`: each order owes price × quantity, each payment that
+//!   paid an order is for its amount and currency, each refund (asked and
+//!   done) gives back its payment's amount.
+//!
 //! With [`LiveFigures`] (`--live`), also: `view_matches_log`,
 //! `stock_matches_log` and `gate_matches_log`. See [`crate::sale::Books`]
 //! for how each figure is computed.
+//!
+//! With [`ProviderFigures`] (`--payments-url`), for a sale that takes money:
+//! `provider_agrees`: kept payments succeeded at the provider with nothing
+//! refunded, refunded ones were refunded in full, no succeeded payment of
+//! the sale's orders is missing from the log, and paid and refunded sums
+//! per currency are equal on both sides.
 
 pub mod live;
+mod payments;
+pub mod provider;
 mod rules;
 mod text;
 
@@ -27,6 +53,7 @@ use crate::sale::{Books, VoucherLog};
 use seckill_core::ids::VoucherId;
 
 pub use live::{GateFigures, LiveFigures, LiveSources, StockFigures};
+pub use provider::{ProviderFigures, ProviderIntent, ProviderSource};
 
 /// One rule's verdict.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -78,18 +105,37 @@ pub struct Audit {
     pub pass: bool,
     /// Whether the live stores were compared.
     pub live: bool,
+    /// Whether the payment provider was compared.
+    pub provider: bool,
     pub vouchers: Vec<VoucherAudit>,
 }
 
 impl Audit {
     /// Gathers voucher audits.
     pub fn new(vouchers: Vec<VoucherAudit>, live: bool) -> Self {
-        Self { pass: vouchers.iter().all(|voucher| voucher.pass), live, vouchers }
+        Self { pass: vouchers.iter().all(|voucher| voucher.pass), live, provider: false, vouchers }
+    }
+
+    /// Says the vouchers were also compared with the payment provider.
+    pub fn against_provider(mut self) -> Self {
+        self.provider = true;
+        self
     }
 }
 
 /// Checks `log`'s books, and against `live` when given.
 pub fn audit_voucher(log: &VoucherLog, live: Option<&LiveFigures>) -> VoucherAudit {
+    audit_voucher_against(log, live, None)
+}
+
+/// Checks `log`'s books, against `live` and against the payment
+/// `provider`'s answers when given (the provider's rule applies to sales
+/// that take money).
+pub fn audit_voucher_against(
+    log: &VoucherLog,
+    live: Option<&LiveFigures>,
+    provider: Option<&ProviderFigures>,
+) -> VoucherAudit {
     let books = log.books();
     let mut rules = vec![
         rules::stock_balance(log, &books),
@@ -98,10 +144,20 @@ pub fn audit_voucher(log: &VoucherLog, live: Option<&LiveFigures>) -> VoucherAud
         rules::per_user_limit(log),
         rules::returns_resold_or_left(&books),
     ];
+    let takes_payments = log.takes_payments();
+    if takes_payments {
+        rules.push(payments::payments_settled(log));
+        rules.push(payments::no_order_paid_twice(log));
+        rules.push(payments::paid_in_time(log));
+        rules.push(payments::amounts_match(log));
+    }
     if let Some(live) = live {
         rules.push(rules::view_matches_log(&books, live));
         rules.push(rules::stock_matches_log(&books, live));
         rules.push(rules::gate_matches_log(log, &books, live));
+    }
+    if let (Some(provider), true) = (provider, takes_payments) {
+        rules.push(payments::provider_agrees(log, provider));
     }
     VoucherAudit { voucher_id: log.voucher_id, pass: rules.iter().all(|rule| rule.pass), rules, books }
 }

@@ -145,7 +145,9 @@ pub(super) fn view_matches_log(books: &Books, live: &LiveFigures) -> RuleResult 
         ("created", view.created, books.created),
         ("failed", view.failed, books.failed),
         ("paid", view.paid, books.confirmed),
-        ("cancelled", view.cancelled, books.cancelled),
+        ("cancelled", view.cancelled, books.cancelled.saturating_sub(books.refunded)),
+        ("refunded", view.refunded, books.refunded),
+        ("revenue", view.revenue, books.paid_amount.saturating_sub(books.refunded_amount)),
     ];
     compare(RULE, &fields, "view")
 }
@@ -219,7 +221,7 @@ pub(super) fn gate_matches_log(log: &VoucherLog, books: &Books, live: &LiveFigur
 }
 
 /// `1 order`, `2 orders`.
-fn plural(count: u64, noun: &str) -> String {
+pub(super) fn plural(count: u64, noun: &str) -> String {
     if count == 1 {
         format!("1 {noun}")
     } else {

@@ -14,6 +14,9 @@ fn failing(audit: &VoucherAudit) -> Vec<&'static str> {
     audit.failed().map(|rule| rule.rule).collect()
 }
 
+mod payments;
+mod provider;
+
 /// What the live stores hold when they agree with the log.
 fn agreeing(sale: &Script) -> LiveFigures {
     let books = sale.log.books();
@@ -38,9 +41,9 @@ fn agreeing(sale: &Script) -> LiveFigures {
             created: books.created,
             paid: books.confirmed,
             failed: books.failed,
-            cancelled: books.cancelled,
-            refunded: 0,
-            revenue: 0,
+            cancelled: books.cancelled - books.refunded,
+            refunded: books.refunded,
+            revenue: books.paid_amount - books.refunded_amount,
         }),
         stock: Some(StockFigures { stock: books.offered, remaining: books.units_left.expect("defined") }),
         gate: Some(GateFigures {

@@ -24,7 +24,12 @@ impl Audit {
         }
         let failing = self.vouchers.iter().filter(|voucher| !voucher.pass).count();
         let passing = self.vouchers.len() - failing;
-        let scope = if self.live { "against the log and the live stores" } else { "against the log" };
+        let scope = match (self.live, self.provider) {
+            (false, false) => "against the log",
+            (true, false) => "against the log and the live stores",
+            (false, true) => "against the log and the payment provider",
+            (true, true) => "against the log, the live stores and the payment provider",
+        };
         let vouchers = if self.vouchers.len() == 1 { "voucher" } else { "vouchers" };
         let _ = writeln!(
             out,

@@ -6,7 +6,10 @@
 //!   added stock marked;
 //! - accept → decision latency per bucket (p50, p99) and its distribution;
 //! - cancellations and expiries per bucket, units returned and re-sold;
-//! - the `stats` figures, units per user and the top users by orders.
+//! - the `stats` figures, units per user and the top users by orders;
+//! - for a sale that takes money: paid, refunded and net per currency,
+//!   payments by what became of them (refunds by reason), and payments and
+//!   refunds per bucket.
 //!
 //! Every bar (and every bucket of a line) carries its numbers as `data-*`
 //! attributes and a tooltip, see [`overlay`](self).
@@ -14,6 +17,7 @@
 mod charts;
 mod overlay;
 mod page;
+mod payments;
 
 use chrono::{DateTime, Utc};
 

@@ -11,7 +11,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 
 use super::charts;
 use super::About;
-use crate::sale::{Books, Buyers, Timeline, VoucherSale};
+use crate::sale::{Books, Buyers, Money, Timeline, VoucherSale};
 use crate::AnalyticsError;
 
 const STYLE: &str = r#"
@@ -27,7 +27,8 @@ code { font: 13px ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace; }
 .about, .lede { color: var(--muted); margin: 0 0 10px; }
 nav ul { margin: 6px 0 0; padding-left: 20px; }
 .tables { display: grid; grid-template-columns: 1fr 0.7fr 1.6fr; gap: 16px; margin: 12px 0 8px; }
-@media (max-width: 900px) { .tables { grid-template-columns: 1fr; } }
+.tables.payments { grid-template-columns: 1.4fr 1fr; }
+@media (max-width: 900px) { .tables, .tables.payments { grid-template-columns: 1fr; } }
 .tables > div { background: var(--panel); border: 1px solid var(--rule); border-radius: 6px; padding: 10px 12px; }
 table { border-collapse: collapse; width: 100%; font-variant-numeric: tabular-nums; }
 th, td { text-align: left; padding: 3px 6px; border-bottom: 1px solid var(--rule); vertical-align: top; }
@@ -105,8 +106,12 @@ fn section(html: &mut String, sale: &VoucherSale) -> Result<(), AnalyticsError> 
     units_table(html, &buyers);
     top_users_table(html, &buyers);
     html.push_str("</div>\n");
+    let takes_payments = log.takes_payments();
+    if takes_payments {
+        super::payments::tables(html, &log.revenue());
+    }
 
-    let charts = [
+    let mut charts = vec![
         (
             charts::accepted(&timeline)?,
             format!("Orders accepted {}, by final outcome", charts::per_bucket(&timeline.buckets)),
@@ -133,8 +138,8 @@ fn section(html: &mut String, sale: &VoucherSale) -> Result<(), AnalyticsError> 
         (
             charts::cancellations(&timeline)?,
             format!("Cancellations and expiries {}", charts::per_bucket(&timeline.buckets)),
-            "Cancellations by when they happened: asked for by the owner or an admin, or expired (not confirmed \
-             within the hold).",
+            "Cancellations by when they happened: asked for by the owner or an admin, expired (not paid or \
+             confirmed within the hold), or a paid order an admin refunded.",
         ),
         (
             charts::returned_and_resold(&timeline)?,
@@ -143,6 +148,14 @@ fn section(html: &mut String, sale: &VoucherSale) -> Result<(), AnalyticsError> 
              interchangeable: creations beyond the units ever offered), both cumulative.",
         ),
     ];
+    if takes_payments {
+        charts.push((
+            charts::payments(&timeline)?,
+            format!("Payments paid and refunded {}", charts::per_bucket(&timeline.buckets)),
+            "Payments the provider reported, by when it took the money (each payment once, whether it paid an \
+             order or was refunded), beside the refunds it acknowledged, by when it made them.",
+        ));
+    }
     for (chart, caption, explanation) in charts {
         let _ = writeln!(
             html,
@@ -184,8 +197,13 @@ fn lede(sale: &VoucherSale, books: &Books) -> String {
         let _ = write!(lede, " + {} added", books.added_stock);
     }
     let _ = write!(lede, " · at most {} per user", definition.per_user_limit);
+    let price = definition.currency.filter(|_| definition.price > 0).map(|c| Money::new(c, definition.price));
+    if let Some(price) = price {
+        let _ = write!(lede, " · {price} per unit");
+    }
     if definition.hold_seconds > 0 {
-        let _ = write!(lede, " · unconfirmed orders expire after {} s", definition.hold_seconds);
+        let unpaid = if price.is_some() { "unpaid" } else { "unconfirmed" };
+        let _ = write!(lede, " · {unpaid} orders expire after {} s", definition.hold_seconds);
     }
     lede
 }

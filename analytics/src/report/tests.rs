@@ -157,3 +157,93 @@ fn several_vouchers_get_a_section_each() {
     let empty = render(&[], &about()).expect("renders");
     assert!(parse(&empty).descendants().any(|n| n.text() == Some("No voucher matched.")));
 }
+
+#[test]
+fn a_paid_sale_reports_its_money_and_payments() {
+    let sale = crate::sale::script::paid_sale().sale();
+    let html = render(std::slice::from_ref(&sale), &about()).expect("renders");
+    let document = parse(&html);
+    let timeline = Timeline::of(&sale.log, &sale.stats);
+
+    let eur = document
+        .descendants()
+        .find(|n| n.has_tag_name("tr") && n.attribute("data-currency") == Some("EUR"))
+        .expect("a EUR row");
+    let values: Vec<&str> = ["data-paid", "data-refunded", "data-net"]
+        .iter()
+        .zip(eur.children().filter(|n| n.has_tag_name("td")).skip(1))
+        .map(|(name, td)| td.attribute(*name).unwrap_or_else(|| panic!("{name}")))
+        .collect();
+    assert_eq!(values, ["10999", "5999", "5000"]);
+    let shown: Vec<&str> = eur.children().filter(|n| n.has_tag_name("td")).skip(1).filter_map(|td| td.text()).collect();
+    assert_eq!(shown, ["EUR 109.99", "EUR 59.99", "EUR 50.00"]);
+
+    let field = |name: &str| {
+        let row = document
+            .descendants()
+            .find(|n| n.has_tag_name("tr") && n.attribute("data-field") == Some(name))
+            .unwrap_or_else(|| panic!("row {name}"));
+        row.descendants().find(|n| n.has_tag_name("td")).and_then(|td| td.attribute("data-value")).map(str::to_owned)
+    };
+    let counts: Vec<(&str, Option<String>)> = [
+        "payments",
+        "paid_orders",
+        "refunded",
+        "refunded_late",
+        "refunded_duplicate",
+        "refunded_admin",
+        "refunded_amount_mismatch",
+        "refund_pending",
+    ]
+    .into_iter()
+    .map(|name| (name, field(name)))
+    .collect();
+    let expected = [7, 4, 4, 1, 1, 1, 1, 0];
+    for ((name, found), wanted) in counts.iter().zip(expected) {
+        assert_eq!(found.as_deref(), Some(wanted.to_string().as_str()), "{name}");
+    }
+
+    // Payments and refunds per bucket, beside each other, on the very bars drawn.
+    let bars = data(&document, "payments");
+    let mut sums: BTreeMap<&str, u64> = BTreeMap::new();
+    for bar in &bars {
+        *sums.entry(attribute(bar, "data-series")).or_default() +=
+            attribute(bar, "data-value").parse::<u64>().expect("n");
+    }
+    assert_eq!(sums, BTreeMap::from([("paid", 7), ("refunded", 4)]));
+    let paid_per_bucket: u64 = timeline.payments.iter().map(|counts| counts[0]).sum();
+    assert_eq!(paid_per_bucket, 7);
+    let late_bucket = timeline.buckets.index(at(62_010));
+    assert_eq!(timeline.payments[late_bucket], [1, 1], "the axis reaches the late payment and its refund");
+    let svg = bars[0].parent().and_then(|g| g.parent()).expect("the chart");
+    let drawn: Vec<[String; 4]> = svg
+        .children()
+        .filter(|n| n.has_tag_name("rect") && n.attribute("class").is_none())
+        .map(|n| geometry(&n))
+        .collect();
+    for bar in &bars {
+        assert!(drawn.contains(&geometry(bar)), "a drawn bar under {bar:?}");
+    }
+    let late_start = timeline.buckets.start(late_bucket).to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let beside: Vec<&str> =
+        bars.iter().filter(|bar| attribute(bar, "data-start") == late_start).map(|bar| attribute(bar, "x")).collect();
+    assert_eq!(beside.len(), 2);
+    assert_ne!(beside[0], beside[1], "the bars of one bucket stand beside each other");
+
+    // The admin refund is a cancellation of its own kind.
+    let reasons: Vec<String> =
+        data(&document, "cancellations").iter().map(|bar| attribute(bar, "data-series").to_owned()).collect();
+    assert_eq!(reasons, ["expired", "refunded"]);
+    let lede = document.descendants().find(|n| n.attribute("class") == Some("lede")).and_then(|n| n.text());
+    assert!(lede.is_some_and(|lede| lede.contains("EUR 12.50 per unit · unpaid orders expire after 60 s")), "{lede:?}");
+}
+
+#[test]
+fn a_free_sale_has_no_payments() {
+    let sale = busy_sale().sale();
+    let html = render(std::slice::from_ref(&sale), &about()).expect("renders");
+    let document = parse(&html);
+    assert!(!document.descendants().any(|n| n.attribute("data-chart") == Some("payments")));
+    assert!(!document.descendants().any(|n| n.attribute("class") == Some("revenue")));
+    assert_eq!(document.descendants().filter(|n| n.has_tag_name("svg")).count(), 6);
+}

@@ -11,6 +11,10 @@
 //!   that request.
 //! - `admission_left`: what the gate should have left: offered minus the
 //!   units of every accepted order that neither failed nor was cancelled.
+//! - `refunded`: orders an admin refunded (cancelled with reason
+//!   `refunded`); the view counts them apart from `cancelled`.
+//! - `paid_amount`, `refunded_amount`: what the orders ever paid owe, and
+//!   the admin-refunded ones (the view's `revenue` is the difference).
 //! - `returned_units`: units given back by cancellation events; a returned
 //!   unit is either sold again (`resold_units`: units are interchangeable,
 //!   so creations beyond the units ever offered are re-sales) or still left.
@@ -18,6 +22,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use chrono::{DateTime, Utc};
+use seckill_core::event::CancelReason;
 use seckill_core::ids::UserId;
 use serde::Serialize;
 
@@ -43,8 +48,14 @@ pub struct Books {
     pub failed: u64,
     /// Orders ever confirmed.
     pub confirmed: u64,
-    /// Orders ever cancelled.
+    /// Orders ever cancelled (admin refunds included).
     pub cancelled: u64,
+    /// Orders an admin refunded.
+    pub refunded: u64,
+    /// Sum of the amounts of the orders ever paid, in minor units.
+    pub paid_amount: u64,
+    /// Sum of the amounts of the orders an admin refunded.
+    pub refunded_amount: u64,
     /// Orders without a decision.
     pub pending: u64,
     /// Units of orders ever created.
@@ -122,6 +133,9 @@ impl VoucherLog {
             failed: 0,
             confirmed: 0,
             cancelled: 0,
+            refunded: 0,
+            paid_amount: 0,
+            refunded_amount: 0,
             pending: 0,
             created_units: 0,
             cancelled_units: 0,
@@ -143,10 +157,15 @@ impl VoucherLog {
             }
             if !order.confirmations.is_empty() {
                 books.confirmed += 1;
+                books.paid_amount = books.paid_amount.saturating_add(order.amount);
             }
             if !order.cancellations.is_empty() {
                 books.cancelled += 1;
                 books.cancelled_units += units;
+            }
+            if order.cancellations.iter().any(|c| c.kind == OutcomeKind::Cancelled(CancelReason::Refunded)) {
+                books.refunded += 1;
+                books.refunded_amount = books.refunded_amount.saturating_add(order.amount);
             }
             if order.holds_admission() {
                 admitted_units += units;

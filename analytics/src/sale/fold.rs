@@ -53,6 +53,13 @@ pub struct OrderLog {
     pub user_id: UserId,
     pub quantity: u32,
     pub accepted_at: DateTime<Utc>,
+    /// What the order owes (0 when free), as the gate fixed it; the
+    /// acceptance's copy wins over an outcome's.
+    pub amount: u64,
+    pub currency: Option<Currency>,
+    /// The `pay_by` its creation carried, if one did (see
+    /// [`VoucherLog::pay_by`] for the deadline the processor applied).
+    pub pay_by: Option<DateTime<Utc>>,
     /// Where its `OrderAccepted` first appeared on the sales topic; `None`
     /// when the log has outcomes of the order but no acceptance.
     pub accepted: Option<Position>,
@@ -97,6 +104,9 @@ impl OrderLog {
             user_id: order.user_id.clone(),
             quantity: order.quantity,
             accepted_at: order.accepted_at,
+            amount: order.amount,
+            currency: order.currency,
+            pay_by: None,
             accepted: None,
             decisions: Vec::new(),
             cancellations: Vec::new(),
@@ -187,18 +197,108 @@ pub struct PaymentLog {
     /// `PaymentReceived` events by event id: when it was paid, how it was
     /// learnt.
     pub reported: BTreeMap<Uuid, (DateTime<Utc>, PaymentSource)>,
-    /// `OrderPaid` events naming it, by event id.
-    pub paid: BTreeSet<Uuid>,
+    /// `OrderPaid` events naming it, by event id, with the order each paid.
+    pub paid: BTreeMap<Uuid, OrderId>,
     /// `RefundRequested` events by event id.
-    pub refund_requests: BTreeMap<Uuid, (RefundReason, u64)>,
+    pub refund_requests: BTreeMap<Uuid, RefundRequest>,
     /// `PaymentRefunded` events by the provider's refund id.
-    pub refunds: BTreeMap<String, (u64, DateTime<Utc>)>,
+    pub refunds: BTreeMap<String, RefundDone>,
+}
+
+/// One `RefundRequested` event.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RefundRequest {
+    pub reason: RefundReason,
+    pub amount: u64,
+    pub currency: Currency,
+    pub requested_at: DateTime<Utc>,
+    /// Where it first appeared on the orders topic: after the outcomes the
+    /// processor had written for the order when it decided the payment.
+    pub position: Position,
+}
+
+/// One refund the provider acknowledged (`PaymentRefunded`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct RefundDone {
+    pub amount: u64,
+    pub currency: Currency,
+    pub refunded_at: DateTime<Utc>,
 }
 
 impl PaymentLog {
     /// Amount refunded, each provider refund once.
     pub fn refunded_amount(&self) -> u64 {
-        self.refunds.values().map(|(amount, _)| amount).sum()
+        self.refunds.values().map(|refund| refund.amount).sum()
+    }
+
+    /// Whether a `PaymentReceived` reported it.
+    pub fn is_reported(&self) -> bool {
+        !self.reported.is_empty()
+    }
+
+    /// When the provider completed it: the earliest time reported (every
+    /// report of one payment carries the provider's own time).
+    pub fn paid_at(&self) -> Option<DateTime<Utc>> {
+        self.reported.values().map(|(at, _)| *at).min()
+    }
+
+    /// The distinct orders `OrderPaid` events say it paid.
+    pub fn orders_paid(&self) -> BTreeSet<OrderId> {
+        self.paid.values().copied().collect()
+    }
+
+    /// Why it is refunded: the reason of its first refund request on the
+    /// orders topic.
+    pub fn refund_reason(&self) -> Option<RefundReason> {
+        self.refund_requests.values().min_by_key(|request| request.position).map(|request| request.reason)
+    }
+
+    /// What became of it, as the log tells.
+    pub fn settlement(&self) -> Settlement {
+        let paid = self.orders_paid();
+        let own = |order: &OrderId| Some(*order) == self.order_id;
+        if !self.is_reported() {
+            Settlement::Unreported
+        } else if paid.len() > 1 || paid.iter().any(|order| !own(order)) {
+            Settlement::PaidWrongly
+        } else if self.refunds.len() > 1 {
+            Settlement::RefundedMoreThanOnce
+        } else if self.refunds.len() == 1 {
+            Settlement::Refunded
+        } else if !self.refund_requests.is_empty() {
+            Settlement::RefundPending
+        } else if paid.len() == 1 {
+            Settlement::Kept
+        } else {
+            Settlement::Undecided
+        }
+    }
+}
+
+/// What became of one payment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Settlement {
+    /// It paid the order it was made for, and was not refunded.
+    Kept,
+    /// Refunded exactly once (one provider refund id).
+    Refunded,
+    /// A refund was requested and not (yet) acknowledged.
+    RefundPending,
+    /// Refunded under two or more provider refund ids.
+    RefundedMoreThanOnce,
+    /// Named as paying a second order, or an order it was not made for.
+    PaidWrongly,
+    /// Reported, and neither paid an order nor was refunded.
+    Undecided,
+    /// Named by `OrderPaid` or refund events but never reported by a
+    /// `PaymentReceived`.
+    Unreported,
+}
+
+impl Settlement {
+    /// Whether the payment is settled as the rules want.
+    pub fn is_settled(self) -> bool {
+        matches!(self, Self::Kept | Self::Refunded)
     }
 }
 
@@ -251,6 +351,7 @@ impl VoucherLog {
                 // The acceptance is what the gate admitted; an outcome's copy
                 // of the order is the same data, but the acceptance wins.
                 log.accepted_at = order.accepted_at;
+                (log.amount, log.currency) = (order.amount, order.currency);
             }
             Event::CancelRequested(request) => {
                 let reason = request.reason.unwrap_or(CancelReason::Requested);
@@ -265,15 +366,33 @@ impl VoucherLog {
             }
             Event::RefundRequested(refund) => {
                 let payment = self.payment(&refund.payment_id, refund.order_id);
-                payment.refund_requests.entry(event_id).or_insert((refund.reason, refund.amount));
+                let incoming = RefundRequest {
+                    reason: refund.reason,
+                    amount: refund.amount,
+                    currency: refund.currency,
+                    requested_at: refund.requested_at,
+                    position,
+                };
+                payment
+                    .refund_requests
+                    .entry(event_id)
+                    .and_modify(|kept| kept.position = kept.position.min(position))
+                    .or_insert(incoming);
             }
             Event::PaymentRefunded(refunded) => {
                 let payment = self.payment(&refunded.payment_id, refunded.order_id);
-                payment.refunds.insert(refunded.refund_id.clone(), (refunded.amount, refunded.refunded_at));
+                let done = RefundDone {
+                    amount: refunded.amount,
+                    currency: refunded.currency,
+                    refunded_at: refunded.refunded_at,
+                };
+                payment.refunds.entry(refunded.refund_id.clone()).or_insert(done);
             }
             Event::OrderCreated(created) => {
                 let outcome = outcome(event_id, OutcomeKind::Created, created.decided_at, Some(created.remaining));
-                push(&mut self.order(&created.order).decisions, outcome(position));
+                let order = self.order(&created.order);
+                push(&mut order.decisions, outcome(position));
+                order.pay_by = order.pay_by.or(created.pay_by);
             }
             Event::OrderFailed(failed) => {
                 let outcome = outcome(event_id, OutcomeKind::Failed(failed.reason), failed.decided_at, None);
@@ -283,7 +402,7 @@ impl VoucherLog {
                 let outcome = outcome(event_id, OutcomeKind::Confirmed, paid.paid_at, None);
                 push(&mut self.order(&paid.order).confirmations, outcome(position));
                 if let Some(payment_id) = &paid.payment_id {
-                    self.payment(payment_id, paid.order.order_id).paid.insert(event_id);
+                    self.payment(payment_id, paid.order.order_id).paid.insert(event_id, paid.order.order_id);
                 }
             }
             Event::OrderCancelled(cancelled) => {
@@ -292,6 +411,25 @@ impl VoucherLog {
                 push(&mut self.order(&cancelled.order).cancellations, outcome(position));
             }
         }
+    }
+
+    /// The order's payment deadline as the processor applied it: the
+    /// `pay_by` its creation carried, else the definition's
+    /// `payment_seconds` after its first creation (whole seconds, as
+    /// [`seckill_core::decision::pay_by`] computes it). None for orders
+    /// never created or of vouchers holding orders without payment.
+    pub fn pay_by(&self, order: &OrderLog) -> Option<DateTime<Utc>> {
+        let creation = order.creation()?;
+        let hold = self.definition.as_ref().map_or(0, |definition| definition.hold_seconds);
+        order.pay_by.or_else(|| (hold > 0).then(|| seckill_core::decision::pay_by(creation.at, hold)))
+    }
+
+    /// Whether the sale takes money: priced, or payments or amounts in its
+    /// log. The payment rules and the report's payments apply to these.
+    pub fn takes_payments(&self) -> bool {
+        self.definition.as_ref().is_some_and(|definition| definition.price > 0)
+            || !self.payments.is_empty()
+            || self.orders.values().any(|order| order.amount > 0)
     }
 
     /// Where, in the processor's reading of the sales topic, it decided the

@@ -7,18 +7,25 @@
 //! - [`VoucherLog::books`]: units offered, sold, returned and left, orders
 //!   by outcome ([`Books`]);
 //! - [`Timeline::of`]: the sale over time, as the report draws it;
-//! - [`VoucherLog::buyers`]: how units were spread over users.
+//! - [`VoucherLog::buyers`]: how units were spread over users;
+//! - [`VoucherLog::revenue`]: money paid and refunded, per currency, and
+//!   what became of each payment ([`Revenue`]).
 
 mod books;
 mod fold;
 mod read;
+mod revenue;
 mod timeline;
 mod users;
 
 pub(crate) use books::signed;
 pub use books::{Books, ChangeKind, Resale, StockChange};
-pub use fold::{FinalStatus, OrderLog, Outcome, OutcomeKind, Position, StockUpdate, VoucherLog};
+pub use fold::{
+    FinalStatus, OrderLog, Outcome, OutcomeKind, PaymentLog, Position, RefundDone, RefundRequest, Settlement,
+    StockUpdate, VoucherLog,
+};
 pub use read::{read_sales, SaleRead, Selection, VoucherSale, MAX_ORDERS};
+pub use revenue::{decimals, Money, Revenue, Totals, REFUND_REASONS};
 pub use timeline::{Buckets, LatencyBin, LatencyPoint, Step, Timeline, MAX_BUCKETS};
 pub use users::{Buyers, UserOrders, TOP_USERS};
 

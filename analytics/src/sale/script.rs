@@ -4,9 +4,10 @@
 use chrono::{DateTime, TimeDelta, Utc};
 use seckill_core::event::{
     CancelReason, FailReason, OrderAccepted, OrderCancelled, OrderCreated, OrderFailed, OrderPaid, OrderRequest,
-    VoucherCreated, VoucherUpdated,
+    PaymentReceived, PaymentRefunded, PaymentSource, RefundReason, RefundRequested, VoucherCreated, VoucherUpdated,
 };
 use seckill_core::ids::{OrderId, UserId, VoucherId};
+use seckill_core::money::Currency;
 use seckill_core::{Envelope, Event};
 
 use super::{Position, VoucherLog, VoucherSale};
@@ -28,11 +29,21 @@ pub(crate) struct Script {
     pub(crate) left: u64,
     /// Every record put, and whether on the orders topic.
     pub(crate) records: Vec<(Envelope, bool)>,
+    /// Price of a unit, and its currency (None: free).
+    price: u64,
+    currency: Option<Currency>,
 }
 
 impl Script {
-    /// A voucher with `stock`, `limit` units per user, `hold` seconds.
+    /// A free voucher with `stock`, `limit` units per user, `hold` seconds.
     pub(crate) fn new(stock: u64, limit: u32, hold: u32) -> Self {
+        Self::priced(stock, limit, hold, 0, None)
+    }
+
+    /// A voucher selling each unit for `price` minor units of `currency`,
+    /// orders payable within `hold` seconds.
+    pub(crate) fn priced(stock: u64, limit: u32, hold: u32, price: u64, currency: Option<&str>) -> Self {
+        let currency = currency.map(|code| Currency::parse(code).expect("a currency"));
         let voucher = VoucherId::generate();
         let mut script = Self {
             voucher,
@@ -42,6 +53,8 @@ impl Script {
             orders_offset: 0,
             left: stock,
             records: Vec::new(),
+            price,
+            currency,
         };
         script.sales(Event::VoucherCreated(VoucherCreated {
             voucher_id: voucher,
@@ -53,8 +66,8 @@ impl Script {
             shards: 1,
             title: None,
             description: None,
-            price: 0,
-            currency: None,
+            price,
+            currency,
         }));
         script
     }
@@ -89,8 +102,8 @@ impl Script {
             user_id: UserId::parse(user).expect("valid user"),
             quantity,
             accepted_at: at(ms),
-            amount: 0,
-            currency: None,
+            amount: self.price * u64::from(quantity),
+            currency: self.currency.filter(|_| self.price > 0),
         }
     }
 
@@ -175,6 +188,70 @@ impl Script {
         envelope
     }
 
+    /// The provider reports `payment_id`, for `amount`, paid at `ms`.
+    pub(crate) fn payment(&mut self, order: &OrderAccepted, payment_id: &str, amount: u64, ms: i64) -> PaymentReceived {
+        let payment = PaymentReceived {
+            order_id: order.order_id,
+            voucher_id: self.voucher,
+            payment_id: payment_id.to_owned(),
+            amount,
+            currency: order.currency.or(self.currency).expect("a priced sale"),
+            paid_at: at(ms),
+            source: PaymentSource::Webhook,
+        };
+        self.sales(Event::PaymentReceived(payment.clone()));
+        payment
+    }
+
+    /// The processor's decision that `payment` paid `order`.
+    pub(crate) fn paid(&mut self, order: &OrderAccepted, payment: &PaymentReceived) -> Envelope {
+        self.orders(Event::OrderPaid(OrderPaid {
+            order: order.clone(),
+            paid_at: payment.paid_at,
+            payment_id: Some(payment.payment_id.clone()),
+        }))
+    }
+
+    /// The provider reports `payment_id` at the order's amount, and it pays
+    /// the order.
+    pub(crate) fn pay(&mut self, order: &OrderAccepted, payment_id: &str, ms: i64) -> PaymentReceived {
+        let payment = self.payment(order, payment_id, order.amount, ms);
+        self.paid(order, &payment);
+        payment
+    }
+
+    /// The processor asks for `payment` back.
+    pub(crate) fn refund_requested(&mut self, payment: &PaymentReceived, reason: RefundReason, ms: i64) -> Envelope {
+        self.orders(Event::RefundRequested(RefundRequested {
+            order_id: payment.order_id,
+            voucher_id: self.voucher,
+            payment_id: payment.payment_id.clone(),
+            amount: payment.amount,
+            currency: payment.currency,
+            reason,
+            requested_at: at(ms),
+        }))
+    }
+
+    /// The provider refunded `payment` under `refund_id`.
+    pub(crate) fn refunded(&mut self, payment: &PaymentReceived, refund_id: &str, ms: i64) -> Envelope {
+        self.orders(Event::PaymentRefunded(PaymentRefunded {
+            order_id: payment.order_id,
+            voucher_id: self.voucher,
+            payment_id: payment.payment_id.clone(),
+            refund_id: refund_id.to_owned(),
+            amount: payment.amount,
+            currency: payment.currency,
+            refunded_at: at(ms),
+        }))
+    }
+
+    /// A refund asked for and done.
+    pub(crate) fn refund(&mut self, payment: &PaymentReceived, reason: RefundReason, refund_id: &str, ms: i64) {
+        self.refund_requested(payment, reason, ms);
+        self.refunded(payment, refund_id, ms + 50);
+    }
+
     /// The fold and its stats.
     pub(crate) fn sale(&self) -> VoucherSale {
         let stats = self.stats.finish().into_iter().next().expect("one voucher");
@@ -208,6 +285,44 @@ pub(crate) fn busy_sale() -> Script {
     sale.decide(&f, 6_720);
     let g = sale.accept("grace", 1, 6_800);
     sale.decide(&g, 6_900);
+    sale
+}
+
+/// A priced sale with every way a payment ends, in time order: six units
+/// at EUR 12.50, two per user, payable within 60 s. Alice pays (`pi_a`).
+/// Bob pays for two units (`pi_b`), then pays again (`pi_b2`), refunded as
+/// a duplicate (its refund request delivered twice, under two event ids).
+/// Carol never pays; her order expires at 61 s and her payment (`pi_c`) at
+/// 62 s is refunded as late. Dave pays (`pi_d`) and an admin refunds his
+/// order. Erin pays the wrong amount (`pi_e`, refunded), then the right
+/// one (`pi_e2`). Paid EUR 109.99, refunded EUR 59.99: net EUR 50.00.
+pub(crate) fn paid_sale() -> Script {
+    let mut sale = Script::priced(6, 2, 60, 1_250, Some("EUR"));
+    let alice = sale.accept("alice", 1, 0);
+    sale.decide(&alice, 5);
+    let bob = sale.accept("bob", 2, 100);
+    sale.decide(&bob, 110);
+    let carol = sale.accept("carol", 1, 200);
+    sale.decide(&carol, 210);
+    let dave = sale.accept("dave", 1, 300);
+    sale.decide(&dave, 310);
+    let erin = sale.accept("erin", 1, 400);
+    sale.decide(&erin, 410);
+    sale.pay(&alice, "pi_a", 2_000);
+    sale.pay(&bob, "pi_b", 3_000);
+    let again = sale.payment(&bob, "pi_b2", 2_500, 3_500);
+    sale.refund_requested(&again, RefundReason::Duplicate, 3_510);
+    sale.refund(&again, RefundReason::Duplicate, "re_b2", 3_520);
+    let paid = sale.pay(&dave, "pi_d", 4_000);
+    let wrong = sale.payment(&erin, "pi_e", 999, 5_000);
+    sale.refund(&wrong, RefundReason::AmountMismatch, "re_e", 5_010);
+    sale.pay(&erin, "pi_e2", 6_000);
+    sale.request_cancel(&dave, 10_000, CancelReason::Refunded);
+    sale.cancelled(&dave, 10_000, CancelReason::Refunded);
+    sale.refund(&paid, RefundReason::Admin, "re_d", 10_010);
+    sale.cancel(&carol, 61_000, CancelReason::Expired);
+    let late = sale.payment(&carol, "pi_c", 1_250, 62_000);
+    sale.refund(&late, RefundReason::Late, "re_c", 62_010);
     sale
 }
 

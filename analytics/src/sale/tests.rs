@@ -141,7 +141,10 @@ fn the_timeline_of_a_busy_sale() {
         timeline.accepted,
         vec![[0, 1, 1, 0, 0], [0, 0, 1, 0, 0], [1, 0, 0, 0, 0], [1, 0, 0, 0, 0], [0; 5], [0; 5], [1, 0, 0, 1, 0]]
     );
-    assert_eq!(timeline.cancellations, vec![[0, 0], [0, 0], [1, 0], [0, 0], [0, 0], [0, 0], [0, 1]]);
+    assert_eq!(
+        timeline.cancellations,
+        vec![[0, 0, 0], [0, 0, 0], [1, 0, 0], [0, 0, 0], [0, 0, 0], [0, 0, 0], [0, 1, 0]]
+    );
     let latency: Vec<Option<(f64, f64, u64)>> =
         timeline.latency.iter().map(|p| p.map(|p| (p.p50_ms, p.p99_ms, p.orders))).collect();
     assert_eq!(
@@ -213,4 +216,42 @@ fn buyers_are_counted_by_units_held_and_orders() {
     );
     assert_eq!(buyers.top[1].user_id.as_str(), "dave", "then by units");
     assert_eq!(buyers.top.len(), 7);
+}
+
+#[test]
+fn a_paid_sale_counts_its_money_once_per_payment_and_refund() {
+    let mut sale = super::script::paid_sale();
+    let revenue = sale.log.revenue();
+    let eur = seckill_core::money::Currency::parse("EUR").expect("valid");
+    assert_eq!(revenue.by_currency[&eur], Totals { paid: 10_999, refunded: 5_999 });
+    assert_eq!(revenue.by_currency[&eur].net(), 5_000);
+    assert_eq!((revenue.payments, revenue.paid_orders, revenue.refunded(), revenue.refund_pending), (7, 4, 4, 0));
+    assert_eq!(revenue.refunded_by_reason.get("duplicate"), Some(&1), "two requests, one payment");
+    let books = sale.log.books();
+    assert_eq!((books.confirmed, books.refunded, books.paid_amount, books.refunded_amount), (4, 1, 6_250, 1_250));
+    assert_eq!(books.paid_amount - books.refunded_amount, 5_000, "the view's revenue: the log's net");
+    for (envelope, orders_topic) in sale.records.clone() {
+        sale.put(&envelope, orders_topic);
+    }
+    assert_eq!(sale.log.revenue(), revenue, "redeliveries change nothing");
+}
+
+#[test]
+fn the_payment_deadline_is_the_creations_or_the_definitions() {
+    let mut sale = Script::priced(2, 1, 60, 100, Some("EUR"));
+    let order = sale.accept("ann", 1, 0);
+    sale.decide(&order, 10);
+    let log = &sale.log.orders[&order.order_id];
+    assert_eq!(sale.log.pay_by(log), Some(at(61_000)), "60 s after the decision, rounded up to a second");
+    let explicit = sale.accept("bob", 1, 20);
+    sale.orders(seckill_core::Event::OrderCreated(seckill_core::event::OrderCreated {
+        order: explicit.clone(),
+        decided_at: at(30),
+        remaining: 0,
+        pay_by: Some(at(90_000)),
+    }));
+    assert_eq!(sale.log.pay_by(&sale.log.orders[&explicit.order_id]), Some(at(90_000)));
+    let free = Script::new(1, 1, 0);
+    assert!(!free.log.takes_payments());
+    assert!(sale.log.takes_payments());
 }

@@ -100,8 +100,13 @@ pub struct Timeline {
     /// Orders accepted per bucket, by where they ended, in
     /// [`FinalStatus::ALL`] order.
     pub accepted: Vec<[u64; 5]>,
-    /// Cancellations per bucket of `cancelled_at`: [requested, expired].
-    pub cancellations: Vec<[u64; 2]>,
+    /// Cancellations per bucket of `cancelled_at`: [requested, expired,
+    /// refunded by an admin].
+    pub cancellations: Vec<[u64; 3]>,
+    /// Payments per bucket: [reported paid (by the provider's `paid_at`),
+    /// refunds acknowledged (by `refunded_at`)], each payment and each
+    /// provider refund once.
+    pub payments: Vec<[u64; 2]>,
     /// Latency of the orders accepted in each bucket (`None`: none decided).
     pub latency: Vec<Option<LatencyPoint>>,
     /// The latency distribution, from the first to the last non-empty bin.
@@ -130,7 +135,7 @@ impl Timeline {
         let changes = log.stock_changes();
         let resale = log.resale(&changes);
         let mut accepted = vec![[0u64; 5]; buckets.count];
-        let mut cancellations = vec![[0u64; 2]; buckets.count];
+        let mut cancellations = vec![[0u64; 3]; buckets.count];
         let mut latencies: Vec<Vec<TimeDelta>> = vec![Vec::new(); buckets.count];
         let mut all_latencies = Vec::new();
         for order in log.orders.values() {
@@ -138,8 +143,12 @@ impl Timeline {
             let slot = FinalStatus::ALL.iter().position(|s| *s == status).unwrap_or(0);
             accepted[buckets.index(order.accepted_at)][slot] += 1;
             if let Some(cancellation) = order.cancellation() {
-                let expired = cancellation.kind == OutcomeKind::Cancelled(CancelReason::Expired);
-                cancellations[buckets.index(cancellation.at)][usize::from(expired)] += 1;
+                let slot = match cancellation.kind {
+                    OutcomeKind::Cancelled(CancelReason::Expired) => 1,
+                    OutcomeKind::Cancelled(CancelReason::Refunded) => 2,
+                    _ => 0,
+                };
+                cancellations[buckets.index(cancellation.at)][slot] += 1;
             }
             if let Some(decision) = order.first_decision() {
                 let latency = decision.at - order.accepted_at;
@@ -158,10 +167,20 @@ impl Timeline {
                 })
             })
             .collect();
+        let mut payments = vec![[0u64; 2]; buckets.count];
+        for payment in log.payments.values() {
+            if let Some(paid_at) = payment.paid_at() {
+                payments[buckets.index(paid_at)][0] += 1;
+            }
+            for refund in payment.refunds.values() {
+                payments[buckets.index(refund.refunded_at)][1] += 1;
+            }
+        }
         Self {
             buckets,
             accepted,
             cancellations,
+            payments,
             latency,
             latency_bins: latency_bins(&all_latencies),
             admission_left: admission_left(log, buckets.origin),
@@ -176,12 +195,17 @@ impl Timeline {
     }
 }
 
-/// The shared time axis: first acceptance to last outcome.
+/// The shared time axis: first acceptance to last outcome, payment or
+/// refund.
 fn axis(log: &VoucherLog) -> Buckets {
-    let times = log.orders.values().flat_map(|order| {
+    let orders = log.orders.values().flat_map(|order| {
         let outcomes = order.decisions.iter().chain(&order.cancellations).chain(&order.confirmations);
         std::iter::once(order.accepted_at).chain(outcomes.map(|outcome| outcome.at))
     });
+    let payments = log.payments.values().flat_map(|payment| {
+        payment.paid_at().into_iter().chain(payment.refunds.values().map(|refund| refund.refunded_at))
+    });
+    let times = orders.chain(payments);
     let (first, last) =
         times.fold((None, None), |(first, last): (Option<DateTime<Utc>>, Option<DateTime<Utc>>), at| {
             (Some(first.map_or(at, |f| f.min(at))), Some(last.map_or(at, |l| l.max(at))))

@@ -1,5 +1,6 @@
 //! Bar charts: orders accepted per time bucket by final outcome,
-//! cancellations per bucket by reason, and the latency distribution.
+//! cancellations per bucket by reason, payments and refunds per bucket
+//! side by side, and the latency distribution.
 
 use plotters::prelude::*;
 
@@ -39,28 +40,58 @@ pub(in crate::report) fn accepted(timeline: &Timeline) -> Result<Chart, Analytic
         .collect();
     let counts: Vec<&[u64]> = timeline.accepted.iter().map(|counts| &counts[..series.len()]).collect();
     let label = format!("Orders accepted {}, by final outcome", per_bucket(&timeline.buckets));
-    stacked("accepted", &label, &timeline.buckets, &series, &counts, "orders")
+    time_bars("accepted", &label, &timeline.buckets, &series, &counts, "orders", Layout::Stacked)
 }
 
-/// Cancellations per bucket, stacked by reason.
+/// Cancellations per bucket, stacked by reason (admin refunds only when
+/// there are some).
 pub(in crate::report) fn cancellations(timeline: &Timeline) -> Result<Chart, AnalyticsError> {
-    let series =
-        [Series { name: "requested", color: palette::ORANGE }, Series { name: "expired", color: palette::PURPLE }];
-    let counts: Vec<&[u64]> = timeline.cancellations.iter().map(|counts| &counts[..]).collect();
+    let any_refunded = timeline.cancellations.iter().any(|counts| counts[2] > 0);
+    let series = [
+        Series { name: "requested", color: palette::ORANGE },
+        Series { name: "expired", color: palette::PURPLE },
+        Series { name: "refunded", color: palette::VERMILLION },
+    ];
+    let series = &series[..if any_refunded { 3 } else { 2 }];
+    let counts: Vec<&[u64]> = timeline.cancellations.iter().map(|counts| &counts[..series.len()]).collect();
     let label = format!("Cancellations {}, by reason", per_bucket(&timeline.buckets));
-    stacked("cancellations", &label, &timeline.buckets, &series, &counts, "cancellations")
+    time_bars("cancellations", &label, &timeline.buckets, series, &counts, "cancellations", Layout::Stacked)
 }
 
-/// A stacked bar chart over the time axis; `counts[bucket][series]`.
-fn stacked(
+/// Payments reported paid and refunds acknowledged per bucket, side by
+/// side.
+pub(in crate::report) fn payments(timeline: &Timeline) -> Result<Chart, AnalyticsError> {
+    let series =
+        [Series { name: "paid", color: palette::GREEN }, Series { name: "refunded", color: palette::VERMILLION }];
+    let counts: Vec<&[u64]> = timeline.payments.iter().map(|counts| &counts[..]).collect();
+    let label = format!("Payments paid and refunded {}", per_bucket(&timeline.buckets));
+    time_bars("payments", &label, &timeline.buckets, &series, &counts, "payments", Layout::Beside)
+}
+
+/// How a bucket's series share its slot.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Layout {
+    /// One bar, the series on top of each other.
+    Stacked,
+    /// A narrow bar per series, next to each other.
+    Beside,
+}
+
+/// A bar chart over the time axis; `counts[bucket][series]`.
+fn time_bars(
     name: &'static str,
     label: &str,
     buckets: &Buckets,
     series: &[Series],
     counts: &[&[u64]],
     unit: &str,
+    layout: Layout,
 ) -> Result<Chart, AnalyticsError> {
-    let tallest = counts.iter().map(|bucket| bucket.iter().sum::<u64>()).max().unwrap_or(0);
+    let tallest = match layout {
+        Layout::Stacked => counts.iter().map(|bucket| bucket.iter().sum::<u64>()).max(),
+        Layout::Beside => counts.iter().flat_map(|bucket| bucket.iter().copied()).max(),
+    };
+    let tallest = tallest.unwrap_or(0);
     let mut overlay = Overlay::new(name);
     overlay.attribute("bucket-seconds", buckets.width_s.to_string());
     let mut svg = String::new();
@@ -81,6 +112,7 @@ fn stacked(
         let width = buckets.width_s as f64;
         // A gap between neighbouring bars, when there is room for one.
         let gap = width * 0.12;
+        let slots = series.len() as f64;
         for (slot, series) in series.iter().enumerate() {
             let mut bars = Vec::new();
             for (index, bucket) in counts.iter().enumerate() {
@@ -88,8 +120,15 @@ fn stacked(
                 if count == 0 {
                     continue;
                 }
-                let below: u64 = bucket[..slot].iter().sum();
-                let (x0, x1) = (index as f64 * width + gap, (index + 1) as f64 * width - gap);
+                let (mut x0, mut x1) = (index as f64 * width + gap, (index + 1) as f64 * width - gap);
+                let below: u64 = match layout {
+                    Layout::Stacked => bucket[..slot].iter().sum(),
+                    Layout::Beside => {
+                        let part = (x1 - x0) / slots;
+                        (x0, x1) = (x0 + part * slot as f64, x0 + part * (slot + 1) as f64);
+                        0
+                    }
+                };
                 let (low, high) = (below, below + count);
                 overlay.datum(
                     chart.backend_coord(&(x0, high)),

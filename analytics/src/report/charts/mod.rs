@@ -16,7 +16,7 @@ use plotters::prelude::*;
 use crate::sale::{Buckets, Step};
 use crate::AnalyticsError;
 
-pub(super) use bars::{accepted, cancellations, latency_distribution};
+pub(super) use bars::{accepted, cancellations, latency_distribution, payments};
 pub(super) use lines::{latency_over_time, returned_and_resold, units_left};
 
 /// Every chart's size in pixels; the page scales it to the window.

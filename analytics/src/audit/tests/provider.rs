@@ -1,0 +1,121 @@
+//! The provider's answers fetched from a sandbox provider (in-process, on
+//! a port of its own), and the rule on them.
+
+use std::time::Duration;
+
+use seckill_payments::{NewIntent, PaymentIntent, Provider, ProviderSettings};
+use seckill_sandbox::{Sandbox, SandboxConfig};
+use tokio_util::sync::CancellationToken;
+
+use super::failing;
+use crate::audit::{audit_voucher_against, ProviderSource};
+use crate::sale::script::Script;
+
+/// A sandbox serving until dropped, and a client of it.
+struct TestSandbox {
+    base_url: String,
+    api_key: String,
+    provider: Provider,
+    stop: CancellationToken,
+}
+
+impl Drop for TestSandbox {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+impl TestSandbox {
+    async fn start() -> Self {
+        let config = SandboxConfig::local(None);
+        let sandbox = Sandbox::build(config.clone()).await.expect("the sandbox binds");
+        let base_url = format!("http://{}", sandbox.local_addr());
+        let stop = CancellationToken::new();
+        tokio::spawn(sandbox.run(stop.clone()));
+        let settings = ProviderSettings {
+            base_url: base_url.clone(),
+            api_key: config.api_key.clone(),
+            timeout: Duration::from_secs(5),
+        };
+        let provider = Provider::new(settings).expect("valid settings");
+        Self { base_url, api_key: config.api_key, provider, stop }
+    }
+
+    /// An intent for `order`'s amount.
+    async fn intent(&self, order: &seckill_core::event::OrderAccepted) -> PaymentIntent {
+        let request = NewIntent {
+            amount: order.amount,
+            currency: "eur".to_owned(),
+            order_id: order.order_id.to_string(),
+            voucher_id: order.voucher_id.to_string(),
+            return_url: None,
+        };
+        self.provider.create_intent(&request, &format!("create-{}", order.order_id)).await.expect("created")
+    }
+
+    /// The buyer pays `intent`.
+    async fn pay(&self, intent: &PaymentIntent) {
+        let url = format!("{}/sandbox/payment_intents/{}/pay", self.base_url, intent.id);
+        let response = reqwest::Client::new().post(url).send().await.expect("the sandbox answers");
+        assert!(response.status().is_success(), "{}", response.status());
+    }
+}
+
+#[tokio::test]
+async fn the_provider_is_asked_about_every_payment_and_order() {
+    let sandbox = TestSandbox::start().await;
+    let mut sale = Script::priced(4, 1, 60, 1_250, Some("EUR"));
+    let orders: Vec<_> = ["ann", "bob", "cat", "dan"]
+        .into_iter()
+        .enumerate()
+        .map(|(i, user)| {
+            let order = sale.accept(user, 1, 10 * i as i64);
+            sale.decide(&order, 10 * i as i64 + 5);
+            order
+        })
+        .collect();
+    let mut intents = Vec::new();
+    for order in &orders {
+        intents.push(sandbox.intent(order).await);
+    }
+    // Ann pays and keeps it; Bob pays and is refunded; Cat abandons her
+    // checkout; Dan pays, and the log never hears of it.
+    for paid in [&intents[0], &intents[1], &intents[3]] {
+        sandbox.pay(paid).await;
+    }
+    let refund = sandbox.provider.refund(&intents[1].id, "refund-bob").await.expect("refunded");
+    sale.pay(&orders[0], &intents[0].id, 1_000);
+    let bob = sale.payment(&orders[1], &intents[1].id, 1_250, 1_100);
+    sale.refund(&bob, seckill_core::event::RefundReason::AmountMismatch, &refund.id, 1_200);
+
+    let source = ProviderSource::connect(&sandbox.base_url, &sandbox.api_key).expect("valid");
+    let figures = source.figures(&sale.log).await.expect("the provider answers");
+    assert_eq!(figures.retrieved.len(), 2);
+    assert_eq!(figures.by_order.len(), 4, "every priced order searched");
+    let audit = audit_voucher_against(&sale.log, None, Some(&figures));
+    assert_eq!(failing(&audit), ["provider_agrees"]);
+    let detail = &audit.rules.last().expect("the provider's rule").detail;
+    assert!(detail.contains("4 orders searched, 1 succeeded there missing from the log"), "{detail}");
+    assert!(detail.contains(&format!("(e.g. {} succeeded and is not in the log)", intents[3].id)), "{detail}");
+
+    // Once the log has Dan's payment too, both sides agree.
+    sale.pay(&orders[3], &intents[3].id, 1_300);
+    let figures = source.figures(&sale.log).await.expect("the provider answers");
+    let audit = audit_voucher_against(&sale.log, None, Some(&figures));
+    assert!(audit.pass, "{:?}", audit.rules.last());
+    assert!(audit
+        .rules
+        .last()
+        .is_some_and(|rule| rule.detail.ends_with("paid EUR 37.50 refunded EUR 12.50 on both sides")));
+
+    // A payment id the provider never issued is unknown to it.
+    let ghost = sale.payment(&orders[2], "pi_ghost", 1_250, 1_400);
+    sale.refund(&ghost, seckill_core::event::RefundReason::Late, "re_ghost", 1_500);
+    let figures = source.figures(&sale.log).await.expect("a 404 is an answer");
+    assert_eq!(figures.retrieved.get("pi_ghost"), Some(&None));
+    let audit = audit_voucher_against(&sale.log, None, Some(&figures));
+    assert!(audit.rules.last().is_some_and(|rule| !rule.pass && rule.detail.contains("1 unknown to it")));
+
+    let wrong_key = ProviderSource::connect(&sandbox.base_url, "sk_wrong").expect("valid");
+    assert!(wrong_key.figures(&sale.log).await.is_err(), "a refusal fails the audit rather than passing it");
+}
