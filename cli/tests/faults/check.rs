@@ -107,6 +107,9 @@ pub async fn check(cluster: &Cluster, vouchers: &[Voucher], tally: &Tally, fault
         check_voucher(cluster, voucher, &log, deadline, fault).await;
     }
     let payments = crate::paid::check(cluster, tally, &log.payments, fault).await;
+    for voucher in vouchers.iter().filter(|voucher| voucher.priced) {
+        audit_with_provider(cluster, voucher, fault);
+    }
     check_stats_and_rebuild(cluster, vouchers).await;
     let outbox = poll(deadline, "the outbox drained", || async {
         let entries = outbox_len(cluster).await?;
@@ -299,6 +302,25 @@ async fn check_stats_and_rebuild(cluster: &Cluster, vouchers: &[Voucher]) {
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
+}
+
+/// `seckill audit` of a priced sale, against the live stores and the
+/// payment provider (the ingress's environment names it): every rule PASS.
+fn audit_with_provider(cluster: &Cluster, voucher: &Voucher, fault: &str) {
+    let (view, processor) = (cluster.url(Service::Projector), cluster.url(Service::Processor));
+    let args = ["audit", "--voucher", &voucher.id, "--live", "--view-url", &view, "--processor-url", &processor, "--json"];
+    let output =
+        tokio::task::block_in_place(|| cluster.command(Service::Ingress, &args).output()).expect("audit runs");
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap_or(Value::Null);
+    assert!(
+        output.status.success() && report["pass"] == true && report["provider"] == true,
+        "[{fault}] seckill audit of {} with the provider:\n{}\n{}",
+        voucher.id,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let rules = report.pointer("/vouchers/0/rules").and_then(Value::as_array).map_or(0, Vec::len);
+    println!("[{fault}] seckill audit --live with the provider: {rules} rules PASS");
 }
 
 /// Waits until the outbox is empty and every promised order is final.
