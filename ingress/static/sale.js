@@ -167,7 +167,7 @@ function showOrder(shown) {
   $("amount-line").hidden = !priced;
   $("order-amount").textContent = priced ? money(order.amount, order.currency) : "";
   const open = order.status === "CREATED" && !(order.pay_by && Date.parse(order.pay_by) <= serverNow());
-  $("pay").hidden = !priced;
+  $("pay").hidden = !priced || order.status !== "CREATED";
   $("pay").disabled = !open;
   $("confirm").hidden = priced;
   $("confirm").disabled = order.status !== "CREATED";
