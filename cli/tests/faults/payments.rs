@@ -458,3 +458,29 @@ async fn a_refund_worker_killed_after_the_provider_refunded_refunds_once() {
     // is told of the refund already made: one refund, logged once.
     settle_tally(&mut cluster, &[voucher], tally, "refund worker killed after the provider refunded").await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_payment_made_in_time_while_the_processor_is_down_pays_when_decided_late() {
+    let _turn = turn().await;
+    let mut cluster = tokio::task::block_in_place(Cluster::start);
+    let voucher = priced(&cluster, 1_000, 3).await;
+    let mut tally = Tally::default();
+    let (order, pay_by) = created_order(&cluster, &voucher, "patient", &mut tally).await;
+    let payment = payment_of(&cluster, &order, "patient").await;
+    // The processor is gone when the buyer pays, and comes back only after
+    // the deadline: the provider's time decides, not the processor's.
+    tokio::task::block_in_place(|| cluster.kill(Service::Processor));
+    let intent = pay(&cluster, &payment).await.expect("paid");
+    let paid_at = intent["latest_charge"]["created"].as_i64().expect("a charge time");
+    assert!(paid_at < pay_by.timestamp(), "paid in time");
+    record_paid(&mut tally, &order, &payment);
+    let after_deadline = (pay_by - Utc::now()).to_std().unwrap_or_default() + Duration::from_secs(2);
+    tokio::time::sleep(after_deadline).await;
+    tokio::task::block_in_place(|| cluster.start_service(Service::Processor));
+    let row = wait_for(&cluster, &order, "patient", |row| matches!(row["status"].as_str(), Some("PAID" | "CANCELLED"))).await;
+    assert_eq!((row["status"].as_str(), row["payment_id"].as_str()), (Some("PAID"), Some(payment.as_str())), "{row}");
+    let paid_at_in_view: DateTime<Utc> = row["paid_at"].as_str().expect("paid_at").parse().expect("a time");
+    assert!(paid_at_in_view < pay_by, "the order shows when it was paid, not when it was decided");
+    println!("[processor down at the deadline] paid at {paid_at_in_view} (pay_by {pay_by}), decided after the deadline: PAID");
+    settle_tally(&mut cluster, &[voucher], tally, "processor down at the deadline").await;
+}
