@@ -13,7 +13,8 @@ use warp::{Filter, Rejection, Reply};
 use crate::failure::Failure;
 use crate::ledger::{IntentRequest, Ledger, MAX_AMOUNT};
 use crate::params::Params;
-use crate::state::{lock, unix_now, State};
+use crate::state::{unix_now, State};
+use crate::sync::lock;
 use crate::{body, search};
 
 /// Most search results on one page, as Stripe allows.

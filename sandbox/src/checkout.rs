@@ -17,7 +17,8 @@ use warp::{Filter, Rejection, Reply};
 
 use crate::body;
 use crate::failure::Failure;
-use crate::state::{lock, Outcome, State};
+use crate::state::{Outcome, State};
+use crate::sync::lock;
 
 /// Stripe's zero-decimal currencies: their amounts are whole units.
 const ZERO_DECIMAL: &[&str] =

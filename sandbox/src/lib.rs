@@ -64,6 +64,7 @@ mod params;
 mod search;
 mod state;
 mod switches;
+mod sync;
 mod testing;
 mod webhooks;
 

@@ -1,12 +1,13 @@
 //! What every route shares: the books, the switches and the webhook queue.
 
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use seckill_payments::PaymentIntent;
 
 use crate::failure::Failure;
 use crate::ledger::Ledger;
 use crate::switches::Switches;
+use crate::sync::lock;
 use crate::webhooks::Webhooks;
 
 /// The sandbox's shared state.
@@ -17,12 +18,6 @@ pub(crate) struct State {
     pub(crate) webhooks: Webhooks,
     /// The key callers of `/v1` must present.
     pub(crate) api_key: String,
-}
-
-/// Locks `mutex`; a panic while it was held left nothing half-done that
-/// matters to a sandbox, so the state is used as it is.
-pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Now, in Stripe's unit: unix seconds.

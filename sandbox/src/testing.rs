@@ -11,8 +11,9 @@ use warp::{Filter, Rejection, Reply};
 
 use crate::api::answer;
 use crate::body;
-use crate::state::{lock, Outcome, State};
+use crate::state::{Outcome, State};
 use crate::switches::SwitchesUpdate;
+use crate::sync::lock;
 use crate::webhooks::WebhookCounts;
 
 /// `GET /sandbox/ledger`.

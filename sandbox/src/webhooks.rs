@@ -20,8 +20,8 @@ use tokio::task::JoinSet;
 use tokio::time::{sleep, sleep_until, timeout, Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
-use crate::state::lock;
 use crate::switches::Switches;
+use crate::sync::lock;
 use crate::SandboxConfig;
 
 /// Events waiting for delivery at most; past it new ones are dropped.
