@@ -8,7 +8,8 @@
 //!
 //! Definitions:
 //! - `accepted`: distinct orders with an `OrderAccepted`; `created`,
-//!   `failed`, `cancelled`, `confirmed`: distinct orders with that outcome.
+//!   `failed`, `cancelled`, `paid`: distinct orders with that outcome (an
+//!   order claimed free by its owner is paid too).
 //! - `units_sold`: units of created orders minus units of cancelled ones.
 //! - `stock`: the definition's stock plus every `add_stock`, each update
 //!   once by its event id.
@@ -50,8 +51,10 @@ pub struct VoucherStats {
     pub failed: u64,
     /// Distinct orders that gave their units back.
     pub cancelled: u64,
-    /// Distinct orders their owner confirmed.
-    pub confirmed: u64,
+    /// Distinct orders paid (or, for a free voucher, claimed by their
+    /// owner). Older output called it `confirmed`.
+    #[serde(alias = "confirmed")]
+    pub paid: u64,
     /// Units of created orders minus units of cancelled ones.
     pub units_sold: u64,
     /// Whether the net units sold end at the stock.
@@ -92,7 +95,8 @@ struct Voucher {
     decided: HashMap<OrderId, Decision>,
     /// Cancelled orders.
     cancelled: HashMap<OrderId, Cancellation>,
-    confirmed: HashSet<OrderId>,
+    /// Paid orders.
+    paid: HashSet<OrderId>,
 }
 
 /// How the processor decided one order.
@@ -168,8 +172,8 @@ impl Stats {
                     })
                     .or_insert(incoming);
             }
-            Event::OrderPaid(confirmed) => {
-                voucher.confirmed.insert(confirmed.order.order_id);
+            Event::OrderPaid(paid) => {
+                voucher.paid.insert(paid.order.order_id);
             }
             Event::CancelRequested(_)
             | Event::ConfirmRequested(_)
@@ -224,7 +228,7 @@ impl Voucher {
             created,
             failed: self.decided.len() as u64 - created,
             cancelled: self.cancelled.len() as u64,
-            confirmed: self.confirmed.len() as u64,
+            paid: self.paid.len() as u64,
             units_sold: created_units.saturating_sub(cancelled_units),
             sold_out: last_unit.is_some(),
             first_accepted_at,
@@ -438,12 +442,11 @@ mod tests {
             add_stock: 5,
         }));
         sale.events.push(update);
-        let confirmed =
-            sale.push(Event::OrderPaid(OrderPaid { order: first.clone(), paid_at: at(40), payment_id: None }));
-        sale.events.push(confirmed);
+        let paid = sale.push(Event::OrderPaid(OrderPaid { order: first.clone(), paid_at: at(40), payment_id: None }));
+        sale.events.push(paid);
 
         let stats = sale.stats();
-        assert_eq!((stats.accepted, stats.created, stats.failed, stats.confirmed, stats.cancelled), (2, 1, 1, 1, 0));
+        assert_eq!((stats.accepted, stats.created, stats.failed, stats.paid, stats.cancelled), (2, 1, 1, 1, 0));
         assert_eq!((stats.units_sold, stats.stock), (2, 15));
         assert!(!stats.sold_out);
         assert_eq!((stats.sold_out_at, stats.sell_out_ms), (None, None));

@@ -65,7 +65,7 @@ enum Command {
     /// with --verify, reports every row that differs from the live view.
     RebuildView(rebuild_view::RebuildArgs),
     /// Per-voucher sale statistics from the log: orders accepted, created,
-    /// failed, cancelled and confirmed, units sold, sell-out time and the
+    /// failed, cancelled and paid, units sold, sell-out time and the
     /// accept → decision latency (p50/p99); --json for machines.
     Stats(stats::StatsArgs),
     /// Writes the platform's topics between two bounds (offsets, times, or

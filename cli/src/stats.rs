@@ -2,7 +2,7 @@
 //!
 //! Reads the sales and orders topics as they are now (no consumer group) and
 //! prints one row per voucher: orders accepted, created, failed, cancelled
-//! and confirmed, units sold against the stock, when the last unit went and
+//! and paid, units sold against the stock, when the last unit went and
 //! how long after the first order and the sale's start, and the accept →
 //! decision latency. See `seckill_analytics::stats` for the definitions.
 
@@ -66,7 +66,7 @@ const HEADERS: [&str; 12] = [
     "created",
     "failed",
     "cancelled",
-    "confirmed",
+    "paid",
     "sold",
     "sold out at",
     "sell-out",
@@ -113,7 +113,7 @@ fn row(stats: &VoucherStats) -> [String; 12] {
         stats.created.to_string(),
         stats.failed.to_string(),
         stats.cancelled.to_string(),
-        stats.confirmed.to_string(),
+        stats.paid.to_string(),
         stats.units_sold.to_string(),
         stats.sold_out_at.map_or_else(|| "-".to_owned(), |at| at.format("%Y-%m-%d %H:%M:%S%.3f").to_string()),
         stats.sell_out_ms.map_or_else(|| "-".to_owned(), duration),
@@ -168,7 +168,7 @@ mod tests {
             created: 6,
             failed: 1,
             cancelled: 1,
-            confirmed: 0,
+            paid: 0,
             units_sold: 5,
             sold_out: true,
             first_accepted_at: None,

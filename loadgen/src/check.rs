@@ -117,10 +117,10 @@ fn final_order(row: &Value) -> FinalOrder {
     }
 }
 
-/// Units held per user by created (or confirmed) orders.
+/// Units held per user by created (or paid) orders.
 pub(crate) fn units_per_user(orders: &[FinalOrder]) -> HashMap<&str, u64> {
     let mut units: HashMap<&str, u64> = HashMap::new();
-    for order in orders.iter().filter(|o| o.status == "CREATED" || o.status == "CONFIRMED") {
+    for order in orders.iter().filter(|o| o.status == "CREATED" || o.status == "PAID") {
         let held = units.entry(order.user.as_str()).or_default();
         *held = held.saturating_add(order.quantity);
     }

@@ -26,8 +26,8 @@ pub fn provider(config: &PaymentsConfig) -> Result<Option<Provider>, ProviderErr
     Provider::new(settings).map(Some)
 }
 
-/// Runs one provider `call` (a closed set of names: `create`, `retrieve`,
-/// `cancel`, `search`, `refund`), recording how long it took.
+/// Runs one provider `call` (one of `PROVIDER_CALLS`), recording how long
+/// it took.
 pub async fn timed<T, E>(
     metrics: &PaymentMetrics,
     call: &'static str,

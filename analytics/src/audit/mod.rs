@@ -6,8 +6,9 @@
 //! - `one_decision_per_acceptance`: every accepted order was decided
 //!   exactly once (a re-emitted outcome keeps its event id and is the same
 //!   decision), and no decision lacks an acceptance;
-//! - `cancel_confirm_after_creation`: every cancellation and confirmation
-//!   follows a creation of its order on the orders topic;
+//! - `cancel_confirm_after_creation`: every cancellation and payment
+//!   (`OrderPaid`, a free claim included) follows a creation of its order
+//!   on the orders topic;
 //! - `per_user_limit`: no user held more units at once than the limit,
 //!   walking the sales topic in the processor's order;
 //! - `returns_resold_or_left`: units given back by cancellations were sold

@@ -102,7 +102,7 @@ pub(super) fn paid_in_time(log: &VoucherLog) -> RuleResult {
     for payment in log.payments.values() {
         for (event_id, order_id) in &payment.paid {
             let Some(order) = log.orders.get(order_id) else { continue };
-            let paid_at = order.confirmations.iter().find(|paid| paid.event_id == *event_id).map(|paid| paid.at);
+            let paid_at = order.paid.iter().find(|paid| paid.event_id == *event_id).map(|paid| paid.at);
             match (paid_at, log.pay_by(order)) {
                 (Some(paid_at), Some(deadline)) if paid_at < deadline => in_time += 1,
                 (Some(_), None) => without_deadline += 1,

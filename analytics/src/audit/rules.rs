@@ -62,17 +62,17 @@ pub(super) fn one_decision_per_acceptance(log: &VoucherLog, books: &Books) -> Ru
     )
 }
 
-/// Every cancellation and confirmation comes after a creation of the same
-/// order on the orders topic.
+/// Every cancellation and payment (`OrderPaid`, a free claim included)
+/// comes after a creation of the same order on the orders topic. The rule
+/// id predates the rename of confirmed to paid and stays stable.
 pub(super) fn cancel_confirm_after_creation(log: &VoucherLog) -> RuleResult {
-    const RULE: (&str, &str) =
-        ("cancel_confirm_after_creation", "every cancellation and confirmation follows a creation");
-    let (mut cancellations, mut confirmations, mut without) = (0u64, 0u64, 0u64);
+    const RULE: (&str, &str) = ("cancel_confirm_after_creation", "every cancellation and payment follows a creation");
+    let (mut cancellations, mut paid, mut without) = (0u64, 0u64, 0u64);
     for order in log.orders.values() {
         let created = order.creation().map(|creation| creation.position);
-        for outcome in order.cancellations.iter().chain(&order.confirmations) {
+        for outcome in order.cancellations.iter().chain(&order.paid) {
             match outcome.kind {
-                OutcomeKind::Confirmed => confirmations += 1,
+                OutcomeKind::Paid => paid += 1,
                 _ => cancellations += 1,
             }
             if created.is_none_or(|created| created > outcome.position) {
@@ -86,9 +86,9 @@ pub(super) fn cancel_confirm_after_creation(log: &VoucherLog) -> RuleResult {
         format!(
             "{}, {}; {without} without a creation before them",
             plural(cancellations, "cancellation"),
-            plural(confirmations, "confirmation")
+            plural(paid, "payment")
         ),
-        json!({"cancellations": cancellations, "confirmations": confirmations, "without_creation": without}),
+        json!({"cancellations": cancellations, "paid": paid, "without_creation": without}),
     )
 }
 
@@ -144,7 +144,7 @@ pub(super) fn view_matches_log(books: &Books, live: &LiveFigures) -> RuleResult 
         ("orders", view.admitted, books.orders),
         ("created", view.created, books.created),
         ("failed", view.failed, books.failed),
-        ("paid", view.paid, books.confirmed),
+        ("paid", view.paid, books.paid),
         ("cancelled", view.cancelled, books.cancelled.saturating_sub(books.refunded)),
         ("refunded", view.refunded, books.refunded),
         ("revenue", view.revenue, books.paid_amount.saturating_sub(books.refunded_amount)),

@@ -39,7 +39,7 @@ fn agreeing(sale: &Script) -> LiveFigures {
             paused: false,
             admitted: books.orders,
             created: books.created,
-            paid: books.confirmed,
+            paid: books.paid,
             failed: books.failed,
             cancelled: books.cancelled - books.refunded,
             refunded: books.refunded,
@@ -74,7 +74,7 @@ fn cancels_that_overtook_their_orders_are_dated_where_the_processor_decided_them
     // Every buyer cancels right after the 202, and each cancel overtakes its
     // order through the outbox: the request is on the sales topic before the
     // acceptance, the processor parks it and decides it right after the
-    // order. Zoe's request with an expiry was ignored (her order confirmed),
+    // order. Zoe's request with an expiry was ignored (her order was paid),
     // her own later cancel returned the unit.
     let mut sale = Script::new(3, 1, 60);
     for (i, user) in ["ann", "ben", "cat"].into_iter().enumerate() {
@@ -153,7 +153,7 @@ fn a_second_cancellation_breaks_only_the_returns_rule() {
 }
 
 #[test]
-fn a_confirmation_without_a_creation_breaks_only_its_rule() {
+fn a_payment_without_a_creation_breaks_only_its_rule() {
     let mut sale = busy_sale();
     let failed = sale.log.orders.values().find(|o| o.final_status() == crate::sale::FinalStatus::Failed).cloned();
     let failed = failed.expect("grace's order failed");

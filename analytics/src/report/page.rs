@@ -139,7 +139,7 @@ fn section(html: &mut String, sale: &VoucherSale) -> Result<(), AnalyticsError> 
             charts::cancellations(&timeline)?,
             format!("Cancellations and expiries {}", charts::per_bucket(&timeline.buckets)),
             "Cancellations by when they happened: asked for by the owner or an admin, expired (not paid or \
-             confirmed within the hold), or a paid order an admin refunded.",
+             claimed within the hold), or a paid order an admin refunded.",
         ),
         (
             charts::returned_and_resold(&timeline)?,
@@ -202,7 +202,7 @@ fn lede(sale: &VoucherSale, books: &Books) -> String {
         let _ = write!(lede, " · {price} per unit");
     }
     if definition.hold_seconds > 0 {
-        let unpaid = if price.is_some() { "unpaid" } else { "unconfirmed" };
+        let unpaid = if price.is_some() { "unpaid" } else { "unclaimed" };
         let _ = write!(lede, " · {unpaid} orders expire after {} s", definition.hold_seconds);
     }
     lede
@@ -225,7 +225,7 @@ fn figures_table(html: &mut String, sale: &VoucherSale, books: &Books, timeline:
         ("failed", "failed", stats.failed.to_string(), Some(stats.failed.to_string())),
         ("cancelled", "cancelled", stats.cancelled.to_string(), Some(stats.cancelled.to_string())),
         ("expired", "of which expired", expired.to_string(), Some(expired.to_string())),
-        ("confirmed", "confirmed", stats.confirmed.to_string(), Some(stats.confirmed.to_string())),
+        ("paid", "paid", stats.paid.to_string(), Some(stats.paid.to_string())),
         ("units_sold", "units sold", stats.units_sold.to_string(), Some(stats.units_sold.to_string())),
         ("resold_units", "units sold again", books.resold_units.to_string(), Some(books.resold_units.to_string())),
         (

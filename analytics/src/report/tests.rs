@@ -78,7 +78,7 @@ fn the_report_is_well_formed_and_its_charts_hold_the_timeline() {
         .collect();
     let colour = |series: &str| match series {
         "created" => "#0072b2",
-        "confirmed" => "#009e73",
+        "paid" => "#009e73",
         "cancelled" => "#e69f00",
         "failed" => "#d55e00",
         other => panic!("unexpected series {other}"),

@@ -46,8 +46,8 @@ pub struct Books {
     pub created: u64,
     /// Orders the processor refused.
     pub failed: u64,
-    /// Orders ever confirmed.
-    pub confirmed: u64,
+    /// Orders ever paid (free ones: claimed by their owner).
+    pub paid: u64,
     /// Orders ever cancelled (admin refunds included).
     pub cancelled: u64,
     /// Orders an admin refunded.
@@ -131,7 +131,7 @@ impl VoucherLog {
             accepted: self.orders.values().filter(|o| o.accepted.is_some()).count() as u64,
             created: 0,
             failed: 0,
-            confirmed: 0,
+            paid: 0,
             cancelled: 0,
             refunded: 0,
             paid_amount: 0,
@@ -155,8 +155,8 @@ impl VoucherLog {
                 books.created += 1;
                 books.created_units += units;
             }
-            if !order.confirmations.is_empty() {
-                books.confirmed += 1;
+            if !order.paid.is_empty() {
+                books.paid += 1;
                 books.paid_amount = books.paid_amount.saturating_add(order.amount);
             }
             if !order.cancellations.is_empty() {
@@ -199,7 +199,7 @@ impl VoucherLog {
                     OutcomeKind::Cancelled(reason) => {
                         (self.cancellation_decided_at(order_id, reason), ChangeKind::Return(units))
                     }
-                    OutcomeKind::Failed(_) | OutcomeKind::Confirmed => continue,
+                    OutcomeKind::Failed(_) | OutcomeKind::Paid => continue,
                 };
                 let Some(request) = request else { continue };
                 changes.push(StockChange {

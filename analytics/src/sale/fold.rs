@@ -28,7 +28,8 @@ pub struct Position {
 pub enum OutcomeKind {
     Created,
     Failed(FailReason),
-    Confirmed,
+    /// `OrderPaid`: paid, or (a free voucher) claimed by its owner.
+    Paid,
     Cancelled(CancelReason),
 }
 
@@ -68,14 +69,15 @@ pub struct OrderLog {
     /// `OrderCancelled` events, each event id once.
     pub cancellations: Vec<Outcome>,
     /// `OrderPaid` events, each event id once.
-    pub confirmations: Vec<Outcome>,
+    pub paid: Vec<Outcome>,
 }
 
 /// Where an order ended, as the view would show it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum FinalStatus {
     Created,
-    Confirmed,
+    /// Paid, or (a free voucher) claimed by its owner.
+    Paid,
     Cancelled,
     Failed,
     /// Accepted and not decided (yet).
@@ -84,13 +86,13 @@ pub enum FinalStatus {
 
 impl FinalStatus {
     /// Every status, in the order charts stack them.
-    pub const ALL: [FinalStatus; 5] = [Self::Created, Self::Confirmed, Self::Cancelled, Self::Failed, Self::Pending];
+    pub const ALL: [FinalStatus; 5] = [Self::Created, Self::Paid, Self::Cancelled, Self::Failed, Self::Pending];
 
     /// The lowercase name used in the report and its data attributes.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Created => "created",
-            Self::Confirmed => "confirmed",
+            Self::Paid => "paid",
             Self::Cancelled => "cancelled",
             Self::Failed => "failed",
             Self::Pending => "pending",
@@ -110,7 +112,7 @@ impl OrderLog {
             accepted: None,
             decisions: Vec::new(),
             cancellations: Vec::new(),
-            confirmations: Vec::new(),
+            paid: Vec::new(),
         }
     }
 
@@ -129,13 +131,13 @@ impl OrderLog {
         self.cancellations.iter().min_by_key(|c| c.position)
     }
 
-    /// Where the order ended: a cancellation outranks a confirmation, which
+    /// Where the order ended: a cancellation outranks a payment, which
     /// outranks the decision (as in the view, statuses only move forward).
     pub fn final_status(&self) -> FinalStatus {
         if !self.cancellations.is_empty() {
             FinalStatus::Cancelled
-        } else if !self.confirmations.is_empty() {
-            FinalStatus::Confirmed
+        } else if !self.paid.is_empty() {
+            FinalStatus::Paid
         } else if self.creation().is_some() {
             FinalStatus::Created
         } else if !self.decisions.is_empty() {
@@ -399,8 +401,8 @@ impl VoucherLog {
                 push(&mut self.order(&failed.order).decisions, outcome(position));
             }
             Event::OrderPaid(paid) => {
-                let outcome = outcome(event_id, OutcomeKind::Confirmed, paid.paid_at, None);
-                push(&mut self.order(&paid.order).confirmations, outcome(position));
+                let outcome = outcome(event_id, OutcomeKind::Paid, paid.paid_at, None);
+                push(&mut self.order(&paid.order).paid, outcome(position));
                 if let Some(payment_id) = &paid.payment_id {
                     self.payment(payment_id, paid.order.order_id).paid.insert(event_id, paid.order.order_id);
                 }
@@ -435,7 +437,7 @@ impl VoucherLog {
     /// Where, in the processor's reading of the sales topic, it decided the
     /// cancellation of `order` that gave `reason`: the first request with
     /// that reason (an earlier one it ignored, e.g. an expiry of a
-    /// confirmed order, did not cancel it), and no earlier than the order's
+    /// paid order, did not cancel it), and no earlier than the order's
     /// acceptance: a request that reached the log before its order (sent
     /// right after the `202`, it overtook the order through the outbox)
     /// waited and was decided right after the order. None when neither the

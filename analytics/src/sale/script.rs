@@ -260,7 +260,7 @@ impl Script {
 }
 
 /// A sale with everything, in time order: four units, two per user, held
-/// five seconds unless confirmed. Alice buys one and confirms it, Bob two,
+/// five seconds unless claimed (paid). Alice buys one and claims it, Bob two,
 /// Carol the last one (sold out at 1.2 s); Bob cancels and Dave buys his
 /// two units again (sold out again); two units are added; Erin buys one;
 /// Carol's order expires; Frank takes the last two (sold out for good at

@@ -16,7 +16,7 @@ fn the_books_of_a_busy_sale_balance() {
     let books = sale.log.books();
     assert_eq!((books.initial_stock, books.added_stock, books.offered), (4, 2, 6));
     assert_eq!((books.orders, books.accepted), (7, 7));
-    assert_eq!((books.created, books.failed, books.confirmed, books.cancelled, books.pending), (6, 1, 1, 2, 0));
+    assert_eq!((books.created, books.failed, books.paid, books.cancelled, books.pending), (6, 1, 1, 2, 0));
     assert_eq!((books.created_units, books.cancelled_units, books.units_sold), (9, 3, 6));
     assert_eq!((books.units_left, books.admission_left), (Some(0), 0));
     assert_eq!((books.returned_units, books.resold_units, books.fresh_left), (3, 3, 0));
@@ -103,7 +103,7 @@ fn final_statuses_rank_like_the_view() {
         sale.log.orders.values().map(|o| (o.user_id.to_string(), o.final_status())).collect();
     statuses.sort();
     let expected = [
-        ("alice", FinalStatus::Confirmed),
+        ("alice", FinalStatus::Paid),
         ("bob", FinalStatus::Cancelled),
         ("carol", FinalStatus::Cancelled),
         ("dave", FinalStatus::Created),
@@ -136,7 +136,7 @@ fn the_timeline_of_a_busy_sale() {
     let sale = sale.sale();
     let timeline = Timeline::of(&sale.log, &sale.stats);
     assert_eq!((timeline.buckets.origin, timeline.buckets.width_s, timeline.buckets.count), (at(0), 1, 7));
-    // created, confirmed, cancelled, failed, pending
+    // created, paid, cancelled, failed, pending
     assert_eq!(
         timeline.accepted,
         vec![[0, 1, 1, 0, 0], [0, 0, 1, 0, 0], [1, 0, 0, 0, 0], [1, 0, 0, 0, 0], [0; 5], [0; 5], [1, 0, 0, 1, 0]]
@@ -228,7 +228,7 @@ fn a_paid_sale_counts_its_money_once_per_payment_and_refund() {
     assert_eq!((revenue.payments, revenue.paid_orders, revenue.refunded(), revenue.refund_pending), (7, 4, 4, 0));
     assert_eq!(revenue.refunded_by_reason.get("duplicate"), Some(&1), "two requests, one payment");
     let books = sale.log.books();
-    assert_eq!((books.confirmed, books.refunded, books.paid_amount, books.refunded_amount), (4, 1, 6_250, 1_250));
+    assert_eq!((books.paid, books.refunded, books.paid_amount, books.refunded_amount), (4, 1, 6_250, 1_250));
     assert_eq!(books.paid_amount - books.refunded_amount, 5_000, "the view's revenue: the log's net");
     for (envelope, orders_topic) in sale.records.clone() {
         sale.put(&envelope, orders_topic);

@@ -199,7 +199,7 @@ impl Timeline {
 /// refund.
 fn axis(log: &VoucherLog) -> Buckets {
     let orders = log.orders.values().flat_map(|order| {
-        let outcomes = order.decisions.iter().chain(&order.cancellations).chain(&order.confirmations);
+        let outcomes = order.decisions.iter().chain(&order.cancellations).chain(&order.paid);
         std::iter::once(order.accepted_at).chain(outcomes.map(|outcome| outcome.at))
     });
     let payments = log.payments.values().flat_map(|payment| {

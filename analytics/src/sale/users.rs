@@ -54,7 +54,7 @@ impl VoucherLog {
                 entry.created += 1;
             }
             match status {
-                FinalStatus::Created | FinalStatus::Confirmed => entry.units += u64::from(order.quantity),
+                FinalStatus::Created | FinalStatus::Paid => entry.units += u64::from(order.quantity),
                 FinalStatus::Failed => entry.failed += 1,
                 FinalStatus::Cancelled => entry.cancelled += 1,
                 FinalStatus::Pending => {}

@@ -12,7 +12,7 @@ mod payments;
 mod watch;
 
 pub use live::{LiveMetrics, ReadSource};
-pub use payments::{PaymentMetrics, WEBHOOK_OUTCOMES, WEBHOOK_REJECTIONS};
+pub use payments::{PaymentMetrics, PROVIDER_CALLS, WEBHOOK_OUTCOMES, WEBHOOK_REJECTIONS};
 pub use watch::{dependency_up, PipelineWatchMetrics, DEPENDENCIES};
 
 use prometheus::{

@@ -13,6 +13,8 @@ const PROVIDER_BUCKETS: &[f64] = &[0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0
 
 /// Every outcome of `seckill_webhooks_total`.
 pub const WEBHOOK_OUTCOMES: [&str; 4] = ["accepted", "duplicate", "ignored", "rejected"];
+/// Every call of `seckill_payment_provider_seconds`.
+pub const PROVIDER_CALLS: [&str; 5] = ["create", "retrieve", "cancel", "search", "refund"];
 /// Every reason of `seckill_webhook_rejections_total`.
 pub const WEBHOOK_REJECTIONS: [&str; 6] = ["missing", "malformed", "stale", "future", "no_match", "body"];
 
@@ -93,6 +95,9 @@ impl PaymentMetrics {
         }
         for result in ["completed", "retried", "rejected"] {
             metrics.refunds.with_label_values(&[result]);
+        }
+        for call in PROVIDER_CALLS {
+            metrics.provider_seconds.with_label_values(&[call]);
         }
         metrics
     }

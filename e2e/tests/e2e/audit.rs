@@ -18,8 +18,8 @@ use serde_json::json;
 use crate::helpers::{eventually, Platform};
 
 /// A sale that exercises every rule: a cancellation and a re-sale, a
-/// confirmation, added stock, a sell-out. Returns the voucher and the order
-/// of its last buyer (created, never confirmed).
+/// free claim (paid), added stock, a sell-out. Returns the voucher and the
+/// order of its last buyer (created, never paid).
 async fn clean_sale(platform: &Platform, prefix: &str) -> (String, String) {
     let voucher = platform.create_voucher(2, 1).await;
     let buy = |user: String| {
@@ -45,12 +45,12 @@ async fn clean_sale(platform: &Platform, prefix: &str) -> (String, String) {
     let (status, body) =
         platform.post(&format!("/api/v1/orders/{second}/confirm"), Some(&format!("{prefix}2")), None).await;
     assert_eq!(status, StatusCode::ACCEPTED, "{body}");
-    platform.wait_order(&second, |o| o["status"] == "CONFIRMED").await;
+    platform.wait_order(&second, |o| o["status"] == "PAID").await;
     let (status, body) = platform.update_voucher(&voucher, json!({"add_stock": 1})).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let last = buy(format!("{prefix}4")).await;
     // Settled everywhere: the view has every outcome, both stocks are out.
-    platform.wait_voucher(&voucher, |v| v["created"] == 4 && v["cancelled"] == 1 && v["confirmed"] == 1).await;
+    platform.wait_voucher(&voucher, |v| v["created"] == 4 && v["cancelled"] == 1 && v["paid"] == 1).await;
     eventually(|| async { (platform.redis_remaining(&voucher).await == 0).then_some(()) }).await;
     assert_eq!(platform.persistent_remaining(&voucher).await, 0);
     (voucher, last)
@@ -96,7 +96,7 @@ async fn audit_passes_a_clean_sale_and_names_exactly_the_broken_rule() {
         assert_eq!((voucher.books.offered, voucher.books.units_sold, voucher.books.units_left), (3, 3, Some(0)));
     }
 
-    // A view row: the projector stopped, its store told of a confirmation
+    // A view row: the projector stopped, its store told of a payment
     // the log never had, the projector started again.
     platform.projector.take().expect("a projector").stop().await;
     let store_config = StoreConfig::embedded(platform.infra.dir.path().join("view.redb"));
@@ -119,7 +119,7 @@ async fn audit_passes_a_clean_sale_and_names_exactly_the_broken_rule() {
     assert_eq!(changed, [true]);
     drop(store);
     platform.start_projector().await;
-    platform.wait_voucher(&view_sale, |v| v["confirmed"] == 2).await;
+    platform.wait_voucher(&view_sale, |v| v["paid"] == 2).await;
 
     // A Redis counter: the gate shows a unit the books do not have.
     let key = seckill_gate::VoucherKeys::new(&platform.redis.key_prefix, redis_sale.parse().expect("id")).voucher;
@@ -158,7 +158,7 @@ async fn audit_passes_a_clean_sale_and_names_exactly_the_broken_rule() {
     assert_eq!(failed(&corrupted, &log_sale), ["one_decision_per_acceptance"]);
     let text = corrupted.text();
     assert_eq!(text.lines().filter(|line| line.trim_start().starts_with("FAIL  ")).count(), 3, "{text}");
-    assert!(text.contains("confirmed: view 2, log 1"), "{text}");
+    assert!(text.contains("paid: view 2, log 1"), "{text}");
     assert!(text.contains("remaining 1 ≠ 0"), "{text}");
     assert!(text.contains("1 decided more than once"), "{text}");
     let json = serde_json::to_value(&corrupted).expect("json");

@@ -1,5 +1,6 @@
 //! Orders after admission: cancellation returns stock that sells again,
-//! confirmation, and expiry of unconfirmed orders across a restart.
+//! a free claim (`POST .../confirm`, paid), and expiry of unpaid orders
+//! across a restart.
 
 use reqwest::StatusCode;
 use serde_json::json;
@@ -65,7 +66,7 @@ async fn a_cancelled_order_returns_its_stock_and_someone_else_buys_it() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn unconfirmed_orders_expire_after_the_hold_even_across_a_restart_and_a_late_confirmation() {
+async fn unpaid_orders_expire_after_the_hold_even_across_a_restart_and_a_late_confirmation() {
     let mut platform = Platform::start().await;
     let now = chrono::Utc::now();
     let voucher = platform
@@ -85,7 +86,7 @@ async fn unconfirmed_orders_expire_after_the_hold_even_across_a_restart_and_a_la
     let (kept, dropped) = (&orders[0], &orders[1]);
     let (status, body) = platform.post(&format!("/api/v1/orders/{kept}/confirm"), Some("kim"), None).await;
     assert_eq!((status, body["requested"].as_str()), (StatusCode::ACCEPTED, Some("confirm")), "{body}");
-    platform.wait_order(kept, |o| o["status"] == "CONFIRMED").await;
+    platform.wait_order(kept, |o| o["status"] == "PAID").await;
 
     // The processor is down when the hold ends; the deadline is persisted.
     platform.processor.take().expect("running").stop().await;
@@ -103,8 +104,8 @@ async fn unconfirmed_orders_expire_after_the_hold_even_across_a_restart_and_a_la
     let (status, body) = platform.post(&format!("/api/v1/orders/{dropped}/confirm"), Some("lee"), None).await;
     assert_eq!((status, body["error"].as_str()), (StatusCode::CONFLICT, Some("not_confirmable")), "{body}");
     let shown = platform.wait_voucher(&voucher, |v| v["cancelled"] == 1).await;
-    assert_eq!((shown["confirmed"].as_u64(), shown["remaining"].as_u64()), (Some(1), Some(2)), "{shown}");
+    assert_eq!((shown["paid"].as_u64(), shown["remaining"].as_u64()), (Some(1), Some(2)), "{shown}");
     eventually(|| async { (platform.redis_remaining(&voucher).await == 2).then_some(()) }).await;
     assert_eq!(platform.persistent_remaining(&voucher).await, 2);
-    assert_eq!(platform.wait_final(kept).await["status"], "CONFIRMED", "a confirmed order never expires");
+    assert_eq!(platform.wait_final(kept).await["status"], "PAID", "a paid order never expires");
 }

@@ -1,7 +1,7 @@
 //! The dashboards against real data: a real Prometheus scrapes the platform
-//! during a short sale, then every PromQL expression of every dashboard
-//! panel must return data; and every service's `/metrics` passes
-//! `promtool check metrics`.
+//! during a short sale (and a payment started at the provider's sandbox),
+//! then every PromQL expression of every dashboard panel must return data;
+//! and every service's `/metrics` passes `promtool check metrics`.
 
 use std::io::Write;
 use std::path::Path;
@@ -11,13 +11,28 @@ use std::sync::Arc;
 use futures::stream::{self, StreamExt};
 use reqwest::StatusCode;
 use seckill_devstack::{Prometheus, TempDir};
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use crate::helpers::{eventually, Platform};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_dashboard_query_returns_data_and_metrics_pass_promtool() {
-    let platform = Arc::new(Platform::start().await);
+    // The payment provider's sandbox, so the payment panels have calls to show.
+    let sandbox = seckill_sandbox::Sandbox::build(seckill_sandbox::SandboxConfig {
+        listen: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+        ..seckill_sandbox::SandboxConfig::default()
+    })
+    .await
+    .expect("the sandbox starts");
+    let provider = format!("http://{}", sandbox.local_addr());
+    let _sandbox =
+        tokio_util::task::AbortOnDropHandle::new(tokio::spawn(sandbox.run(tokio_util::sync::CancellationToken::new())));
+    let platform = Arc::new(
+        Platform::start_configured(None, |config| {
+            config.payments = seckill_core::config::PaymentsConfig::sandbox(&provider);
+        })
+        .await,
+    );
     let services = [
         platform.base.trim_start_matches("http://").to_owned(),
         platform.processor_addr.to_string(),
@@ -35,7 +50,7 @@ async fn every_dashboard_query_returns_data_and_metrics_pass_promtool() {
     };
     eventually(|| async { (query("up == 1".to_owned()).await?.len() == 3).then_some(()) }).await;
 
-    // A short sale: sells out, with a cancellation and a confirmation.
+    // A short sale: sells out, with a cancellation and a free claim (paid).
     let voucher = Arc::new(platform.create_voucher(40, 1).await);
     let answers: Vec<_> = stream::iter(0..200)
         .map(|i| {
@@ -56,7 +71,21 @@ async fn every_dashboard_query_returns_data_and_metrics_pass_promtool() {
         let (status, body) = platform.post(&format!("/api/v1/orders/{order}/{action}"), Some(user), None).await;
         assert_eq!(status, StatusCode::ACCEPTED, "{body}");
     }
-    platform.wait_voucher(&voucher, |v| v["cancelled"] == 1 && v["confirmed"] == 1).await;
+    platform.wait_voucher(&voucher, |v| v["cancelled"] == 1 && v["paid"] == 1).await;
+    // A priced sale: its buyer starts paying at the provider.
+    let now = chrono::Utc::now();
+    let priced = platform
+        .create_voucher_from(json!({
+            "stock": 1, "per_user_limit": 1, "begins_at": now - chrono::Duration::seconds(1),
+            "ends_at": now + chrono::Duration::hours(1), "payment_seconds": 120, "price": 500, "currency": "EUR",
+        }))
+        .await;
+    let (status, body) = platform.order(&priced, "payer").await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    let order = body["order_id"].as_str().expect("order_id").to_owned();
+    assert_eq!(platform.wait_final(&order).await["status"], "CREATED");
+    let (status, body) = platform.post(&format!("/api/v1/orders/{order}/payment"), Some("payer"), None).await;
+    assert_eq!((status, body["amount"].as_u64()), (StatusCode::OK, Some(500)), "{body}");
     // The read side: a voucher stream held open, a long-poll that times
     // out, and a revalidated voucher read.
     let stream_url = format!("{}/api/v1/vouchers/{voucher}/stream", platform.base);

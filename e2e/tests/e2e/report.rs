@@ -16,7 +16,7 @@ use serde_json::json;
 
 use crate::helpers::{eventually, Platform};
 
-/// Unconfirmed orders of the scripted sale expire after this long.
+/// Unpaid orders of the scripted sale expire after this long.
 const HOLD_SECONDS: u64 = 3;
 /// How long Chromium may take to render the page.
 const BROWSER_DEADLINE: Duration = Duration::from_secs(90);
@@ -49,10 +49,10 @@ async fn created(platform: &Platform, voucher: &str, user: &str, units: u32) -> 
     order
 }
 
-async fn confirm(platform: &Platform, order: &str, user: &str) {
+async fn claim(platform: &Platform, order: &str, user: &str) {
     let (status, body) = platform.post(&format!("/api/v1/orders/{order}/confirm"), Some(user), None).await;
     assert_eq!(status, StatusCode::ACCEPTED, "{body}");
-    platform.wait_order(order, |o| o["status"] == "CONFIRMED").await;
+    platform.wait_order(order, |o| o["status"] == "PAID").await;
 }
 
 async fn seen(platform: &Platform, orders: &[(String, String)]) -> Vec<Seen> {
@@ -95,35 +95,35 @@ async fn the_report_of_a_scripted_sale_holds_its_numbers_and_renders_in_chromium
     definition.as_object_mut().expect("object").extend(window.as_object().expect("object").clone());
     let sale = platform.create_voucher_from(definition).await;
 
-    // Three buyers take the stock; the first confirms at once.
+    // Three buyers take the stock; the first claims hers at once (paid).
     let mut orders = Vec::new();
     for user in ["r1", "r2", "r3"] {
         orders.push((user.to_owned(), created(&platform, &sale, user, 1).await));
     }
-    confirm(&platform, &orders[0].1, "r1").await;
+    claim(&platform, &orders[0].1, "r1").await;
     let (status, body) = platform.order(&sale, "r4").await;
     assert_eq!((status, body["error"].as_str()), (StatusCode::CONFLICT, Some("sold_out")), "{body}");
 
-    // r2 cancels; r5 buys the unit again and confirms.
+    // r2 cancels; r5 buys the unit again and claims it.
     let (status, body) = platform.post(&format!("/api/v1/orders/{}/cancel", orders[1].1), Some("r2"), None).await;
     assert_eq!(status, StatusCode::ACCEPTED, "{body}");
     platform.wait_order(&orders[1].1, |o| o["status"] == "CANCELLED").await;
     let r5 = created(&platform, &sale, "r5", 1).await;
-    confirm(&platform, &r5, "r5").await;
+    claim(&platform, &r5, "r5").await;
     orders.push(("r5".to_owned(), r5));
 
-    // Two units are added; r6 takes both and confirms.
+    // Two units are added; r6 takes both and claims them.
     let (status, body) = platform.update_voucher(&sale, json!({"add_stock": 2})).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let r6 = created(&platform, &sale, "r6", 2).await;
-    confirm(&platform, &r6, "r6").await;
+    claim(&platform, &r6, "r6").await;
     orders.push(("r6".to_owned(), r6));
 
-    // r3 never confirms: the hold ends and its unit comes back; r7 takes
-    // it, the last unit, and confirms.
+    // r3 never claims: the hold ends and its unit comes back; r7 takes
+    // it, the last unit, and claims it.
     platform.wait_order(&orders[2].1, |o| o["status"] == "CANCELLED").await;
     let r7 = created(&platform, &sale, "r7", 1).await;
-    confirm(&platform, &r7, "r7").await;
+    claim(&platform, &r7, "r7").await;
     orders.push(("r7".to_owned(), r7.clone()));
 
     // A unit the gate has and the persistent stock has not: accepted, failed.
@@ -143,7 +143,7 @@ async fn the_report_of_a_scripted_sale_holds_its_numbers_and_renders_in_chromium
     let view = seen(&platform, &orders).await;
     let quiet_view = seen(&platform, &quiet_orders).await;
     let statuses: Vec<&str> = view.iter().map(|o| o.status.as_str()).collect();
-    assert_eq!(statuses, ["CONFIRMED", "CANCELLED", "CANCELLED", "CONFIRMED", "CONFIRMED", "CONFIRMED", "FAILED"]);
+    assert_eq!(statuses, ["PAID", "CANCELLED", "CANCELLED", "PAID", "PAID", "PAID", "FAILED"]);
     assert_eq!(view[2].reason.as_deref(), Some("expired"), "{view:?}");
 
     let selection = Selection::vouchers(vec![sale.parse().expect("id"), quiet.parse().expect("id")]);
@@ -250,14 +250,14 @@ async fn the_report_of_a_scripted_sale_holds_its_numbers_and_renders_in_chromium
         ("failed", "1"),
         ("cancelled", "2"),
         ("expired", "1"),
-        ("confirmed", "4"),
+        ("paid", "4"),
         ("units_sold", "5"),
         ("resold_units", "2"),
     ] {
         assert_eq!(field(name).as_deref(), Some(value), "{name}");
     }
     let units_per_user: BTreeMap<u64, u64> =
-        view.iter().filter(|o| o.status == "CONFIRMED").fold(BTreeMap::new(), |mut users, o| {
+        view.iter().filter(|o| o.status == "PAID").fold(BTreeMap::new(), |mut users, o| {
             *users.entry(o.quantity).or_default() += 1;
             users
         });
@@ -280,13 +280,13 @@ async fn the_report_of_a_scripted_sale_holds_its_numbers_and_renders_in_chromium
     });
     assert_eq!(bars(data(quiet_section, "accepted"), "value"), expected);
 
-    // Chromium renders it and paints the confirmed and cancelled bars.
+    // Chromium renders it and paints the paid and cancelled bars.
     let shot = artifacts.join("report-scripted-sale.png");
     screenshot(&page, &shot).await;
     println!("screenshot: {}", shot.display());
     let image = decode_png(&shot);
     assert_eq!((image.width, image.height), (1280, 2000));
-    for series in ["confirmed", "cancelled"] {
+    for series in ["paid", "cancelled"] {
         let declared: f64 = chart
             .children()
             .filter(|n| n.attribute("data-series") == Some(series))
@@ -353,7 +353,7 @@ fn geometry<'a>(node: &Node<'a, '_>) -> [&'a str; 4] {
 fn colour_of(series: &str) -> &'static str {
     match series {
         "created" => "#0072b2",
-        "confirmed" => "#009e73",
+        "paid" => "#009e73",
         "cancelled" => "#e69f00",
         "failed" => "#d55e00",
         other => panic!("no colour for {other}"),

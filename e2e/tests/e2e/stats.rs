@@ -38,12 +38,12 @@ async fn stats_from_the_log_match_the_scripted_sale_and_the_view() {
         assert_eq!(platform.wait_final(order).await["status"], "CREATED");
     }
 
-    // One buyer confirms, one cancels; someone else buys the unit given back.
+    // One buyer claims (paid), one cancels; someone else buys the unit given back.
     let (status, body) = platform.post(&format!("/api/v1/orders/{}/confirm", a_orders[0]), Some("a0"), None).await;
     assert_eq!(status, StatusCode::ACCEPTED, "{body}");
     let (status, body) = platform.post(&format!("/api/v1/orders/{}/cancel", a_orders[1]), Some("a1"), None).await;
     assert_eq!(status, StatusCode::ACCEPTED, "{body}");
-    platform.wait_order(&a_orders[0], |o| o["status"] == "CONFIRMED").await;
+    platform.wait_order(&a_orders[0], |o| o["status"] == "PAID").await;
     platform.wait_order(&a_orders[1], |o| o["status"] == "CANCELLED").await;
     let resold = order_id(&accepted_eventually(&platform, &a, "a8").await);
     assert_eq!(platform.wait_final(&resold).await["status"], "CREATED");
@@ -86,7 +86,7 @@ async fn stats_from_the_log_match_the_scripted_sale_and_the_view() {
     let first_accepted = a_view.iter().map(|o| o.accepted_at).min().expect("orders");
     assert_eq!(
         counts(a_stats),
-        Counts { accepted: 7, created: 6, failed: 1, cancelled: 1, confirmed: 1, units_sold: 5, stock: 5 }
+        Counts { accepted: 7, created: 6, failed: 1, cancelled: 1, paid: 1, units_sold: 5, stock: 5 }
     );
     assert!(a_stats.sold_out, "{a_stats:?}");
     assert_eq!(a_stats.sold_out_order_id.map(|o| o.to_string()), Some(resold.clone()));
@@ -101,7 +101,7 @@ async fn stats_from_the_log_match_the_scripted_sale_and_the_view() {
     let b_view = views(&platform, &b_orders).await;
     assert_eq!(
         counts(b_stats),
-        Counts { accepted: 3, created: 3, failed: 0, cancelled: 0, confirmed: 0, units_sold: 4, stock: 15 }
+        Counts { accepted: 3, created: 3, failed: 0, cancelled: 0, paid: 0, units_sold: 4, stock: 15 }
     );
     assert!(!b_stats.sold_out, "{b_stats:?}");
     assert_eq!((b_stats.sold_out_at, b_stats.sell_out_ms, b_stats.sell_out_since_start_ms), (None, None, None));
@@ -148,7 +148,7 @@ struct Counts {
     created: u64,
     failed: u64,
     cancelled: u64,
-    confirmed: u64,
+    paid: u64,
     units_sold: u64,
     stock: u64,
 }
@@ -159,7 +159,7 @@ fn counts(stats: &VoucherStats) -> Counts {
         created: stats.created,
         failed: stats.failed,
         cancelled: stats.cancelled,
-        confirmed: stats.confirmed,
+        paid: stats.paid,
         units_sold: stats.units_sold,
         stock: stats.stock,
     }

@@ -22,7 +22,7 @@ struct Series {
 fn status_series(status: FinalStatus) -> Series {
     let color = match status {
         FinalStatus::Created => palette::BLUE,
-        FinalStatus::Confirmed => palette::GREEN,
+        FinalStatus::Paid => palette::GREEN,
         FinalStatus::Cancelled => palette::ORANGE,
         FinalStatus::Failed => palette::VERMILLION,
         FinalStatus::Pending => palette::GREY,

@@ -164,7 +164,7 @@ async fn a_buyer_pays_a_priced_order_at_the_checkout_and_sees_it_paid_in_a_brows
     until_text(client, "order-status", |status| status == "CREATED").await;
     let order = text(client, "order-id").await;
     let left = until_text(client, "pay-by", |left| left.starts_with("00:01:") || left.starts_with("00:02:")).await;
-    assert!(left <= "00:02:00".to_owned(), "at most payment_seconds to pay: {left}");
+    assert!(left.as_str() <= "00:02:00", "at most payment_seconds to pay: {left}");
     assert!(text(client, "order-amount").await.contains("19.99"));
     let screenshot = artifacts().join("sale-page-awaiting-payment.png");
     std::fs::write(&screenshot, client.screenshot().await.expect("a screenshot")).expect("saved");

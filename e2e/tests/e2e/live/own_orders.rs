@@ -1,5 +1,5 @@
 //! An owner's order is never `404` from its `202` on: readable, cancellable
-//! and confirmable at once, in every layout.
+//! and confirmable (a free claim, paid) at once, in every layout.
 
 use futures::future::join_all;
 use reqwest::StatusCode;
@@ -35,7 +35,7 @@ async fn buyers_act_right_after_their_202(platform: &Platform, place: &str, act_
         }
     });
     for (order, action) in join_all(runs).await {
-        let expected = if action == "cancel" { "CANCELLED" } else { "CONFIRMED" };
+        let expected = if action == "cancel" { "CANCELLED" } else { "PAID" };
         let shown = platform.wait_order(&order, |o| o["status"] == expected).await;
         assert_eq!(shown["status"], expected);
     }

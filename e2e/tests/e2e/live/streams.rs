@@ -75,7 +75,7 @@ async fn a_users_stream_delivers_every_change_in_order_and_resumes_on_another_re
 
     let expected = HashMap::from([
         (first.clone(), vec!["PENDING", "CREATED", "CANCELLED"]),
-        (second.clone(), vec!["PENDING", "CREATED", "CONFIRMED"]),
+        (second.clone(), vec!["PENDING", "CREATED", "PAID"]),
     ]);
     let events = read_until(&mut stream, &expected).await;
     assert!(stream.next(QUIET).await.is_none(), "nothing more: no duplicate");
@@ -86,7 +86,7 @@ async fn a_users_stream_delivers_every_change_in_order_and_resumes_on_another_re
     let resume_from = events.last().and_then(|event| event.id.clone()).expect("an id");
     drop(stream);
 
-    // While disconnected: a new order, and the confirmed one refunded.
+    // While disconnected: a new order, and the paid (claimed) one cancelled.
     let third = place(&platform, &voucher).await;
     platform.wait_order(&third, |o| o["status"] == "CREATED").await;
     act(&platform, &platform.base, &format!("/api/v1/orders/{second}/cancel"), "streamer").await;
