@@ -243,6 +243,9 @@ async function followOrders() {
         signal: controller.signal,
       });
       if (!response.ok) throw new Error(`stream answered ${response.status}`);
+      // The stream carries changes from now on: what changed before it
+      // opened (while the buyer was at the checkout) is read once.
+      if (!lastEventId) loadOrder();
       const reader = response.body.getReader();
       const decoder = new TextDecoder();
       let buffered = "";
