@@ -21,6 +21,7 @@ mod lifecycle;
 mod live;
 mod loadgen;
 mod observability;
+mod old_logs;
 mod openapi;
 mod orders;
 mod rebuild;

@@ -186,7 +186,10 @@ async fn a_buyer_pays_a_priced_order_at_the_checkout_and_sees_it_paid_in_a_brows
     assert_eq!(until_text(client, "order-id", |shown| shown == order).await, order, "back at the same order");
     until_text(client, "order-status", |status| status == "PAID").await;
     let (status, shown) = platform.get(&format!("{base}/api/v1/orders/{order}")).await;
-    assert_eq!((status, shown["status"].as_str(), shown["amount"].as_u64()), (StatusCode::OK, Some("PAID"), Some(1999)));
+    assert_eq!(
+        (status, shown["status"].as_str(), shown["amount"].as_u64()),
+        (StatusCode::OK, Some("PAID"), Some(1999))
+    );
     assert!(shown["payment_id"].as_str().is_some_and(|id| id.starts_with("pi_")), "{shown}");
     let paid = artifacts().join("sale-page-paid.png");
     std::fs::write(&paid, client.screenshot().await.expect("a screenshot")).expect("saved");
