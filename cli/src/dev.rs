@@ -24,9 +24,9 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use seckill_core::config::{HttpConfig, KafkaConfig, PaymentsConfig, RedisConfig, StoreConfig};
-use seckill_devstack::{stop_leftover_program, Leftover, Server};
 use seckill_core::shutdown;
 use seckill_devstack::KafkaDurability;
+use seckill_devstack::{stop_leftover_program, Leftover, Server};
 use seckill_ingress::{AuthConfig, Dependencies, IngressConfig, RateLimitConfig};
 use seckill_processor::ProcessorConfig;
 use seckill_projector::ProjectorConfig;

@@ -66,7 +66,10 @@ where
         figment = figment.merge(Toml::file(file));
     }
     figment = figment.merge(
-        Env::prefixed(ENV_PREFIX).ignore(NOT_CONFIG_KEYS).filter(|key| !key.as_str().starts_with("sandbox_")).split("__"),
+        Env::prefixed(ENV_PREFIX)
+            .ignore(NOT_CONFIG_KEYS)
+            .filter(|key| !key.as_str().starts_with("sandbox_"))
+            .split("__"),
     );
     for (key, value) in overrides {
         // Parsed as environment values are: `true`, `12` and `[a, b]` are

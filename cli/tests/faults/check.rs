@@ -308,9 +308,9 @@ async fn check_stats_and_rebuild(cluster: &Cluster, vouchers: &[Voucher]) {
 /// payment provider (the ingress's environment names it): every rule PASS.
 fn audit_with_provider(cluster: &Cluster, voucher: &Voucher, fault: &str) {
     let (view, processor) = (cluster.url(Service::Projector), cluster.url(Service::Processor));
-    let args = ["audit", "--voucher", &voucher.id, "--live", "--view-url", &view, "--processor-url", &processor, "--json"];
-    let output =
-        tokio::task::block_in_place(|| cluster.command(Service::Ingress, &args).output()).expect("audit runs");
+    let args =
+        ["audit", "--voucher", &voucher.id, "--live", "--view-url", &view, "--processor-url", &processor, "--json"];
+    let output = tokio::task::block_in_place(|| cluster.command(Service::Ingress, &args).output()).expect("audit runs");
     let report: Value = serde_json::from_slice(&output.stdout).unwrap_or(Value::Null);
     assert!(
         output.status.success() && report["pass"] == true && report["provider"] == true,

@@ -31,7 +31,12 @@ async fn priced(cluster: &Cluster, stock: u64, payment_seconds: u32) -> Voucher 
 /// An order of `user`, once created: its id and `pay_by`.
 async fn created_order(cluster: &Cluster, voucher: &Voucher, user: &str, tally: &mut Tally) -> (String, DateTime<Utc>) {
     let order = place_one(cluster, &voucher.id, user, "a buyer is admitted", "payments").await;
-    tally.promised.push(Promised { order: order.clone(), voucher: voucher.id.clone(), user: user.to_owned(), quantity: 1 });
+    tally.promised.push(Promised {
+        order: order.clone(),
+        voucher: voucher.id.clone(),
+        user: user.to_owned(),
+        quantity: 1,
+    });
     let row = wait_for(cluster, &order, user, |row| row["status"] != "PENDING").await;
     assert_eq!(row["status"], "CREATED", "{row}");
     assert_eq!((row["amount"].as_u64(), row["currency"].as_str()), (Some(PRICE), Some("EUR")), "{row}");
@@ -393,8 +398,11 @@ async fn the_processor_killed_among_payments_and_refunds_decides_each_once() {
                     payments.push(intent["id"].as_str().expect("id").to_owned());
                 }
                 for payment in payments {
-                    let response =
-                        http.post(format!("{sandbox}/sandbox/payment_intents/{payment}/pay")).send().await.expect("sandbox");
+                    let response = http
+                        .post(format!("{sandbox}/sandbox/payment_intents/{payment}/pay"))
+                        .send()
+                        .await
+                        .expect("sandbox");
                     if response.status() == StatusCode::OK {
                         paid.push((order.clone(), payment));
                     }
@@ -477,7 +485,8 @@ async fn a_payment_made_in_time_while_the_processor_is_down_pays_when_decided_la
     let after_deadline = (pay_by - Utc::now()).to_std().unwrap_or_default() + Duration::from_secs(2);
     tokio::time::sleep(after_deadline).await;
     tokio::task::block_in_place(|| cluster.start_service(Service::Processor));
-    let row = wait_for(&cluster, &order, "patient", |row| matches!(row["status"].as_str(), Some("PAID" | "CANCELLED"))).await;
+    let row =
+        wait_for(&cluster, &order, "patient", |row| matches!(row["status"].as_str(), Some("PAID" | "CANCELLED"))).await;
     assert_eq!((row["status"].as_str(), row["payment_id"].as_str()), (Some("PAID"), Some(payment.as_str())), "{row}");
     let paid_at_in_view: DateTime<Utc> = row["paid_at"].as_str().expect("paid_at").parse().expect("a time");
     assert!(paid_at_in_view < pay_by, "the order shows when it was paid, not when it was decided");
