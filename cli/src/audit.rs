@@ -60,7 +60,7 @@ pub(crate) struct AuditArgs {
     #[arg(long, default_value = "http://127.0.0.1:8081", value_name = "URL")]
     processor_url: String,
     /// Also compare sales that take money with the payment provider (a
-    /// Stripe-shaped API, e.g. https://api.stripe.com or the sandbox).
+    /// Stripe-shaped API, e.g. `https://api.stripe.com` or the sandbox).
     #[arg(long, env = "SECKILL_PAYMENTS__BASE_URL", value_name = "URL")]
     payments_url: Option<String>,
     /// The provider's secret API key; prefer the environment variable.
