@@ -259,6 +259,10 @@ impl Transition {
     /// Applies this transition to a voucher's counters (saturating: no
     /// count of events can make it panic).
     pub fn count(&self, counters: &mut VoucherCounters, quantity: u32, amount: u64) {
+        if self.from == Some(self.to) {
+            // Details filled in; the order did not move.
+            return;
+        }
         let units = u64::from(quantity);
         let bump = |counter: &mut u64, by: u64| *counter = counter.saturating_add(by);
         if self.first_seen() {
@@ -351,11 +355,24 @@ impl OrderView {
 
 /// Decides whether `incoming` replaces `existing`: only a move to a higher
 /// status rank does. Returns the transition and the merged row (times the
-/// incoming event does not carry are kept), or None when the event is stale
-/// or a duplicate.
+/// incoming event does not carry are kept), or None when the event is a
+/// duplicate. A stale event (an order's creation delivered after its
+/// payment) moves nothing but still fills in what the row lacks (when it
+/// was decided, its `pay_by`): a transition from a status to itself, which
+/// counts nothing.
 pub fn merge_order(existing: Option<&OrderView>, incoming: &OrderView) -> Option<(Transition, OrderView)> {
     match existing {
-        Some(current) if current.status.rank() >= incoming.status.rank() => None,
+        Some(current) if current.status.rank() >= incoming.status.rank() => {
+            let filled = OrderView {
+                decided_at: current.decided_at.or(incoming.decided_at),
+                paid_at: current.paid_at.or(incoming.paid_at),
+                cancelled_at: current.cancelled_at.or(incoming.cancelled_at),
+                pay_by: current.pay_by.or(incoming.pay_by),
+                payment_id: current.payment_id.clone().or_else(|| incoming.payment_id.clone()),
+                ..current.clone()
+            };
+            (filled != *current).then(|| (Transition { from: Some(current.status), to: current.status }, filled))
+        }
         Some(current) => {
             let merged = OrderView {
                 decided_at: incoming.decided_at.or(current.decided_at),

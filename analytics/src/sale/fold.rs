@@ -185,6 +185,8 @@ pub struct VoucherLog {
     pub cancel_requests: HashMap<OrderId, BTreeMap<Position, CancelReason>>,
     /// Every payment the log mentions, by the provider's payment id.
     pub payments: BTreeMap<String, PaymentLog>,
+    /// The payment ids each order's payments go by.
+    payments_of: HashMap<OrderId, BTreeSet<String>>,
 }
 
 /// Everything the log says about one payment.
@@ -199,6 +201,9 @@ pub struct PaymentLog {
     /// `PaymentReceived` events by event id: when it was paid, how it was
     /// learnt.
     pub reported: BTreeMap<Uuid, (DateTime<Utc>, PaymentSource)>,
+    /// Where it was first reported on the sales topic: where the processor
+    /// decided it.
+    pub reported_position: Option<Position>,
     /// `OrderPaid` events naming it, by event id, with the order each paid.
     pub paid: BTreeMap<Uuid, OrderId>,
     /// `RefundRequested` events by event id.
@@ -314,10 +319,12 @@ impl VoucherLog {
             orders: HashMap::new(),
             cancel_requests: HashMap::new(),
             payments: BTreeMap::new(),
+            payments_of: HashMap::new(),
         }
     }
 
     fn payment(&mut self, payment_id: &str, order_id: OrderId) -> &mut PaymentLog {
+        self.payments_of.entry(order_id).or_default().insert(payment_id.to_owned());
         let payment = self.payments.entry(payment_id.to_owned()).or_default();
         payment.order_id.get_or_insert(order_id);
         payment
@@ -365,6 +372,7 @@ impl VoucherLog {
                 payment.amount = received.amount;
                 payment.currency = Some(received.currency);
                 payment.reported.entry(event_id).or_insert((received.paid_at, received.source));
+                payment.reported_position = Some(payment.reported_position.map_or(position, |kept| kept.min(position)));
             }
             Event::RefundRequested(refund) => {
                 let payment = self.payment(&refund.payment_id, refund.order_id);
@@ -445,12 +453,30 @@ impl VoucherLog {
     pub fn cancellation_decided_at(&self, order_id: &OrderId, reason: CancelReason) -> Option<Position> {
         let order = self.orders.get(order_id);
         let requests = self.cancel_requests.get(order_id);
-        let request = requests.and_then(|requests| {
-            let same_reason = requests.iter().find(|(_, asked)| **asked == reason);
-            same_reason.or_else(|| requests.iter().next()).map(|(position, _)| *position)
-        });
+        let same_reason = requests.and_then(|requests| requests.iter().find(|(_, asked)| **asked == reason));
+        let same_reason = same_reason.map(|(position, _)| *position);
+        // An unpaid order also expires with a payment made after its
+        // pay_by: decided where that payment was reported.
+        let late_payment = (reason == CancelReason::Expired).then(|| self.late_payment_reported(order_id)).flatten();
+        let any_request = || requests.and_then(|requests| requests.keys().next().copied());
+        let request = match (same_reason, late_payment) {
+            (Some(request), Some(payment)) => Some(request.min(payment)),
+            (request, payment) => request.or(payment).or_else(any_request),
+        };
         let accepted = order.and_then(|order| order.accepted);
         request.map(|request| accepted.map_or(request, |accepted| request.max(accepted)))
+    }
+
+    /// Where the first payment of `order_id` refunded as late was reported.
+    fn late_payment_reported(&self, order_id: &OrderId) -> Option<Position> {
+        let late = |payment: &&PaymentLog| payment.refund_requests.values().any(|r| r.reason == RefundReason::Late);
+        self.payments_of
+            .get(order_id)?
+            .iter()
+            .filter_map(|id| self.payments.get(id))
+            .filter(late)
+            .filter_map(|payment| payment.reported_position)
+            .min()
     }
 
     fn order(&mut self, order: &OrderAccepted) -> &mut OrderLog {

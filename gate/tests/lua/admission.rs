@@ -377,6 +377,48 @@ async fn an_admitted_order_is_in_the_outbox_and_a_full_outbox_admits_nothing(h: 
     ));
 }
 
+/// A priced voucher's orders carry what they owe, fixed by the admission
+/// script from the price Redis holds: price × quantity, in its currency.
+async fn a_priced_admission_fixes_the_amount_in_the_record(h: &Harness) {
+    let euro = seckill_core::money::Currency::parse("EUR").expect("valid");
+    let definition = seckill_core::event::VoucherCreated {
+        price: 1_999,
+        currency: Some(euro),
+        hold_seconds: 60,
+        ..crate::definition(10, 3, open_window())
+    };
+    assert!(h.gate.load_voucher(&definition).await.expect("loads"));
+    let v = definition.voucher_id;
+    let order = OrderId::generate();
+    assert!(matches!(h.gate.admit(v, &user("payer"), 3, order, None).await.expect("admit"), Admission::Admitted { .. }));
+    let free = voucher(&h.gate, 10, 3).await;
+    let free_order = OrderId::generate();
+    assert!(matches!(h.gate.admit(free, &user("payer"), 2, free_order, None).await.expect("admit"), Admission::Admitted { .. }));
+
+    let outbox = Outbox::connect(&h.config, &format!("relay-{}", uuid::Uuid::now_v7()), Duration::from_millis(50))
+        .await
+        .expect("outbox");
+    let mut records = Vec::new();
+    for _ in 0..20 {
+        records.extend(outbox.read_new(10, Duration::from_millis(50)).await.expect("reads"));
+        if records.len() >= 2 {
+            break;
+        }
+    }
+    let accepted: Vec<seckill_core::event::OrderAccepted> = records
+        .iter()
+        .map(|entry| match seckill_core::Envelope::decode(&entry.record).expect("a valid event").event {
+            seckill_core::Event::OrderAccepted(order) => order,
+            other => panic!("not an acceptance: {other:?}"),
+        })
+        .collect();
+    let priced = accepted.iter().find(|o| o.order_id == order).expect("the priced order");
+    assert_eq!((priced.amount, priced.currency), (5_997, Some(euro)), "1,999 × 3");
+    let free = accepted.iter().find(|o| o.order_id == free_order).expect("the free order");
+    assert_eq!((free.amount, free.currency), (0, None), "nothing owed, nothing written");
+    outbox.remove(&records).await.expect("removes");
+}
+
 crate::on_single_and_cluster! {
     // SCRIPT FLUSH only on a Redis of the test's own: on the shared cluster
     // it would flush every other test's scripts too.
@@ -399,5 +441,6 @@ crate::on_single_and_cluster! {
         concurrent_additions_never_pass_the_largest_stock,
         window_edges_follow_the_redis_clock_and_an_extended_end,
         an_admitted_order_is_in_the_outbox_and_a_full_outbox_admits_nothing,
+        a_priced_admission_fixes_the_amount_in_the_record,
     ],
 }

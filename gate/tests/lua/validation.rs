@@ -70,7 +70,7 @@ async fn bad_arguments_are_refused_by_name_and_change_nothing(h: &Harness) {
     let cases: [(&str, usize, Vec<&str>, &str); 12] = [
         ("admit.lua", 6, vec!["u", "0", "o", "", "r", "v", "10", "1000", "1"], "quantity must be a positive integer"),
         ("release.lua", 5, vec!["u", "-1", "o", "", "1000"], "quantity must be a positive integer"),
-        ("load_voucher.lua", 10, vec!["5", "0", "x", "1", "0", "1000", "1", "5"], "must be numbers"),
+        ("load_voucher.lua", 10, vec!["5", "0", "x", "1", "0", "1000", "1", "5", "0", ""], "must be numbers"),
         ("update_voucher.lua", 10, vec!["id", "", "", "0", "0", "0", "0"], "the TTL must be a number, at least 1"),
         ("update_voucher.lua", 10, vec!["id", "2", "", "0", "1000", "0", "0"], "paused must be 1, 0 or empty"),
         ("update_voucher.lua", 10, vec!["id", "", "soon", "0", "1000", "0", "0"], "ends_ms must be a number"),

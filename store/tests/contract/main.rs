@@ -21,6 +21,16 @@ macro_rules! suite {
             }
 
             #[tokio::test]
+            async fn payments_pay_in_time_and_every_other_is_refunded_once_across_reopening() {
+                contract::payments_pay_in_time_and_every_other_is_refunded_once_across_reopening(&$fixture).await
+            }
+
+            #[tokio::test]
+            async fn the_view_shows_prices_payments_and_refunds_whatever_the_delivery_order() {
+                view::the_view_shows_prices_payments_and_refunds_whatever_the_delivery_order(&$fixture).await
+            }
+
+            #[tokio::test]
             async fn decisions_survive_reopening_the_store() {
                 contract::decisions_survive_reopening_the_store(&$fixture).await
             }
@@ -111,6 +121,8 @@ async fn every_contract_holds_on_cql() {
         stock::concurrent_processors_decide_each_order_once,
         stock::thousands_of_one_vouchers_orders_in_one_batch_are_decided_once,
         stock::concurrent_processors_decide_each_order_once_across_bounded_batches,
+        stock::payments_pay_in_time_and_every_other_is_refunded_once_across_reopening,
+        view::the_view_shows_prices_payments_and_refunds_whatever_the_delivery_order,
         view::the_view_is_the_same_whatever_the_delivery_order,
         view::a_users_orders_are_listed_newest_first_and_bounded,
         view::the_view_follows_cancellations_updates_and_lists_vouchers_newest_first,

@@ -3,7 +3,10 @@
 use std::collections::HashMap;
 
 use chrono::{Duration, Utc};
-use seckill_core::event::{CancelReason, Event, OrderAccepted, OrderRequest, VoucherCreated, VoucherUpdated};
+use seckill_core::event::{
+    CancelReason, Event, OrderAccepted, OrderRequest, PaymentReceived, PaymentSource, VoucherCreated, VoucherUpdated,
+};
+use seckill_core::money::Currency;
 use seckill_core::FailReason;
 use seckill_core::{Envelope, OrderId};
 use seckill_store::{Decided, StockInput};
@@ -331,4 +334,104 @@ pub async fn concurrent_processors_decide_each_order_once_across_bounded_batches
     assert_eq!(created, 400);
     let level = one.stock(v.voucher_id).await.expect("reads").expect("defined");
     assert_eq!((level.stock, level.remaining), (400, 0));
+}
+
+/// A priced order of `voucher` for `user`: 250 cents.
+fn priced(voucher: &VoucherCreated, user: &str) -> OrderAccepted {
+    OrderAccepted { amount: voucher.price, currency: voucher.currency, ..order(voucher.voucher_id, user) }
+}
+
+fn payment(order: &OrderAccepted, id: &str, paid_at: chrono::DateTime<Utc>) -> PaymentReceived {
+    PaymentReceived {
+        order_id: order.order_id,
+        voucher_id: order.voucher_id,
+        payment_id: id.to_owned(),
+        amount: order.amount,
+        currency: order.currency.expect("priced"),
+        paid_at,
+        source: PaymentSource::Webhook,
+    }
+}
+
+fn refund_reasons(decided: &[Decided]) -> Vec<(&'static str, bool)> {
+    decided
+        .iter()
+        .filter_map(|d| match &d.outcome.event {
+            Event::RefundRequested(r) => Some((r.reason.as_str(), d.replayed)),
+            _ => None,
+        })
+        .collect()
+}
+
+pub async fn payments_pay_in_time_and_every_other_is_refunded_once_across_reopening(backend: &impl Backend) {
+    let v = VoucherCreated {
+        hold_seconds: 60,
+        price: 250,
+        currency: Some(Currency::parse("EUR").expect("valid")),
+        per_user_limit: 1,
+        ..voucher(3)
+    };
+    let (paid, late, admin) = (priced(&v, "a"), priced(&v, "b"), priced(&v, "c"));
+    let now = Utc::now();
+    {
+        let store = backend.open().await;
+        let decided = store
+            .apply(vec![
+                StockInput::Voucher(v.clone()),
+                StockInput::Order(paid.clone()),
+                StockInput::Order(late.clone()),
+                StockInput::Order(admin.clone()),
+            ])
+            .await
+            .expect("applies");
+        let Event::OrderCreated(created) = &decided[0].outcome.event else { panic!("created: {decided:?}") };
+        let pay_by = created.pay_by.expect("a priced order has a pay_by");
+        assert!(pay_by >= created.decided_at + Duration::seconds(60) && pay_by.timestamp_subsec_nanos() == 0);
+
+        let decided = store
+            .apply(vec![
+                StockInput::Pay(payment(&paid, "pi_paid", now)),
+                StockInput::Pay(payment(&paid, "pi_twice", now)),
+                StockInput::Pay(payment(&late, "pi_late", now + Duration::seconds(61))),
+                StockInput::Pay(payment(&admin, "pi_admin", now)),
+                StockInput::Cancel(request(&admin, Some(CancelReason::Refunded))),
+            ])
+            .await
+            .expect("applies");
+        assert_eq!(
+            kinds(&decided),
+            [
+                ("OrderPaid", false),
+                ("RefundRequested", false),
+                ("RefundRequested", false),
+                ("OrderCancelled", false),
+                ("OrderPaid", false),
+                ("OrderCancelled", false),
+                ("RefundRequested", false),
+            ],
+            "paid; the second payment refunded; the late one refunded and its order expired; the admin's refund"
+        );
+        assert_eq!(refund_reasons(&decided), [("duplicate", false), ("late", false), ("admin", false)]);
+        // The late order and the refunded one gave their units back; none is held any more.
+        assert_eq!(store.stock(v.voucher_id).await.expect("reads").map(|l| l.remaining), Some(2));
+        assert!(store.expired(now + Duration::days(1), 10).await.expect("reads").is_empty());
+    }
+    // Reopened, as after a crash: every payment reported again (webhook
+    // repeats, reconciliation) repeats its outcome, never a second refund.
+    let store = backend.open().await;
+    let again = store
+        .apply(vec![
+            StockInput::Pay(payment(&paid, "pi_twice", now)),
+            StockInput::Pay(payment(&late, "pi_late", now + Duration::seconds(61))),
+            StockInput::Pay(payment(&paid, "pi_paid", now)),
+        ])
+        .await
+        .expect("applies");
+    assert!(again.iter().all(|d| d.replayed), "{:?}", kinds(&again));
+    assert_eq!(
+        refund_reasons(&again).into_iter().map(|(reason, _)| reason).collect::<Vec<_>>(),
+        ["duplicate", "late"],
+        "the same refunds, replayed"
+    );
+    assert_eq!(store.stock(v.voucher_id).await.expect("reads").map(|l| l.remaining), Some(2));
 }

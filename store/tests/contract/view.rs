@@ -1,7 +1,9 @@
 //! The view-store contract, run against every backend.
 
 use chrono::Utc;
-use seckill_core::event::{CancelReason, Event, OrderAccepted, OrderCreated, VoucherUpdated};
+use seckill_core::event::{
+    CancelReason, Event, OrderAccepted, OrderCancelled, OrderCreated, OrderPaid, VoucherUpdated,
+};
 use seckill_core::{Envelope, UserId, VoucherId};
 use seckill_store::OrderStatus;
 
@@ -144,4 +146,64 @@ pub async fn thousands_of_one_vouchers_events_in_one_batch_count_once(backend: &
     assert!(again.iter().all(|c| !c), "a redelivered batch changes nothing");
     let shown = store.voucher(v.voucher_id).await.expect("reads").expect("exists");
     assert_eq!((shown.admitted, shown.created, shown.remaining), (1_000, 1_000, 1_000));
+}
+
+pub async fn the_view_shows_prices_payments_and_refunds_whatever_the_delivery_order(backend: &impl Backend) {
+    let store = backend.open_view().await;
+    let euro = seckill_core::money::Currency::parse("EUR").expect("valid");
+    let v = seckill_core::event::VoucherCreated {
+        title: Some("Sneakers".to_owned()),
+        description: Some("One pair".to_owned()),
+        price: 1_999,
+        currency: Some(euro),
+        hold_seconds: 120,
+        ..voucher(3)
+    };
+    let now = Utc::now();
+    let priced = |user: &str| OrderAccepted { amount: 1_999, currency: Some(euro), ..order(v.voucher_id, user) };
+    let (kept, refunded) = (priced("payer"), priced("refunded"));
+    let created = |o: &OrderAccepted| {
+        Envelope::new(Event::OrderCreated(OrderCreated {
+            order: o.clone(),
+            decided_at: now,
+            remaining: 1,
+            pay_by: Some(now + chrono::Duration::seconds(120)),
+        }))
+    };
+    let paid = |o: &OrderAccepted, id: &str| {
+        Envelope::new(Event::OrderPaid(OrderPaid { order: o.clone(), paid_at: now, payment_id: Some(id.to_owned()) }))
+    };
+    let refund = Envelope::new(Event::OrderCancelled(OrderCancelled {
+        order: refunded.clone(),
+        cancelled_at: now,
+        reason: CancelReason::Refunded,
+        remaining: 2,
+    }));
+    // The refund before its payment and creation, as a rebuilt view or a
+    // slow partition may deliver them; then everything again.
+    let events = vec![
+        Envelope::new(Event::VoucherCreated(v.clone())),
+        refund,
+        paid(&kept, "pi_kept"),
+        created(&kept),
+        paid(&refunded, "pi_refunded"),
+        created(&refunded),
+    ];
+    for event in &events {
+        store.apply(vec![event.clone()]).await.expect("applies");
+    }
+    assert!(store.apply(events).await.expect("applies").iter().all(|changed| !changed), "duplicates change nothing");
+
+    let row = store.order(kept.order_id).await.expect("reads").expect("exists");
+    assert_eq!(
+        (row.status, row.amount, row.currency, row.payment_id.as_deref()),
+        (OrderStatus::Paid, 1_999, Some(euro), Some("pi_kept"))
+    );
+    assert_eq!(row.pay_by, Some(now + chrono::Duration::seconds(120)), "kept from the creation that came later");
+    let row = store.order(refunded.order_id).await.expect("reads").expect("exists");
+    assert_eq!(row.status, OrderStatus::Refunded);
+    let shown = store.voucher(v.voucher_id).await.expect("reads").expect("exists");
+    assert_eq!((shown.title.as_deref(), shown.price, shown.currency), (Some("Sneakers"), 1_999, Some(euro)));
+    assert_eq!((shown.payment_seconds, shown.hold_seconds), (120, 120));
+    assert_eq!((shown.created, shown.paid, shown.refunded, shown.revenue, shown.remaining), (2, 2, 1, 1_999, 2));
 }

@@ -273,3 +273,25 @@ fn the_provider_is_compared_payment_by_payment_and_order_by_order() {
     }
     assert!(audit(&abandoned).pass);
 }
+
+/// The processor expires an unpaid order when a payment made after its
+/// pay_by arrives, with no cancellation request in the log: the units it
+/// gives back are counted where that payment was decided, and the books
+/// balance.
+#[test]
+fn an_order_expired_by_its_late_payment_balances_the_books() {
+    let mut sale = Script::priced(3, 1, 60, 1_250, Some("EUR"));
+    let early = sale.accept("early", 1, 0);
+    sale.decide(&early, 5);
+    let late_buyer = sale.accept("late", 1, 10);
+    sale.decide(&late_buyer, 15);
+    sale.pay(&early, "pi_early", 2_000);
+    // After the deadline: reported, refunded, and the order expires with it.
+    let late = sale.payment(&late_buyer, "pi_late", 1_250, 62_000);
+    sale.cancelled(&late_buyer, 62_001, seckill_core::event::CancelReason::Expired);
+    sale.refund(&late, RefundReason::Late, "re_late", 62_010);
+    let next = sale.accept("next", 1, 63_000);
+    sale.decide(&next, 63_010);
+    let audit = audit_voucher(&sale.log, None);
+    assert!(audit.pass, "{}", Audit::new(vec![audit.clone()], false).text());
+}
