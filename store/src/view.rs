@@ -371,7 +371,7 @@ pub fn merge_order(existing: Option<&OrderView>, incoming: &OrderView) -> Option
                 payment_id: current.payment_id.clone().or_else(|| incoming.payment_id.clone()),
                 ..current.clone()
             };
-            (filled != *current).then(|| (Transition { from: Some(current.status), to: current.status }, filled))
+            (filled != *current).then_some((Transition { from: Some(current.status), to: current.status }, filled))
         }
         Some(current) => {
             let merged = OrderView {
