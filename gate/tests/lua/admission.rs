@@ -390,10 +390,16 @@ async fn a_priced_admission_fixes_the_amount_in_the_record(h: &Harness) {
     assert!(h.gate.load_voucher(&definition).await.expect("loads"));
     let v = definition.voucher_id;
     let order = OrderId::generate();
-    assert!(matches!(h.gate.admit(v, &user("payer"), 3, order, None).await.expect("admit"), Admission::Admitted { .. }));
+    assert!(matches!(
+        h.gate.admit(v, &user("payer"), 3, order, None).await.expect("admit"),
+        Admission::Admitted { .. }
+    ));
     let free = voucher(&h.gate, 10, 3).await;
     let free_order = OrderId::generate();
-    assert!(matches!(h.gate.admit(free, &user("payer"), 2, free_order, None).await.expect("admit"), Admission::Admitted { .. }));
+    assert!(matches!(
+        h.gate.admit(free, &user("payer"), 2, free_order, None).await.expect("admit"),
+        Admission::Admitted { .. }
+    ));
 
     let outbox = Outbox::connect(&h.config, &format!("relay-{}", uuid::Uuid::now_v7()), Duration::from_millis(50))
         .await
