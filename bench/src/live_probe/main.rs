@@ -1,6 +1,8 @@
 //! `live-probe`: the read side's load for `bench/run`: places orders and
 //! keeps their tokens, parks thousands of long-polls and measures how fast
-//! the decisions wake them, and holds thousands of event streams open.
+//! the decisions wake them, holds thousands of event streams open, pays
+//! orders through the payment provider's sandbox and signs webhook
+//! requests for `wrk`.
 //!
 //! Long-polls and streams go over HTTP/2 (cleartext, prior knowledge), at
 //! most [`STREAMS_PER_CONNECTION`] per connection, as browsers behind a TLS
@@ -11,9 +13,13 @@
 //! live-probe place   --url URL --voucher ID --tokens FILE --out FILE
 //! live-probe waiters --url URL --brokers HOST:PORT --orders-topic T --orders FILE --ready FILE
 //! live-probe streams --url URL --tokens FILE --ready FILE --hold-seconds 10
+//! live-probe payments --url URL --sandbox URL --orders FILE --concurrency 64
+//! live-probe sign-webhooks --secret whsec_sandbox --count N --out FILE
 //! ```
 
 mod orders;
+mod payments;
+mod signed;
 mod streams;
 mod waiters;
 
@@ -78,6 +84,33 @@ enum Command {
         #[arg(long, default_value_t = 10)]
         hold_seconds: u64,
     },
+    /// Pays every order of the file (`token order_id` lines) through the
+    /// provider's sandbox and reports how long after each payment its owner
+    /// saw it PAID (JSON on stdout).
+    Payments {
+        #[arg(long)]
+        url: String,
+        /// The sandbox's base URL (`seckill serve payments`).
+        #[arg(long)]
+        sandbox: String,
+        #[arg(long)]
+        orders: PathBuf,
+        #[arg(long, default_value_t = 64)]
+        concurrency: usize,
+        /// Longest an order may take from its payment to PAID.
+        #[arg(long, default_value_t = 120)]
+        wait_seconds: u64,
+    },
+    /// Writes `count` signed `payment_intent.created` callbacks, one
+    /// `SIGNATURE<TAB>BODY` per line, for `bench/wrk/webhook.lua`.
+    SignWebhooks {
+        #[arg(long)]
+        secret: String,
+        #[arg(long)]
+        count: usize,
+        #[arg(long)]
+        out: PathBuf,
+    },
 }
 
 /// HTTP/2 clients, each its own connection.
@@ -85,6 +118,13 @@ fn h2_clients(requests: usize, timeout: Duration) -> anyhow::Result<Vec<reqwest:
     (0..requests.div_ceil(STREAMS_PER_CONNECTION).max(1))
         .map(|_| Ok(reqwest::Client::builder().http2_prior_knowledge().timeout(timeout).build()?))
         .collect()
+}
+
+/// Count, p50, p90, p99 and max of `values`.
+fn quantiles(mut values: Vec<f64>) -> serde_json::Value {
+    values.sort_by(f64::total_cmp);
+    let at = |q: f64| values.get(((values.len() as f64 - 1.0) * q).round() as usize).copied().unwrap_or(0.0);
+    serde_json::json!({ "count": values.len(), "p50": at(0.5), "p90": at(0.9), "p99": at(0.99), "max": at(1.0) })
 }
 
 /// The non-empty lines of `path`.
@@ -106,6 +146,11 @@ async fn main() -> anyhow::Result<()> {
         Command::Streams { url, tokens, ready, hold_seconds } => {
             streams::run(&url, &lines(&tokens)?, &ready, Duration::from_secs(hold_seconds)).await?
         }
+        Command::Payments { url, sandbox, orders, concurrency, wait_seconds } => {
+            let target = payments::Target { url, sandbox, wait: Duration::from_secs(wait_seconds) };
+            payments::run(&target, &lines(&orders)?, concurrency).await?
+        }
+        Command::SignWebhooks { secret, count, out } => signed::write(&secret, count, &out)?,
     };
     println!("{report}");
     Ok(())

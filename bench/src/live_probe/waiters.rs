@@ -19,6 +19,8 @@ use seckill_core::{Envelope, Event, OrderId};
 use seckill_kafka::{Follower, Message};
 use tokio_util::sync::CancellationToken;
 
+use super::quantiles;
+
 /// Where decisions appear.
 #[derive(Debug)]
 pub(crate) struct Log {
@@ -46,12 +48,6 @@ async fn watch(follower: Follower, seen: Seen, stop: CancellationToken) {
         };
         seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner).entry(order).or_insert(at);
     }
-}
-
-fn quantiles(mut values: Vec<f64>) -> serde_json::Value {
-    values.sort_by(f64::total_cmp);
-    let at = |q: f64| values.get(((values.len() as f64 - 1.0) * q).round() as usize).copied().unwrap_or(0.0);
-    serde_json::json!({ "count": values.len(), "p50": at(0.5), "p90": at(0.9), "p99": at(0.99), "max": at(1.0) })
 }
 
 /// Parks one long-poll per `token order_id` line; once the ingress counts
