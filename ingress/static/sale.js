@@ -195,6 +195,33 @@ async function loadOrder() {
   if (!orderId || !identity()) return;
   const response = await fetch(`/api/v1/orders/${orderId}`, { headers: authHeaders(), cache: "no-store" });
   if (response.ok) showOrder(await response.json());
+  watchOrder();
+}
+
+// While the order waits for a decision or a payment, a long-poll answers
+// the moment it moves: the stream pushes the same, but only what happens
+// after it is connected (a slow connection can miss the decision). One at
+// a time; it ends once the order is final.
+let watching = false;
+
+async function watchOrder() {
+  if (watching) return;
+  watching = true;
+  try {
+    while (orderId && order && ["PENDING", "CREATED"].includes(order.status) && identity()) {
+      const url = `/api/v1/orders/${orderId}?wait=25s&status=${order.status}`;
+      const response = await fetch(url, { headers: authHeaders(), cache: "no-store" });
+      if (!response.ok) {
+        await new Promise((resolve) => setTimeout(resolve, 1000));
+        continue;
+      }
+      showOrder(await response.json());
+    }
+  } catch (_) {
+    // A dropped connection: the stream (or the next load) carries on.
+  } finally {
+    watching = false;
+  }
 }
 
 async function buy() {
@@ -210,6 +237,7 @@ async function buy() {
     rememberOrder(body.order_id);
     say("Order placed.");
     showOrder(body);
+    watchOrder();
   } else {
     if (body.order_id) rememberOrder(body.order_id);
     say(`${body.error}: ${body.message}`);
