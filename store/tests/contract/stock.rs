@@ -392,7 +392,7 @@ pub async fn payments_pay_in_time_and_every_other_is_refunded_once_across_reopen
             .apply(vec![
                 StockInput::Pay(payment(&paid, "pi_paid", now)),
                 StockInput::Pay(payment(&paid, "pi_twice", now)),
-                StockInput::Pay(payment(&late, "pi_late", now + Duration::seconds(61))),
+                StockInput::Pay(payment(&late, "pi_late", now + Duration::seconds(600))),
                 StockInput::Pay(payment(&admin, "pi_admin", now)),
                 StockInput::Cancel(request(&admin, Some(CancelReason::Refunded))),
             ])
@@ -422,7 +422,7 @@ pub async fn payments_pay_in_time_and_every_other_is_refunded_once_across_reopen
     let again = store
         .apply(vec![
             StockInput::Pay(payment(&paid, "pi_twice", now)),
-            StockInput::Pay(payment(&late, "pi_late", now + Duration::seconds(61))),
+            StockInput::Pay(payment(&late, "pi_late", now + Duration::seconds(600))),
             StockInput::Pay(payment(&paid, "pi_paid", now)),
         ])
         .await
