@@ -15,6 +15,7 @@
 //! attributes and a tooltip, see [`overlay`](self).
 
 mod charts;
+mod html;
 mod overlay;
 mod page;
 mod payments;

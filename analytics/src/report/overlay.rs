@@ -6,7 +6,7 @@
 
 use std::fmt::Write as _;
 
-use super::page::escape;
+use super::html::escape;
 
 /// A point in the chart's pixels.
 pub(super) type Pixel = (i32, i32);

@@ -10,6 +10,7 @@ use std::fmt::Write as _;
 use chrono::{DateTime, SecondsFormat, Utc};
 
 use super::charts;
+use super::html::escape;
 use super::About;
 use crate::sale::{Books, Buyers, Money, Timeline, VoucherSale};
 use crate::AnalyticsError;
@@ -325,22 +326,6 @@ fn duration(ms: f64) -> String {
         let seconds = (ms / 1_000.0).round() as u64;
         format!("{} min {:02} s", seconds / 60, seconds % 60)
     }
-}
-
-/// Text safe inside an element or a quoted attribute.
-pub(super) fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 #[cfg(test)]

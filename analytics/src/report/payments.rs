@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use seckill_core::event::RefundReason;
 
-use super::page::escape;
+use super::html::escape;
 use crate::sale::{Money, Revenue, REFUND_REASONS};
 
 /// The two tables, side by side.
