@@ -90,7 +90,13 @@ async fn unpaid_orders_expire_after_the_hold_even_across_a_restart_and_a_late_co
 
     // The processor is down when the hold ends; the deadline is persisted.
     platform.processor.take().expect("running").stop().await;
-    tokio::time::sleep(std::time::Duration::from_millis(2_500)).await;
+    let pay_by: chrono::DateTime<chrono::Utc> = platform.wait_final(dropped).await["pay_by"]
+        .as_str()
+        .expect("a held order shows its deadline")
+        .parse()
+        .expect("a time");
+    let past_it = (pay_by - chrono::Utc::now()).to_std().unwrap_or_default() + std::time::Duration::from_millis(300);
+    tokio::time::sleep(past_it).await;
     let still = platform.wait_final(dropped).await;
     assert_eq!(still["status"], "CREATED", "nobody expired it while the processor was down: {still}");
     // A confirmation after the deadline reaches the log before the expiry
