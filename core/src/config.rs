@@ -58,14 +58,7 @@ pub fn load_with<T>(file: Option<&Path>, overrides: &[(&str, &str)]) -> Result<T
 where
     T: Default + Serialize + DeserializeOwned + Validate,
 {
-    let mut figment = Figment::from(Serialized::defaults(T::default()));
-    if let Some(file) = file {
-        if !file.exists() {
-            return Err(ConfigError::MissingFile(file.to_owned()));
-        }
-        figment = figment.merge(Toml::file(file));
-    }
-    figment = figment.merge(
+    let mut figment = defaults_and_file::<T>(file)?.merge(
         Env::prefixed(ENV_PREFIX)
             .ignore(NOT_CONFIG_KEYS)
             .filter(|key| !key.as_str().starts_with("sandbox_"))
@@ -89,16 +82,21 @@ pub fn load_sandbox<T>(file: Option<&Path>) -> Result<T, ConfigError>
 where
     T: Default + Serialize + DeserializeOwned + Validate,
 {
-    let mut figment = Figment::from(Serialized::defaults(T::default()));
-    if let Some(file) = file {
-        if !file.exists() {
-            return Err(ConfigError::MissingFile(file.to_owned()));
-        }
-        figment = figment.merge(Toml::file(file));
-    }
-    let config: T = figment.merge(Env::prefixed(SANDBOX_ENV_PREFIX).split("__")).extract().map_err(Box::new)?;
+    let figment = defaults_and_file::<T>(file)?.merge(Env::prefixed(SANDBOX_ENV_PREFIX).split("__"));
+    let config: T = figment.extract().map_err(Box::new)?;
     config.validate()?;
     Ok(config)
+}
+
+/// `T`'s defaults with the TOML `file` (when given) on top: where every
+/// loader starts before its environment variables.
+fn defaults_and_file<T: Default + Serialize>(file: Option<&Path>) -> Result<Figment, ConfigError> {
+    let figment = Figment::from(Serialized::defaults(T::default()));
+    match file {
+        Some(file) if !file.exists() => Err(ConfigError::MissingFile(file.to_owned())),
+        Some(file) => Ok(figment.merge(Toml::file(file))),
+        None => Ok(figment),
+    }
 }
 
 /// Fails with a message naming `key` when `ok` is false.
