@@ -39,8 +39,8 @@
 -- until its first end. Every key of the voucher expires at ends_ms +
 -- ARGV[6]; KEYS[2..9] are passed so a key written before the voucher (a
 -- fence of settle.lua) gets that time too.
-if #KEYS ~= 10 or #ARGV ~= 10 then
-  return redis.error_reply("load_voucher.lua: expects 10 KEYS and 10 ARGV")
+if #KEYS ~= 10 or #ARGV ~= 11 then
+  return redis.error_reply("load_voucher.lua: expects 10 KEYS and 11 ARGV")
 end
 local ends = tonumber(redis.call("GET", KEYS[10]) or ARGV[3])
 local ttl = tonumber(ARGV[6])
@@ -58,7 +58,7 @@ end
 redis.call("HSET", KEYS[1],
   "stock", ARGV[1], "remaining", ARGV[1],
   "begins_ms", ARGV[2], "ends_ms", string.format("%d", ends), "limit", ARGV[4], "hold_seconds", ARGV[5],
-  "price", ARGV[9], "currency", ARGV[10])
+  "price", ARGV[9], "currency", ARGV[10], "mode", ARGV[11])
 if ARGV[7] ~= "1" then
   redis.call("HSET", KEYS[1], "shards", ARGV[7], "voucher_stock", ARGV[8])
 end

@@ -56,6 +56,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 description: None,
                 price: 0,
                 currency: None,
+                queue: None,
             })
         } else if let Some(order) = pending.take() {
             Event::OrderCreated(OrderCreated {

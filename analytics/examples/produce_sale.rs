@@ -154,6 +154,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         description: None,
         price: 0,
         currency: None,
+        queue: None,
     }))?;
 
     let mut random = Random(0x5EC0_0C1D_2026_1123);

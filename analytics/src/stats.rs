@@ -179,7 +179,7 @@ impl Stats {
             | Event::ConfirmRequested(_)
             | Event::PaymentReceived(_)
             | Event::RefundRequested(_)
-            | Event::PaymentRefunded(_) => {}
+            | Event::PaymentRefunded(_) | Event::QueueSeedCommitted(_) | Event::QueueJoined(_) | Event::QueueSeedRevealed(_) | Event::QueueEntryIssued(_) | Event::QueuePlaceExpired(_) | Event::QueueEntryUsed(_) => {}
         }
     }
 
@@ -365,6 +365,7 @@ mod tests {
                 description: None,
                 price: 0,
                 currency: None,
+                queue: None,
             }));
             sale
         }

@@ -19,6 +19,7 @@ use uuid::Uuid;
 
 use crate::ids::{OrderId, UserId, VoucherId};
 use crate::money::{Currency, MAX_PRICE};
+use crate::queue::{self, QueueSettings};
 
 /// The schema version this build writes and the newest it reads.
 pub const SCHEMA_VERSION: u16 = 1;
@@ -90,6 +91,20 @@ pub enum Event {
     RefundRequested(RefundRequested),
     /// The provider acknowledged a refund.
     PaymentRefunded(PaymentRefunded),
+    /// The waiting room of a queue-mode sale committed to its shuffle's
+    /// secret seed, before its first join.
+    QueueSeedCommitted(QueueSeedCommitted),
+    /// A user took a place in a waiting room.
+    QueueJoined(QueueJoined),
+    /// The sale began: the seed is public, the pre-queue's order fixed.
+    QueueSeedRevealed(QueueSeedRevealed),
+    /// A place's turn came: its holder got an entry token.
+    QueueEntryIssued(QueueEntryIssued),
+    /// A place's turn came while its holder was gone: skipped.
+    QueuePlaceExpired(QueuePlaceExpired),
+    /// An entry token admitted an order (written with its `OrderAccepted`,
+    /// in the same admission).
+    QueueEntryUsed(QueueEntryUsed),
 }
 
 /// A new flash-sale voucher.
@@ -128,6 +143,11 @@ pub struct VoucherCreated {
     /// The price's currency; present exactly when `price` is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub currency: Option<Currency>,
+    /// Present for a queue-mode sale (`"mode": "queue"` in the API):
+    /// orders need an entry token from its waiting room. Absent, the sale
+    /// is first come, first served.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<QueueSettings>,
 }
 
 fn one_shard() -> u32 {
@@ -318,6 +338,70 @@ pub struct OrderCancelled {
     pub remaining: u64,
 }
 
+/// The SHA-256 of a waiting room's secret seed (`seckill_core::queue`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueSeedCommitted {
+    pub voucher_id: VoucherId,
+    /// 64 lowercase hexadecimal digits.
+    pub seed_hash: String,
+}
+
+/// A place taken in a waiting room.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueJoined {
+    pub voucher_id: VoucherId,
+    pub user_id: UserId,
+    pub joined_at: DateTime<Utc>,
+    /// Joined before the sale began (by the admission clock): placed by
+    /// the shuffle. Otherwise placed by `seq`.
+    pub pre_queue: bool,
+    /// The join's number among those after the start (1, 2, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seq: Option<u64>,
+    /// The user's how-many-th place in this room (a place that expired may
+    /// be taken again, at the back).
+    pub attempt: u32,
+}
+
+/// The seed whose hash was committed, logged when the sale began.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueSeedRevealed {
+    pub voucher_id: VoucherId,
+    pub seed: String,
+    /// Places taken before the start.
+    pub pre_queued: u64,
+}
+
+/// An entry token issued to the holder of `place`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueEntryIssued {
+    pub voucher_id: VoucherId,
+    pub user_id: UserId,
+    /// The place served (1 is the first place of the room).
+    pub place: u64,
+    /// The entry's number (1, 2, … in issue order): the token's id.
+    pub entry: u64,
+    /// Until when the token admits an order (the admission clock).
+    pub expires_at: DateTime<Utc>,
+}
+
+/// A place skipped because its holder had stopped watching it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueuePlaceExpired {
+    pub voucher_id: VoucherId,
+    pub user_id: UserId,
+    pub place: u64,
+}
+
+/// An entry token spent on an order.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueEntryUsed {
+    pub voucher_id: VoucherId,
+    pub user_id: UserId,
+    pub entry: u64,
+    pub order_id: OrderId,
+}
+
 /// Why an order was cancelled.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -437,6 +521,12 @@ impl Event {
             Self::OrderCancelled(e) => e.order.voucher_id,
             Self::RefundRequested(e) => e.voucher_id,
             Self::PaymentRefunded(e) => e.voucher_id,
+            Self::QueueSeedCommitted(e) => e.voucher_id,
+            Self::QueueJoined(e) => e.voucher_id,
+            Self::QueueSeedRevealed(e) => e.voucher_id,
+            Self::QueueEntryIssued(e) => e.voucher_id,
+            Self::QueuePlaceExpired(e) => e.voucher_id,
+            Self::QueueEntryUsed(e) => e.voucher_id,
         }
     }
 
@@ -455,12 +545,32 @@ impl Event {
             | Self::ConfirmRequested(_)
             | Self::PaymentReceived(_)
             | Self::RefundRequested(_)
-            | Self::PaymentRefunded(_) => None,
+            | Self::PaymentRefunded(_)
+            | Self::QueueSeedCommitted(_)
+            | Self::QueueJoined(_)
+            | Self::QueueSeedRevealed(_)
+            | Self::QueueEntryIssued(_)
+            | Self::QueuePlaceExpired(_)
+            | Self::QueueEntryUsed(_) => None,
         }
     }
 
+    /// Whether this is one of the waiting room's records (the sales topic
+    /// carries them; the order-deciding consumers pass them by).
+    pub fn is_queue(&self) -> bool {
+        matches!(
+            self,
+            Self::QueueSeedCommitted(_)
+                | Self::QueueJoined(_)
+                | Self::QueueSeedRevealed(_)
+                | Self::QueueEntryIssued(_)
+                | Self::QueuePlaceExpired(_)
+                | Self::QueueEntryUsed(_)
+        )
+    }
+
     /// Every `type` tag, in declaration order: what [`Event::kind`] returns.
-    pub const KINDS: [&'static str; 12] = [
+    pub const KINDS: [&'static str; 18] = [
         "VoucherCreated",
         "VoucherUpdated",
         "OrderAccepted",
@@ -473,6 +583,12 @@ impl Event {
         "OrderCancelled",
         "RefundRequested",
         "PaymentRefunded",
+        "QueueSeedCommitted",
+        "QueueJoined",
+        "QueueSeedRevealed",
+        "QueueEntryIssued",
+        "QueuePlaceExpired",
+        "QueueEntryUsed",
     ];
 
     /// The `type` tag.
@@ -490,6 +606,12 @@ impl Event {
             Self::OrderCancelled(_) => "OrderCancelled",
             Self::RefundRequested(_) => "RefundRequested",
             Self::PaymentRefunded(_) => "PaymentRefunded",
+            Self::QueueSeedCommitted(_) => "QueueSeedCommitted",
+            Self::QueueJoined(_) => "QueueJoined",
+            Self::QueueSeedRevealed(_) => "QueueSeedRevealed",
+            Self::QueueEntryIssued(_) => "QueueEntryIssued",
+            Self::QueuePlaceExpired(_) => "QueuePlaceExpired",
+            Self::QueueEntryUsed(_) => "QueueEntryUsed",
         }
     }
 
@@ -545,6 +667,20 @@ impl Event {
                 check(within_supported_years(f.decided_at), "decided_at must be in the years 1970 to 9999")?;
                 check(f.decided_at >= f.order.accepted_at, "decided_at precedes accepted_at")
             }
+            Self::QueueSeedCommitted(c) => check(queue::is_seed(&c.seed_hash), "seed_hash must be 64 hex digits"),
+            Self::QueueJoined(j) => {
+                check(within_supported_years(j.joined_at), "joined_at must be in the years 1970 to 9999")?;
+                check(j.attempt >= 1, "attempt starts at 1")?;
+                check(j.pre_queue == j.seq.is_none(), "a join after the start has a seq, and only it")?;
+                check(j.seq.is_none_or(|seq| (1..queue::FIFO_BASE).contains(&seq)), "seq out of range")
+            }
+            Self::QueueSeedRevealed(r) => check(queue::is_seed(&r.seed), "seed must be 64 hex digits"),
+            Self::QueueEntryIssued(e) => {
+                check(e.place >= 1 && e.entry >= 1, "place and entry start at 1")?;
+                check(within_supported_years(e.expires_at), "expires_at must be in the years 1970 to 9999")
+            }
+            Self::QueuePlaceExpired(e) => check(e.place >= 1, "place starts at 1"),
+            Self::QueueEntryUsed(e) => check(e.entry >= 1, "entry starts at 1"),
         }
     }
 }
@@ -570,7 +706,24 @@ impl VoucherCreated {
         check((1..=MAX_SHARDS).contains(&self.shards), "shards must be 1 to 64")?;
         check(within_supported_years(self.begins_at), "begins_at must be in the years 1970 to 9999")?;
         check(within_supported_years(self.ends_at), "ends_at must be in the years 1970 to 9999")?;
-        check(self.ends_at > self.begins_at, "ends_at must be after begins_at")
+        check(self.ends_at > self.begins_at, "ends_at must be after begins_at")?;
+        if let Some(queue) = &self.queue {
+            check(within_supported_years(queue.opens_at), "queue opens_at must be in the years 1970 to 9999")?;
+            queue.check(self.begins_at).map_err(EventError::Invalid)?;
+            // The room serves one user's turn in one place: a split stock
+            // would need the room in every bucket's slot.
+            check(self.shards == 1, "a queue-mode voucher has one bucket (shards 1)")?;
+        }
+        Ok(())
+    }
+
+    /// The sale's mode as the API names it.
+    pub fn mode(&self) -> &'static str {
+        if self.queue.is_some() {
+            "queue"
+        } else {
+            "fcfs"
+        }
     }
 }
 

@@ -12,6 +12,7 @@ pub mod ids;
 pub mod metrics;
 pub mod money;
 pub mod phase;
+pub mod queue;
 pub mod shutdown;
 pub mod telemetry;
 pub mod topics;

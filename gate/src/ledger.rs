@@ -27,6 +27,8 @@ pub struct VoucherAdmission {
     /// Price of one unit (0: free) and its currency.
     pub price: u64,
     pub currency: Option<seckill_core::money::Currency>,
+    /// A queue-mode sale: orders need an entry token.
+    pub queue: bool,
     /// Buckets the gate splits the stock into.
     pub shards: u32,
     pub paused: bool,
@@ -121,7 +123,7 @@ impl Ledger {
             | Event::ConfirmRequested(_)
             | Event::PaymentReceived(_)
             | Event::RefundRequested(_)
-            | Event::PaymentRefunded(_) => {}
+            | Event::PaymentRefunded(_) | Event::QueueSeedCommitted(_) | Event::QueueJoined(_) | Event::QueueSeedRevealed(_) | Event::QueueEntryIssued(_) | Event::QueuePlaceExpired(_) | Event::QueueEntryUsed(_) => {}
         }
     }
 
@@ -152,6 +154,7 @@ impl VoucherFold {
             hold_seconds: definition.hold_seconds,
             price: definition.price,
             currency: definition.currency,
+            queue: definition.queue.is_some(),
             shards: definition.shards,
             paused: self.paused,
             settings_version: self.settings,
@@ -184,6 +187,7 @@ mod tests {
             description: None,
             price: 0,
             currency: None,
+            queue: None,
         };
         let order = |user: &str, quantity| OrderAccepted {
             order_id: OrderId::generate(),

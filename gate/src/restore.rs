@@ -176,7 +176,8 @@ impl Gate {
         .arg(layout.shards())
         .arg(state.stock)
         .arg(state.price)
-        .arg(state.currency.as_ref().map(|c| c.as_str()).unwrap_or_default());
+        .arg(state.currency.as_ref().map(|c| c.as_str()).unwrap_or_default())
+        .arg(if state.queue { "queue" } else { "fcfs" });
         for order in released {
             call.arg(order.to_string());
         }

@@ -53,6 +53,7 @@ impl Gate {
             .arg(definition.stock)
             .arg(definition.price)
             .arg(definition.currency.as_ref().map(|c| c.as_str()).unwrap_or_default())
+            .arg(definition.mode())
             .invoke_async(&mut self.redis.clone())
             .await?;
         Ok(loaded == 1)

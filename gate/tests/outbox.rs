@@ -221,6 +221,7 @@ mod across_shards {
             description: None,
             price: 0,
             currency: None,
+            queue: None,
         };
         assert!(gate.load_voucher(&definition).await.expect("loads"));
         definition.voucher_id

@@ -160,7 +160,8 @@ impl BatchHandler for Pipeline {
         let mut rejects = Vec::new();
         for message in batch {
             match classify(message) {
-                Ok(input) => inputs.push(input),
+                Ok(Some(input)) => inputs.push(input),
+                Ok(None) => self.metrics.events.with_label_values(&["queue", "passed"]).inc(),
                 Err(reason) => rejects.push((message, reason)),
             }
         }
@@ -201,18 +202,20 @@ fn waves(decided: &[Decided]) -> Vec<Vec<&Decided>> {
     waves
 }
 
-/// What a sales-topic record asks of the processor, or why it cannot be used.
-fn classify(message: &OwnedMessage) -> Result<StockInput, String> {
+/// What a sales-topic record asks of the processor (nothing, for the
+/// waiting room's records: they decide no order), or why it cannot be used.
+fn classify(message: &OwnedMessage) -> Result<Option<StockInput>, String> {
     let envelope = decode(message)?;
-    match envelope.event {
-        Event::VoucherCreated(voucher) => Ok(StockInput::Voucher(voucher)),
-        Event::VoucherUpdated(update) => Ok(StockInput::Update { update_id: envelope.event_id, update }),
-        Event::OrderAccepted(order) => Ok(StockInput::Order(order)),
-        Event::CancelRequested(request) => Ok(StockInput::Cancel(request)),
-        Event::ConfirmRequested(request) => Ok(StockInput::Confirm(request)),
-        Event::PaymentReceived(payment) => Ok(StockInput::Pay(payment)),
-        other => Err(format!("{} does not belong on the sales topic", other.kind())),
-    }
+    Ok(Some(match envelope.event {
+        Event::VoucherCreated(voucher) => StockInput::Voucher(voucher),
+        Event::VoucherUpdated(update) => StockInput::Update { update_id: envelope.event_id, update },
+        Event::OrderAccepted(order) => StockInput::Order(order),
+        Event::CancelRequested(request) => StockInput::Cancel(request),
+        Event::ConfirmRequested(request) => StockInput::Confirm(request),
+        Event::PaymentReceived(payment) => StockInput::Pay(payment),
+        queue if queue.is_queue() => return Ok(None),
+        other => return Err(format!("{} does not belong on the sales topic", other.kind())),
+    }))
 }
 
 fn input_kind(input: &StockInput) -> &'static str {

@@ -348,7 +348,7 @@ impl OrderView {
             | Event::ConfirmRequested(_)
             | Event::PaymentReceived(_)
             | Event::RefundRequested(_)
-            | Event::PaymentRefunded(_) => None,
+            | Event::PaymentRefunded(_) | Event::QueueSeedCommitted(_) | Event::QueueJoined(_) | Event::QueueSeedRevealed(_) | Event::QueueEntryIssued(_) | Event::QueuePlaceExpired(_) | Event::QueueEntryUsed(_) => None,
         }
     }
 }
@@ -495,6 +495,7 @@ mod tests {
             description: None,
             price: 0,
             currency: None,
+            queue: None,
         };
         let (older, newer) = (Uuid::now_v7(), Uuid::now_v7());
         let pause =

@@ -367,6 +367,12 @@ impl VoucherLog {
                 self.cancel_requests.entry(request.order_id).or_default().insert(position, reason);
             }
             Event::ConfirmRequested(_) => {}
+            Event::QueueSeedCommitted(_)
+            | Event::QueueJoined(_)
+            | Event::QueueSeedRevealed(_)
+            | Event::QueueEntryIssued(_)
+            | Event::QueuePlaceExpired(_)
+            | Event::QueueEntryUsed(_) => {}
             Event::PaymentReceived(received) => {
                 let payment = self.payment(&received.payment_id, received.order_id);
                 payment.amount = received.amount;

@@ -68,6 +68,7 @@ impl Script {
             description: None,
             price,
             currency,
+            queue: None,
         }));
         script
     }

@@ -350,7 +350,8 @@ impl AdmissionMetrics {
 #[derive(Clone, Debug)]
 pub struct ConsumerMetrics {
     /// `seckill_events_total{type, result}`: result is `applied`,
-    /// `duplicate` or `dead_lettered`.
+    /// `duplicate`, `dead_lettered` or (type `queue`, the waiting room's
+    /// records on the sales topic) `passed`.
     pub events: IntCounterVec,
     /// `seckill_consumer_batch_size`: records handled per batch.
     pub batch_size: Histogram,

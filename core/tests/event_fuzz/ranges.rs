@@ -51,6 +51,20 @@ pub(crate) fn broken_rule(envelope: &Envelope) -> Option<&'static str> {
             (r.amount <= MAX_AMOUNT, "amount <= MAX_AMOUNT"),
             (in_sale_years(r.refunded_at), "refunded_at is in 1970..=9999"),
         ]),
+        Event::QueueSeedCommitted(c) => rules.push((hex64(&c.seed_hash), "seed_hash is 64 lowercase hex digits")),
+        Event::QueueSeedRevealed(r) => rules.push((hex64(&r.seed), "seed is 64 lowercase hex digits")),
+        Event::QueueJoined(j) => rules.extend([
+            (in_sale_years(j.joined_at), "joined_at is in 1970..=9999"),
+            (j.attempt >= 1, "attempt >= 1"),
+            (j.pre_queue == j.seq.is_none(), "a seq exactly after the start"),
+            (j.seq.is_none_or(|seq| seq >= 1 && seq < 1 << 52), "seq is 1..2^52"),
+        ]),
+        Event::QueueEntryIssued(e) => rules.extend([
+            (e.place >= 1 && e.entry >= 1, "place and entry >= 1"),
+            (in_sale_years(e.expires_at), "expires_at is in 1970..=9999"),
+        ]),
+        Event::QueuePlaceExpired(e) => rules.push((e.place >= 1, "place >= 1")),
+        Event::QueueEntryUsed(e) => rules.push((e.entry >= 1, "entry >= 1")),
         Event::VoucherUpdated(u) => rules.extend([
             (u.add_stock <= MAX_STOCK, "add_stock <= MAX_STOCK"),
             (u.ends_at.is_none_or(in_sale_years), "ends_at is in 1970..=9999"),
@@ -147,4 +161,8 @@ pub(crate) fn check_accepted(input: &[u8], decoded: &Envelope) -> Result<(), Tes
         }
     }
     Ok(())
+}
+
+fn hex64(text: &str) -> bool {
+    text.len() == 64 && text.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }

@@ -44,6 +44,7 @@ fn fixture_voucher() -> VoucherCreated {
         description: None,
         price: 0,
         currency: None,
+        queue: None,
     }
 }
 

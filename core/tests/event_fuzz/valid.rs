@@ -7,7 +7,8 @@ use proptest::option;
 use proptest::prelude::*;
 use seckill_core::event::{
     CancelReason, Envelope, Event, FailReason, OrderAccepted, OrderCancelled, OrderCreated, OrderFailed, OrderPaid,
-    OrderRequest, PaymentReceived, PaymentRefunded, PaymentSource, RefundReason, RefundRequested, VoucherCreated,
+    OrderRequest, PaymentReceived, PaymentRefunded, PaymentSource, QueueEntryIssued, QueueEntryUsed, QueueJoined,
+    QueuePlaceExpired, QueueSeedCommitted, QueueSeedRevealed, RefundReason, RefundRequested, VoucherCreated,
     VoucherUpdated, MAX_HOLD_SECONDS, MAX_QUANTITY, MAX_STOCK, SCHEMA_VERSION,
 };
 use seckill_core::ids::MAX_USER_ID_LEN;
@@ -196,6 +197,7 @@ pub(crate) fn voucher_created() -> impl Strategy<Value = Event> {
                     description,
                     price,
                     currency,
+                    queue: None,
                 })
             },
         )
@@ -283,7 +285,41 @@ pub(crate) fn payment_refunded() -> impl Strategy<Value = Event> {
     )
 }
 
-/// Every one of the twelve event types, each with in-range fields. Each arm is
+/// 64 lowercase hexadecimal digits: a waiting room's seed or its hash.
+fn seed() -> impl Strategy<Value = String> {
+    "[0-9a-f]{64}"
+}
+
+/// The waiting room's six records, each with in-range fields.
+pub(crate) fn queue_event() -> BoxedStrategy<Event> {
+    let place = 1u64..=1_000_000_000;
+    prop_oneof![
+        (voucher_id(), seed())
+            .prop_map(|(voucher_id, seed_hash)| Event::QueueSeedCommitted(QueueSeedCommitted { voucher_id, seed_hash })),
+        (voucher_id(), user_id(), instant(), option::of(1u64..(1 << 52)), 1u32..=1_000).prop_map(
+            |(voucher_id, user_id, joined_at, seq, attempt)| {
+                Event::QueueJoined(QueueJoined { voucher_id, user_id, joined_at, pre_queue: seq.is_none(), seq, attempt })
+            }
+        ),
+        (voucher_id(), seed(), 0u64..=1_000_000_000).prop_map(|(voucher_id, seed, pre_queued)| {
+            Event::QueueSeedRevealed(QueueSeedRevealed { voucher_id, seed, pre_queued })
+        }),
+        (voucher_id(), user_id(), place.clone(), place.clone(), instant()).prop_map(
+            |(voucher_id, user_id, place, entry, expires_at)| {
+                Event::QueueEntryIssued(QueueEntryIssued { voucher_id, user_id, place, entry, expires_at })
+            }
+        ),
+        (voucher_id(), user_id(), place.clone()).prop_map(|(voucher_id, user_id, place)| {
+            Event::QueuePlaceExpired(QueuePlaceExpired { voucher_id, user_id, place })
+        }),
+        (voucher_id(), user_id(), place, order_id()).prop_map(|(voucher_id, user_id, entry, order_id)| {
+            Event::QueueEntryUsed(QueueEntryUsed { voucher_id, user_id, entry, order_id })
+        }),
+    ]
+    .boxed()
+}
+
+/// Every one of the eighteen event types, each with in-range fields. Each arm is
 /// boxed: unboxed, the arms' value trees are moved around as one value
 /// that overflows a test thread's 2 MiB stack in a debug build.
 pub(crate) fn valid_event() -> BoxedStrategy<Event> {
@@ -312,6 +348,7 @@ pub(crate) fn valid_event() -> BoxedStrategy<Event> {
         payment_received().boxed(),
         refund_requested().boxed(),
         payment_refunded().boxed(),
+        queue_event(),
     ]
     .boxed()
 }

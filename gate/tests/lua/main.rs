@@ -133,6 +133,7 @@ pub(crate) fn definition(
         description: None,
         price: 0,
         currency: None,
+        queue: None,
     }
 }
 

@@ -127,6 +127,7 @@ async fn handle_create(
         description: request.description.clone(),
         price: request.price,
         currency: request.currency,
+        queue: None,
     };
     definition.validate().map_err(|e| ApiError::invalid(e.to_string().replace("event is out of range: ", "")))?;
     if definition.price > 0 && ingress.payments.is_none() {

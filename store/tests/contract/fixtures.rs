@@ -19,6 +19,7 @@ pub fn voucher(stock: u64) -> VoucherCreated {
         description: None,
         price: 0,
         currency: None,
+        queue: None,
     }
 }
 
