@@ -10,7 +10,8 @@
 --                                              price, currency (absent or "0"/"": free),
 --                                              paused ("1" while paused; absent or "0" otherwise),
 --                                              keys_expire_ms (the expiry KEYS[2], [3], [5] last got),
---                                              shards (buckets of the voucher; absent: 1)
+--                                              shards (buckets of the voucher; absent: 1),
+--                                              mode ("queue": an entry token is required)
 -- KEYS[2]  bought hash   <prefix>:{t}:bought   user id -> units admitted to that user
 -- KEYS[3]  orders hash   <prefix>:{t}:orders   user id -> the user's latest admitted order id
 -- KEYS[4]  retries hash  <prefix>:{t}:retries  "<user id>|<Idempotency-Key>" -> order id
@@ -18,6 +19,9 @@
 --                                              order, or "fenced" (settle.lua: never to be admitted)
 -- KEYS[6]  outbox stream admitted orders not yet in the log: <prefix>:outbox on a single Redis;
 --                        on a Redis Cluster the bucket's own <prefix>:{t}:outbox, in the same slot
+-- KEYS[7]  places hash   <prefix>:{t}:places   the waiting room's places (queue_join.lua):
+--                                              user id -> "<attempt>|<state>|<entry>|<extra>"
+-- KEYS[8]  holds zset    <prefix>:{t}:holds    entry tokens not yet used (queue_advance.lua)
 -- ARGV[1]  user id
 -- ARGV[2]  quantity, an integer >= 1
 -- ARGV[3]  the order id to record when admitted
@@ -29,6 +33,9 @@
 -- ARGV[7]  outbox bound: at this many entries nothing more is admitted
 -- ARGV[8]  milliseconds the voucher's keys outlive its sale: each key written expires at ends_ms + this
 -- ARGV[9]  the number of buckets the caller took the voucher to have (the user's bucket follows from it)
+-- ARGV[10] the entry (token id) the request presents, "" when none: a queue-mode voucher admits an
+--          order only for the user's entry that is served, unexpired and unused, and spends it
+-- ARGV[11] the encoded QueueEntryUsed record appended with the order when ARGV[10] is spent ("" when none)
 --
 -- Returns a two-element array {code, detail}, both strings:
 --   {"admitted", remaining_after}          stock and the user's count were taken (or, for an order id
@@ -48,6 +55,11 @@
 --                                          arrived after its caller gave up); nothing changed
 --   {"wrong_shards", shards}               the voucher has this many buckets, not ARGV[9]: the caller
 --                                          picked the user's bucket from a wrong count; nothing changed
+--   {"entry_required", ""}                 a queue-mode voucher and no entry presented
+--   {"entry_invalid", ""}                  not the user's entry, or not served to them
+--   {"entry_expired", expires_ms}          the entry's time is over
+--   {"entry_used", order_id}               the entry admitted this order before (under another order
+--                                          id: a retry without the Idempotency-Key); nothing changed
 --
 -- Every admitted order id is recorded in the admitted hash, so a caller
 -- whose call timed out can find out what happened (settle.lua), and a call
@@ -66,8 +78,8 @@
 -- ingress instance (on a cluster, the clock of the bucket's master: keep the
 -- masters' clocks synchronised). The bucket's keys share one hash tag, and
 -- so does its outbox on a cluster. The script builds no key names itself.
-if #KEYS ~= 6 or #ARGV ~= 9 then
-  return redis.error_reply("admit.lua: expects 6 KEYS and 9 ARGV")
+if #KEYS ~= 8 or #ARGV ~= 11 then
+  return redis.error_reply("admit.lua: expects 8 KEYS and 11 ARGV")
 end
 local quantity = tonumber(ARGV[2])
 if not quantity or quantity < 1 or quantity ~= math.floor(quantity) then
@@ -75,7 +87,7 @@ if not quantity or quantity < 1 or quantity ~= math.floor(quantity) then
 end
 
 local voucher = redis.call("HMGET", KEYS[1],
-  "remaining", "begins_ms", "ends_ms", "limit", "paused", "keys_expire_ms", "shards", "price", "currency")
+  "remaining", "begins_ms", "ends_ms", "limit", "paused", "keys_expire_ms", "shards", "price", "currency", "mode")
 if not voucher[1] then
   return {"unknown_voucher", ""}
 end
@@ -119,6 +131,29 @@ if voucher[5] == "1" then
   return {"paused", ""}
 end
 
+-- A waiting room's entry: checked here, spent below with the admission, so
+-- one entry admits one order whichever ingress each retry reaches.
+local place
+if voucher[10] == "queue" then
+  if ARGV[10] == "" then
+    return {"entry_required", ""}
+  end
+  place = redis.call("HGET", KEYS[7], ARGV[1]) or ""
+  local _, state, entry, extra = string.match(place, "^(%d+)|(%a)|(%d*)|(.*)$")
+  if entry ~= ARGV[10] then
+    return {"entry_invalid", ""}
+  end
+  if state == "u" then
+    return {"entry_used", extra}
+  end
+  if state ~= "s" then
+    return {"entry_invalid", ""}
+  end
+  if now_ms >= tonumber(extra) then
+    return {"entry_expired", extra}
+  end
+end
+
 local limit = tonumber(voucher[4])
 local bought = tonumber(redis.call("HGET", KEYS[2], ARGV[1]) or "0")
 if bought + quantity > limit then
@@ -152,6 +187,11 @@ redis.call("HINCRBY", KEYS[2], ARGV[1], quantity)
 redis.call("HSET", KEYS[3], ARGV[1], ARGV[3])
 if ARGV[4] ~= "" then
   redis.call("HSET", KEYS[4], ARGV[4], ARGV[3])
+end
+if place then
+  redis.call("HSET", KEYS[7], ARGV[1], string.match(place, "^(%d+)|") .. "|u|" .. ARGV[10] .. "|" .. ARGV[3])
+  redis.call("ZREM", KEYS[8], ARGV[10])
+  redis.call("XADD", KEYS[6], "*", "key", ARGV[6], "record", ARGV[11])
 end
 -- Each key expires with the sale, wherever PATCH moved its end. The
 -- voucher hash remembers (keys_expire_ms) the time the bought, orders and

@@ -15,7 +15,7 @@
 use std::sync::Arc;
 
 use chrono::Utc;
-use seckill_core::event::{Event, OrderAccepted};
+use seckill_core::event::{Event, OrderAccepted, QueueEntryUsed};
 use seckill_core::{Envelope, OrderId, UserId, VoucherId};
 
 use crate::borrowers::Borrowed;
@@ -67,6 +67,19 @@ impl Gate {
     /// (or may still run): ask [`Gate::settle`] before telling anyone it did
     /// not.
     pub async fn admit_order(&self, order: &OrderAccepted, retry: Option<&RetryKey>) -> redis::RedisResult<Admission> {
+        self.admit_entry(order, retry, None).await
+    }
+
+    /// [`Gate::admit_order`] presenting a waiting room's `entry` (the id of
+    /// the user's entry token): a queue-mode voucher admits only with the
+    /// user's served, unexpired, unused entry, and spends it in the same
+    /// script, logging `QueueEntryUsed` with the order.
+    pub async fn admit_entry(
+        &self,
+        order: &OrderAccepted,
+        retry: Option<&RetryKey>,
+        entry: Option<u64>,
+    ) -> redis::RedisResult<Admission> {
         let voucher = order.voucher_id;
         let known = self.layouts.get(voucher);
         let mut layout = known.clone().unwrap_or_else(|| Arc::new(Layout::new(voucher, 1)));
@@ -76,7 +89,7 @@ impl Gate {
             let bucket = layout.home(&order.user_id);
             // Read before the call: a borrow finished after it is news.
             let seen = self.borrowers.epoch(voucher, bucket);
-            let admission = match self.admit_in(&layout, bucket, order, retry).await? {
+            let admission = match self.admit_in(&layout, bucket, order, retry, entry).await? {
                 Reply::WrongShards(shards) if !recounted => {
                     recounted = true;
                     layout = self.layouts.learn(voucher, shards);
@@ -129,10 +142,20 @@ impl Gate {
         bucket: u32,
         order: &OrderAccepted,
         retry: Option<&RetryKey>,
+        entry: Option<u64>,
     ) -> redis::RedisResult<Reply> {
         let keys = layout.keys(&self.prefix, bucket);
         let outbox = self.outbox_of(&keys);
         let record = Envelope::new(Event::OrderAccepted(order.clone()));
+        let used = entry.map(|entry| {
+            Envelope::new(Event::QueueEntryUsed(QueueEntryUsed {
+                voucher_id: order.voucher_id,
+                user_id: order.user_id.clone(),
+                entry,
+                order_id: order.order_id,
+            }))
+            .encode()
+        });
         let mut invocation = self.scripts.admit.prepare_invoke();
         invocation
             .key(&keys.voucher)
@@ -141,6 +164,8 @@ impl Gate {
             .key(&keys.retries)
             .key(&keys.admitted)
             .key(outbox)
+            .key(&keys.places)
+            .key(&keys.holds)
             .arg(order.user_id.as_str())
             .arg(order.quantity)
             .arg(order.order_id.to_string())
@@ -149,7 +174,9 @@ impl Gate {
             .arg(order.voucher_id.to_string())
             .arg(self.outbox_limit)
             .arg(self.ended_sale_ttl_ms)
-            .arg(layout.shards());
+            .arg(layout.shards())
+            .arg(entry.map(|entry| entry.to_string()).unwrap_or_default())
+            .arg(used.unwrap_or_default());
         let reply: redis::RedisResult<(String, String)> = self.invoke("admit", &invocation).await;
         // Only a call that wrote to the outbox, or may have (no answer: it
         // may still run), has anything for this process's relay.
@@ -178,6 +205,10 @@ impl Gate {
             "sold_out" => rejected(Rejection::SoldOut { remaining: detail.parse().unwrap_or_default() }),
             "backlog_full" => decided(Admission::Backlogged { entries: detail.parse().unwrap_or_default() }),
             "fenced" => decided(Admission::Fenced),
+            "entry_required" => rejected(Rejection::EntryRequired),
+            "entry_invalid" => rejected(Rejection::EntryInvalid),
+            "entry_expired" => rejected(Rejection::EntryExpired),
+            "entry_used" => rejected(Rejection::EntryUsed { order: detail.parse().ok() }),
             "wrong_shards" => match detail.parse() {
                 Ok(shards) => Ok(Reply::WrongShards(shards)),
                 Err(_) => Err(unexpected("admit.lua named an unreadable number of buckets", detail)),

@@ -78,6 +78,16 @@ pub enum Rejection {
     SoldOut {
         remaining: u64,
     },
+    /// A queue-mode sale and no entry token presented.
+    EntryRequired,
+    /// The entry presented is not the user's served entry.
+    EntryInvalid,
+    /// The entry's time is over.
+    EntryExpired,
+    /// The entry admitted `order` before.
+    EntryUsed {
+        order: Option<OrderId>,
+    },
 }
 
 impl Rejection {
@@ -91,6 +101,10 @@ impl Rejection {
             Self::DuplicateOrder { .. } => "duplicate_order",
             Self::LimitExceeded { .. } => "limit_exceeded",
             Self::SoldOut { .. } => "sold_out",
+            Self::EntryRequired => "entry_token_required",
+            Self::EntryInvalid => "entry_token_invalid",
+            Self::EntryExpired => "entry_token_expired",
+            Self::EntryUsed { .. } => "entry_token_used",
         }
     }
 }
@@ -167,6 +181,11 @@ pub(crate) struct Scripts {
     pub(crate) transfer_settle: Script,
     pub(crate) transfer_finish: Script,
     pub(crate) freeze_transfers: Script,
+    pub(crate) queue_open: Script,
+    pub(crate) queue_join: Script,
+    pub(crate) queue_advance: Script,
+    pub(crate) queue_status: Script,
+    pub(crate) queue_seen: Script,
 }
 
 impl Scripts {
@@ -182,10 +201,15 @@ impl Scripts {
             transfer_settle: Script::new(include_str!("../../lua/transfer_settle.lua")),
             transfer_finish: Script::new(include_str!("../../lua/transfer_finish.lua")),
             freeze_transfers: Script::new(include_str!("../../lua/freeze_transfers.lua")),
+            queue_open: Script::new(include_str!("../../lua/queue_open.lua")),
+            queue_join: Script::new(include_str!("../../lua/queue_join.lua")),
+            queue_advance: Script::new(include_str!("../../lua/queue_advance.lua")),
+            queue_status: Script::new(include_str!("../../lua/queue_status.lua")),
+            queue_seen: Script::new(include_str!("../../lua/queue_seen.lua")),
         }
     }
 
-    fn all(&self) -> [&Script; 10] {
+    fn all(&self) -> [&Script; 15] {
         [
             &self.admit,
             &self.load_voucher,
@@ -197,6 +221,11 @@ impl Scripts {
             &self.transfer_settle,
             &self.transfer_finish,
             &self.freeze_transfers,
+            &self.queue_open,
+            &self.queue_join,
+            &self.queue_advance,
+            &self.queue_status,
+            &self.queue_seen,
         ]
     }
 }

@@ -45,6 +45,14 @@ pub struct VoucherKeys {
     /// delivered again (a replay of the log) is judged by the end the sale
     /// has now, not the one it was created with.
     pub newest_end: String,
+    /// The waiting room of a queue-mode voucher (`lua/queue_*.lua` say
+    /// what each holds): its hash, the line of places (sorted set), each
+    /// user's place, when each holder last watched, the entries open.
+    pub room: String,
+    pub line: String,
+    pub places: String,
+    pub seen: String,
+    pub holds: String,
 }
 
 /// The `admitted` value of an order id that was settled as not admitted.
@@ -88,8 +96,19 @@ impl VoucherKeys {
             transfers: format!("{base}:transfers"),
             outbox: format!("{base}:outbox"),
             newest_end: format!("{base}:newest_end"),
+            room: format!("{base}:room"),
+            line: format!("{base}:line"),
+            places: format!("{base}:places"),
+            seen: format!("{base}:seen"),
+            holds: format!("{base}:holds"),
         }
     }
+}
+
+/// The set of vouchers with a waiting room: `<prefix>:rooms`, how every
+/// ingress finds the rooms it moves on. Not a voucher's key: any slot.
+pub(crate) fn rooms_key(prefix: &str) -> String {
+    format!("{prefix}:rooms")
 }
 
 /// What the outbox streams of a cluster are called: `<prefix>:{v:…}:outbox`,
@@ -164,7 +183,13 @@ mod tests {
         let voucher = VoucherId::generate();
         let keys = VoucherKeys::new("t1", voucher);
         let tag = format!("{{v:{voucher}}}");
-        for key in keys.all().into_iter().chain([keys.outbox.as_str(), keys.newest_end.as_str()]) {
+        let room = [&keys.room, &keys.line, &keys.places, &keys.seen, &keys.holds];
+        for key in keys
+            .all()
+            .into_iter()
+            .chain([keys.outbox.as_str(), keys.newest_end.as_str()])
+            .chain(room.map(String::as_str))
+        {
             assert!(key.starts_with("t1:"), "{key}");
             assert_eq!(key.matches('{').count(), 1, "{key}");
             assert!(key.contains(&tag), "{key}");

@@ -123,7 +123,13 @@ impl Ledger {
             | Event::ConfirmRequested(_)
             | Event::PaymentReceived(_)
             | Event::RefundRequested(_)
-            | Event::PaymentRefunded(_) | Event::QueueSeedCommitted(_) | Event::QueueJoined(_) | Event::QueueSeedRevealed(_) | Event::QueueEntryIssued(_) | Event::QueuePlaceExpired(_) | Event::QueueEntryUsed(_) => {}
+            | Event::PaymentRefunded(_)
+            | Event::QueueSeedCommitted(_)
+            | Event::QueueJoined(_)
+            | Event::QueueSeedRevealed(_)
+            | Event::QueueEntryIssued(_)
+            | Event::QueuePlaceExpired(_)
+            | Event::QueueEntryUsed(_) => {}
         }
     }
 

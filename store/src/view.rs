@@ -348,7 +348,13 @@ impl OrderView {
             | Event::ConfirmRequested(_)
             | Event::PaymentReceived(_)
             | Event::RefundRequested(_)
-            | Event::PaymentRefunded(_) | Event::QueueSeedCommitted(_) | Event::QueueJoined(_) | Event::QueueSeedRevealed(_) | Event::QueueEntryIssued(_) | Event::QueuePlaceExpired(_) | Event::QueueEntryUsed(_) => None,
+            | Event::PaymentRefunded(_)
+            | Event::QueueSeedCommitted(_)
+            | Event::QueueJoined(_)
+            | Event::QueueSeedRevealed(_)
+            | Event::QueueEntryIssued(_)
+            | Event::QueuePlaceExpired(_)
+            | Event::QueueEntryUsed(_) => None,
         }
     }
 }

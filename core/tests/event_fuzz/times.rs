@@ -123,7 +123,13 @@ pub(crate) fn decide_everything(envelope: &Envelope) -> Result<(), TestCaseError
             Event::VoucherCreated(_)
             | Event::VoucherUpdated(_)
             | Event::RefundRequested(_)
-            | Event::PaymentRefunded(_) | Event::QueueSeedCommitted(_) | Event::QueueJoined(_) | Event::QueueSeedRevealed(_) | Event::QueueEntryIssued(_) | Event::QueuePlaceExpired(_) | Event::QueueEntryUsed(_) => continue,
+            | Event::PaymentRefunded(_)
+            | Event::QueueSeedCommitted(_)
+            | Event::QueueJoined(_)
+            | Event::QueueSeedRevealed(_)
+            | Event::QueueEntryIssued(_)
+            | Event::QueuePlaceExpired(_)
+            | Event::QueueEntryUsed(_) => continue,
         };
         if let Event::OrderCreated(created) = &latest.event {
             let _ = level.hold_deadline(created);

@@ -294,11 +294,20 @@ fn seed() -> impl Strategy<Value = String> {
 pub(crate) fn queue_event() -> BoxedStrategy<Event> {
     let place = 1u64..=1_000_000_000;
     prop_oneof![
-        (voucher_id(), seed())
-            .prop_map(|(voucher_id, seed_hash)| Event::QueueSeedCommitted(QueueSeedCommitted { voucher_id, seed_hash })),
+        (voucher_id(), seed()).prop_map(|(voucher_id, seed_hash)| Event::QueueSeedCommitted(QueueSeedCommitted {
+            voucher_id,
+            seed_hash
+        })),
         (voucher_id(), user_id(), instant(), option::of(1u64..(1 << 52)), 1u32..=1_000).prop_map(
             |(voucher_id, user_id, joined_at, seq, attempt)| {
-                Event::QueueJoined(QueueJoined { voucher_id, user_id, joined_at, pre_queue: seq.is_none(), seq, attempt })
+                Event::QueueJoined(QueueJoined {
+                    voucher_id,
+                    user_id,
+                    joined_at,
+                    pre_queue: seq.is_none(),
+                    seq,
+                    attempt,
+                })
             }
         ),
         (voucher_id(), seed(), 0u64..=1_000_000_000).prop_map(|(voucher_id, seed, pre_queued)| {

@@ -14,6 +14,7 @@ mod buckets;
 mod expiry;
 mod failover;
 mod restore;
+mod room;
 mod settle;
 mod transfers;
 mod validation;

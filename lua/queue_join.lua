@@ -1,0 +1,89 @@
+-- queue_join.lua: a user takes a place in a voucher's waiting room.
+--
+-- KEYS[1]  voucher hash <prefix>:{v:<id>}:voucher  fields read: begins_ms, ends_ms
+-- KEYS[2]  room hash    <prefix>:{v:<id>}:room     (queue_open.lua)
+-- KEYS[3]  line zset    <prefix>:{v:<id>}:line     "<user>|<attempt>" -> score: every place ever
+--                                                  taken, in place order (never removed, so a
+--                                                  place's rank is its number for good)
+-- KEYS[4]  places hash  <prefix>:{v:<id>}:places   user -> "<attempt>|<state>|<entry>|<extra>": state w
+--                                                  waiting, s served (extra: token expiry ms),
+--                                                  u used (extra: the order id), x expired
+-- KEYS[5]  seen hash    <prefix>:{v:<id>}:seen     user -> when the holder last watched the place (ms)
+-- KEYS[6]  outbox stream (admit.lua's KEYS[6])
+-- ARGV[1]  user id
+-- ARGV[2]  the encoded QueueJoined record without pre_queue, seq and attempt: the script adds them
+-- ARGV[3]  voucher id: the record's Kafka key
+-- ARGV[4]  outbox bound: at this many entries nothing is written
+--
+-- Returns {code, attempt, state}:
+--   {"joined", attempt, "w"}      a new place (the record is in the outbox)
+--   {"held", attempt, state}      the user holds a place already (waiting, or served and not lapsed,
+--                                 or used): nothing changed
+--   {"unknown_voucher", "", ""}   no such voucher, or not a queue-mode one
+--   {"not_open", opens_ms, ""}    before the room opens, or before its seed is committed in the log
+--   {"ended", ends_ms, ""}        after the sale
+--   {"backlog_full", n, ""}       the outbox is full (the log is down): nothing changed
+--
+-- Before the sale begins (the Redis clock) a place's score is the user's
+-- shuffle key: the first 13 hex digits of SHA-1("<seed>:<user>"), below
+-- 2^52. After, it is 2^52 + seq: first come, first placed, behind the whole
+-- pre-queue. A place that expired (or whose token lapsed unused) may be
+-- taken again, at the back.
+if #KEYS ~= 6 or #ARGV ~= 4 then
+  return redis.error_reply("queue_join.lua: expects 6 KEYS and 4 ARGV")
+end
+local voucher = redis.call("HMGET", KEYS[1], "begins_ms", "ends_ms", "mode")
+local room = redis.call("HMGET", KEYS[2], "seed", "opens_ms", "committed")
+if not voucher[1] or voucher[3] ~= "queue" or not room[1] then
+  return {"unknown_voucher", "", ""}
+end
+local clock = redis.call("TIME")
+local now_ms = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+if room[3] ~= "1" or now_ms < tonumber(room[2]) then
+  return {"not_open", room[2], ""}
+end
+local ends = tonumber(voucher[2])
+if now_ms >= ends then
+  return {"ended", voucher[2], ""}
+end
+
+local place = redis.call("HGET", KEYS[4], ARGV[1])
+local attempt = 1
+if place then
+  local held, state, _, extra = string.match(place, "^(%d+)|(%a)|(%d*)|(.*)$")
+  local lapsed = state == "x" or (state == "s" and tonumber(extra) <= now_ms)
+  if not lapsed then
+    return {"held", held, state}
+  end
+  attempt = tonumber(held) + 1
+end
+
+local backlog = redis.call("XLEN", KEYS[6])
+if backlog >= tonumber(ARGV[4]) then
+  return {"backlog_full", tostring(backlog), ""}
+end
+
+local score, extra
+if now_ms < tonumber(voucher[1]) then
+  score = tonumber(string.sub(redis.sha1hex(room[1] .. ":" .. ARGV[1]), 1, 13), 16)
+  extra = ',"pre_queue":true'
+else
+  local seq = redis.call("HINCRBY", KEYS[2], "seq", 1)
+  score = 4503599627370496 + seq
+  extra = string.format(',"pre_queue":false,"seq":%d', seq)
+end
+local member = ARGV[1] .. "|" .. attempt
+redis.call("ZADD", KEYS[3], string.format("%d", score), member)
+redis.call("HSET", KEYS[4], ARGV[1], attempt .. "|w||")
+redis.call("HSET", KEYS[5], ARGV[1], tostring(now_ms))
+redis.call("HINCRBY", KEYS[2], "joined", 1)
+local record = string.sub(ARGV[2], 1, -2) .. extra .. string.format(',"attempt":%d}', attempt)
+redis.call("XADD", KEYS[6], "*", "key", ARGV[3], "record", record)
+-- The room's keys live as long as the room hash (queue_open.lua set it).
+local expires = redis.call("PEXPIRETIME", KEYS[2])
+if expires > 0 then
+  for i = 3, 5 do
+    redis.call("PEXPIREAT", KEYS[i], expires)
+  end
+end
+return {"joined", tostring(attempt), "w"}

@@ -1,0 +1,43 @@
+-- queue_open.lua: opens a queue-mode voucher's waiting room, once, and marks
+-- its seed committed once the commitment is in the log.
+--
+-- KEYS[1]  voucher hash <prefix>:{v:<id>}:voucher  (read: ends_ms; must exist)
+-- KEYS[2]  room hash    <prefix>:{v:<id>}:room     fields: seed, token_key, opens_ms, factor_percent,
+--                                                  entry_rate, idle_ms, token_ms, committed ("1" once
+--                                                  the seed's hash is in the log), revealed, cursor,
+--                                                  issued, expired, seq, joined, rate_ms
+-- ARGV[1]  "open" or "committed"
+-- open:       ARGV[2] a fresh seed (64 hex digits), ARGV[3] a fresh token key, ARGV[4] opens_ms,
+--             ARGV[5] factor_percent, ARGV[6] entry_rate, ARGV[7] idle_ms, ARGV[8] token_ms,
+--             ARGV[9] milliseconds the keys outlive the sale
+-- committed:  ARGV[2] the seed whose hash the log now holds
+--
+-- Returns {seed, token_key, committed} as the room has them after the call
+-- (an existing room keeps its seed and key: opening again changes nothing,
+-- so every ingress may open every room it hears of), or {"", "", ""} when
+-- the voucher is not loaded. "committed" marks only the seed it names: a
+-- room that was opened again with another seed is not marked by a late
+-- answer about the first.
+local ends = redis.call("HGET", KEYS[1], "ends_ms")
+if not ends then
+  return {"", "", ""}
+end
+if ARGV[1] == "committed" then
+  if redis.call("HGET", KEYS[2], "seed") == ARGV[2] then
+    redis.call("HSET", KEYS[2], "committed", "1")
+  end
+elseif ARGV[1] == "open" then
+  if #ARGV ~= 9 then
+    return redis.error_reply("queue_open.lua: open expects 9 ARGV")
+  end
+  if redis.call("EXISTS", KEYS[2]) == 0 then
+    redis.call("HSET", KEYS[2], "seed", ARGV[2], "token_key", ARGV[3], "opens_ms", ARGV[4],
+      "factor_percent", ARGV[5], "entry_rate", ARGV[6], "idle_ms", ARGV[7], "token_ms", ARGV[8],
+      "committed", "0", "revealed", "0", "cursor", "0", "issued", "0", "expired", "0", "seq", "0", "joined", "0")
+    redis.call("PEXPIREAT", KEYS[2], tonumber(ends) + tonumber(ARGV[9]))
+  end
+else
+  return redis.error_reply("queue_open.lua: ARGV[1] must be open or committed")
+end
+local room = redis.call("HMGET", KEYS[2], "seed", "token_key", "committed")
+return {room[1] or "", room[2] or "", room[3] or ""}
