@@ -28,6 +28,8 @@ pub struct SaleState {
     pub paused: bool,
     /// None for vouchers loaded before the gate kept it.
     pub hold_seconds: Option<u32>,
+    /// A queue-mode sale (orders need the waiting room's entry token).
+    pub queue: bool,
 }
 
 /// A voucher's admission state as Redis holds it: what an audit compares
@@ -42,7 +44,7 @@ pub struct AdmissionSnapshot {
 
 /// The voucher hash's fields, in the order [`SaleState`] reads them, then
 /// those of a split voucher.
-const SALE_FIELDS: [&str; 10] = [
+const SALE_FIELDS: [&str; 11] = [
     "stock",
     "remaining",
     "begins_ms",
@@ -53,6 +55,7 @@ const SALE_FIELDS: [&str; 10] = [
     "shards",
     "voucher_stock",
     "in_transit",
+    "mode",
 ];
 
 type SaleFields = (
@@ -66,12 +69,14 @@ type SaleFields = (
     Option<u32>,
     Option<u64>,
     Option<i64>,
+    Option<String>,
 );
 
 /// The sale from bucket 0's fields and, for a split voucher, what the other
 /// buckets still have.
 fn sale(fields: SaleFields, others: u64) -> Option<SaleState> {
-    let (stock, remaining, begins_ms, ends_ms, limit, paused, hold_seconds, _, voucher_stock, in_transit) = fields;
+    let (stock, remaining, begins_ms, ends_ms, limit, paused, hold_seconds, _, voucher_stock, in_transit, mode) =
+        fields;
     remaining?;
     Some(SaleState {
         stock: voucher_stock.or(stock)?,
@@ -81,6 +86,7 @@ fn sale(fields: SaleFields, others: u64) -> Option<SaleState> {
         per_user_limit: limit?,
         paused: paused.as_deref() == Some("1"),
         hold_seconds,
+        queue: mode.as_deref() == Some("queue"),
     })
 }
 

@@ -202,6 +202,21 @@ impl Gate {
         Ok(())
     }
 
+    /// `voucher`'s room as Redis has it (None: no room, or its sale's keys
+    /// expired).
+    pub async fn room(&self, voucher: VoucherId) -> redis::RedisResult<Option<Room>> {
+        let (seed, token_key, committed): (Option<String>, Option<String>, Option<String>) = redis::cmd("HMGET")
+            .arg(self.keys(voucher).room)
+            .arg(&["seed", "token_key", "committed"])
+            .query_async(&mut self.redis.clone())
+            .await?;
+        Ok(seed.zip(token_key).map(|(seed, token_key)| Room {
+            seed,
+            token_key,
+            committed: committed.as_deref() == Some("1"),
+        }))
+    }
+
     /// The vouchers with a waiting room (some may have ended).
     pub async fn rooms(&self) -> redis::RedisResult<Vec<VoucherId>> {
         let members: Vec<String> =

@@ -31,7 +31,12 @@ impl Gate {
         self.timed("load_voucher", async {
             let others = try_join_all((1..layout.shards()).map(|bucket| self.load_bucket(&layout, bucket, definition)));
             let loaded = others.await?.into_iter().any(|loaded| loaded);
-            Ok(self.load_bucket(&layout, 0, definition).await? || loaded)
+            let loaded = self.load_bucket(&layout, 0, definition).await? || loaded;
+            // Whoever loads a queue-mode voucher (the ingress creating it,
+            // the processor following the log) opens its room: a voucher
+            // that admits only with entries always has a room to get them.
+            self.open_room(definition).await?;
+            Ok(loaded)
         })
         .await
     }

@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 use crate::live::{self, Live};
 use crate::payments::Payments;
 use crate::relay::Relay;
+use crate::room::Rooms;
 use crate::sold_out::SoldOutMemo;
 use crate::watch::Watch;
 use seckill_gate::{Gate, Outbox, OutboxHints};
@@ -128,7 +129,9 @@ impl App {
             dependency_up: dependency_up(&deps.registry, "ingress"),
             every: Duration::from_millis(config.watch.interval_ms),
         };
+        let rooms = Arc::new(Rooms::new(gate.clone(), producer.clone(), topics.clone()));
         let ingress = Arc::new(Ingress {
+            rooms,
             gate,
             sold_out: SoldOutMemo::new(Duration::from_millis(config.sold_out_memo_ms), SOLD_OUT_MEMO_CAPACITY),
             producer,
@@ -179,6 +182,9 @@ impl App {
             }))
         };
         let watch = tokio_util::task::AbortOnDropHandle::new(tokio::spawn(self.watch.run(live.closing.clone())));
+        let rooms = tokio_util::task::AbortOnDropHandle::new(tokio::spawn(
+            Arc::clone(&self.ingress.rooms).drive(live.closing.clone()),
+        ));
         // Waiters are answered and streams end as soon as shutdown begins,
         // so their connections drain with the others.
         let closing = {
@@ -195,6 +201,7 @@ impl App {
         let _ = follower.await;
         let _ = clock.await;
         let _ = watch.await;
+        let _ = rooms.await;
         relay_stop.cancel();
         let _ = relay.await;
         self.ingress.producer.flush(Duration::from_secs(5));

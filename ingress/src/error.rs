@@ -40,6 +40,27 @@ pub(crate) fn rejection_error(rejection: Rejection) -> ApiError {
                 code,
                 format!("this quantity would exceed the per-user limit of {limit}"),
             ),
+            Rejection::EntryRequired => ApiError::new(
+                StatusCode::FORBIDDEN,
+                code,
+                "this sale admits through its waiting room: join it (POST /api/v1/vouchers/{id}/queue) and order \
+                 with the entry_token your turn gives you",
+            ),
+            Rejection::EntryInvalid => {
+                ApiError::new(StatusCode::FORBIDDEN, code, "the entry_token is not this user's entry to this sale")
+            }
+            Rejection::EntryExpired => ApiError::new(
+                StatusCode::FORBIDDEN,
+                code,
+                "the entry_token's time is over: join the waiting room again for a new place",
+            ),
+            Rejection::EntryUsed { order } => {
+                let error = ApiError::new(StatusCode::CONFLICT, code, "the entry_token admitted an order already");
+                match order {
+                    Some(order) => error.with_detail("order_id", order.to_string()),
+                    None => error,
+                }
+            }
             Rejection::DuplicateOrder { existing } => {
                 let error = ApiError::new(StatusCode::CONFLICT, code, "this user already holds the per-user limit");
                 match existing {

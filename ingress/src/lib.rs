@@ -8,8 +8,10 @@
 //! by voucher. Redis is the fast gate; the log is the record. Admin routes
 //! (admin token) create and change vouchers; users read and act on their
 //! own orders and pay them through the payment provider, whose signed
-//! callbacks arrive at `POST /api/v1/payments/webhook`; the API is
-//! described by `openapi.json`.
+//! callbacks arrive at `POST /api/v1/payments/webhook`. A queue-mode sale
+//! admits through a waiting room ([`room`]): users take a place
+//! (`POST …/queue`), watch it (`GET …/queue/me`), and order with the entry
+//! token their turn gives them. The API is described by `openapi.json`.
 
 mod access;
 mod app;
@@ -19,6 +21,7 @@ mod live;
 mod payments;
 mod rate_limit;
 mod relay;
+mod room;
 mod routes;
 mod sold_out;
 mod watch;

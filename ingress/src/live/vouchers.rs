@@ -168,6 +168,8 @@ struct LiveVoucher {
     voucher_id: VoucherId,
     /// As of the rebuild (the clock fields are written per response).
     phase: Phase,
+    /// `fcfs`, or `queue`: orders go through the waiting room.
+    mode: &'static str,
     stock: u64,
     /// Units admission still has: what a new order can get.
     available: u64,
@@ -218,6 +220,7 @@ impl LiveVoucher {
         Some(Self {
             voucher_id,
             phase,
+            mode: if sale.is_some_and(|s| s.queue) { "queue" } else { "fcfs" },
             stock,
             available,
             remaining: view.map_or(stock, |v| v.remaining),
@@ -242,7 +245,8 @@ impl LiveVoucher {
 
     /// Everything but the clock.
     fn state(&self, hasher: &mut impl Hasher) {
-        (self.voucher_id.as_uuid(), self.phase.as_str(), self.stock, self.available, self.remaining).hash(hasher);
+        (self.voucher_id.as_uuid(), self.phase.as_str(), self.mode, self.stock, self.available, self.remaining)
+            .hash(hasher);
         (self.per_user_limit, self.begins_at, self.ends_at, self.hold_seconds, self.paused).hash(hasher);
         (self.admitted, self.created, self.paid, self.failed, self.cancelled, self.refunded).hash(hasher);
         (&self.title, &self.description, self.price, self.currency).hash(hasher);
@@ -446,6 +450,7 @@ mod tests {
             per_user_limit: 2,
             paused: false,
             hold_seconds: Some(30),
+            queue: false,
         }
     }
 

@@ -7,6 +7,7 @@ pub(crate) mod openapi;
 mod order_actions;
 mod orders;
 mod payment;
+mod queue;
 mod vouchers;
 pub(crate) mod webhook;
 
@@ -32,6 +33,9 @@ const ROUTES: &[&str] = &[
     "/api/v1/vouchers/{id}",
     "/api/v1/vouchers/{id}/orders",
     "/api/v1/vouchers/{id}/stream",
+    "/api/v1/vouchers/{id}/queue",
+    "/api/v1/vouchers/{id}/queue/me",
+    "/api/v1/vouchers/{id}/queue/me/stream",
     "/api/v1/orders/{id}",
     "/api/v1/orders/{id}/cancel",
     "/api/v1/orders/{id}/confirm",
@@ -64,6 +68,8 @@ pub(crate) struct Ingress {
     pub(crate) admin_retry_ttl: std::time::Duration,
     /// The payment provider; None when payments are off.
     pub(crate) payments: Option<crate::payments::Payments>,
+    /// The waiting rooms of queue-mode sales.
+    pub(crate) rooms: Arc<crate::room::Rooms>,
 }
 
 /// Every route, with errors mapped and requests measured.
@@ -82,9 +88,11 @@ pub(crate) fn routes(
         .or(order_actions::refund(Arc::clone(&ingress)))
         .or(payment::create(Arc::clone(&ingress)))
         .or(webhook::receive(Arc::clone(&ingress)))
+        .or(queue::join(Arc::clone(&ingress)))
         .or(live::http::routes(Arc::new(Reading {
             live: Arc::clone(&ingress.live),
             access: Arc::clone(&ingress.access),
+            rooms: Arc::clone(&ingress.rooms),
         })))
         .or(openapi::document());
     with_state_free_routes(api, registry)

@@ -44,11 +44,15 @@ const MAX_REMEMBERED_HOLDERS: usize = 10_000;
 struct PlaceOrder {
     #[serde(default = "one")]
     quantity: u32,
+    /// The waiting room's entry token (queue-mode sales; `GET …/queue/me`
+    /// gives it when the user's turn comes).
+    #[serde(default)]
+    entry_token: Option<String>,
 }
 
 impl Default for PlaceOrder {
     fn default() -> Self {
-        Self { quantity: 1 }
+        Self { quantity: 1, entry_token: None }
     }
 }
 
@@ -108,8 +112,12 @@ async fn place_order(
         return Err(rejection_error(rejection));
     }
 
+    let entry = match &request.entry_token {
+        Some(token) => Some(entry_of(&ingress, voucher, &user, token).await?),
+        None => None,
+    };
     let order = OrderAccepted::now(voucher, user, request.quantity);
-    let admission = match ingress.gate.admit_order(&order, retry.as_ref()).await {
+    let admission = match ingress.gate.admit_entry(&order, retry.as_ref(), entry).await {
         Ok(admission) => admission,
         Err(error) => return settle(&ingress, &order, &error).await,
     };
@@ -153,6 +161,21 @@ async fn place_order(
     ingress.metrics.outcomes.with_label_values(&["admitted"]).inc();
     remember(&ingress, &order, false).await;
     Ok(accepted_reply(order.order_id))
+}
+
+/// The entry an entry token claims, once its signature checks out: a forged
+/// or altered token is refused here, before Redis is asked.
+async fn entry_of(ingress: &Ingress, voucher: VoucherId, user: &UserId, token: &str) -> Result<u64, ApiError> {
+    let invalid = || {
+        ingress.metrics.outcomes.with_label_values(&[GateRejection::EntryInvalid.code()]).inc();
+        rejection_error(GateRejection::EntryInvalid)
+    };
+    let handle = ingress.rooms.room_of(voucher).await.map_err(|error| match error.code {
+        // A token for a sale without a room is not a token of this platform.
+        "not_queue_mode" => invalid(),
+        _ => error,
+    })?;
+    handle.verify(user, token).map(|entry| entry.entry).map_err(|_| invalid())
 }
 
 /// The answer to an admission call that failed without an answer (a

@@ -18,6 +18,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use seckill_core::event::{Event, VoucherCreated, VoucherUpdated, MAX_STOCK};
 use seckill_core::money::Currency;
+use seckill_core::queue::QueueSettings;
 use seckill_core::{Envelope, VoucherId};
 use seckill_gate::UpdateResult;
 use seckill_web::ApiError;
@@ -55,6 +56,64 @@ struct CreateVoucher {
     price: u64,
     #[serde(default)]
     currency: Option<Currency>,
+    /// `fcfs` (the default: first come, first served) or `queue` (a
+    /// waiting room admits; see `crate::room`).
+    #[serde(default)]
+    mode: SaleMode,
+    /// The waiting room's settings (`queue` mode only).
+    #[serde(default)]
+    queue_opens_at: Option<DateTime<Utc>>,
+    /// Entries open per unit left: 1.0 to 3.0 (default 1.2).
+    #[serde(default)]
+    queue_factor: Option<f64>,
+    /// Most entries issued per second (default 500).
+    #[serde(default)]
+    queue_entry_rate: Option<u32>,
+    /// A place whose holder stopped watching this long is skipped (default 30).
+    #[serde(default)]
+    queue_idle_seconds: Option<u32>,
+    /// How long an entry token admits (default 120).
+    #[serde(default)]
+    queue_token_seconds: Option<u32>,
+}
+
+/// How a sale admits.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum SaleMode {
+    #[default]
+    Fcfs,
+    Queue,
+}
+
+impl CreateVoucher {
+    /// The waiting room's settings, the defaults filled in; None for a
+    /// first-come sale (which takes none of them).
+    fn queue(&self) -> Result<Option<QueueSettings>, ApiError> {
+        let given = self.queue_opens_at.is_some()
+            || self.queue_factor.is_some()
+            || self.queue_entry_rate.is_some()
+            || self.queue_idle_seconds.is_some()
+            || self.queue_token_seconds.is_some();
+        if self.mode == SaleMode::Fcfs {
+            if given {
+                return Err(ApiError::invalid("queue_* settings need \"mode\": \"queue\""));
+            }
+            return Ok(None);
+        }
+        let factor = self.queue_factor.unwrap_or(f64::from(QueueSettings::DEFAULT_FACTOR_PERCENT) / 100.0);
+        if !(1.0..=3.0).contains(&factor) {
+            return Err(ApiError::invalid("queue_factor must be 1.0 to 3.0"));
+        }
+        Ok(Some(QueueSettings {
+            // By default the room opens now (or at the start, if that passed).
+            opens_at: self.queue_opens_at.unwrap_or_else(|| Utc::now().min(self.begins_at)),
+            factor_percent: (factor * 100.0).round() as u32,
+            entry_rate: self.queue_entry_rate.unwrap_or(QueueSettings::DEFAULT_ENTRY_RATE),
+            idle_seconds: self.queue_idle_seconds.unwrap_or(QueueSettings::DEFAULT_IDLE_SECONDS),
+            token_seconds: self.queue_token_seconds.unwrap_or(QueueSettings::DEFAULT_TOKEN_SECONDS),
+        }))
+    }
 }
 
 /// The admin's change; each field left out stays as it is (`null` is not
@@ -115,6 +174,7 @@ async fn handle_create(
     ingress: Arc<Ingress>,
 ) -> Result<warp::reply::Response, Rejection> {
     let request: CreateVoucher = body::parse(&raw)?;
+    let queue = request.queue()?;
     let definition = VoucherCreated {
         voucher_id: VoucherId::generate(),
         stock: request.stock,
@@ -127,7 +187,7 @@ async fn handle_create(
         description: request.description.clone(),
         price: request.price,
         currency: request.currency,
-        queue: None,
+        queue,
     };
     definition.validate().map_err(|e| ApiError::invalid(e.to_string().replace("event is out of range: ", "")))?;
     if definition.price > 0 && ingress.payments.is_none() {
@@ -155,6 +215,13 @@ async fn handle_create(
         asked["create"]["currency"] = currency.as_str().into();
     } else if request.price != 0 {
         asked["create"]["price"] = request.price.into();
+    }
+    if let Some(queue) = &definition.queue {
+        asked["create"]["queue"] = serde_json::to_value(queue).expect("settings serialize");
+        // A default opening time is the first request's: a retry asks the same.
+        if request.queue_opens_at.is_none() {
+            asked["create"]["queue"]["opens_at"] = serde_json::Value::Null;
+        }
     }
     let retry = AdminRetry::new(&ingress, key, asked)?;
     let mut change = Envelope::new(Event::VoucherCreated(definition));
@@ -198,8 +265,16 @@ async fn handle_create(
         .with_detail("voucher_id", voucher_id.to_string())
     })?;
     ingress.live.voucher_changed(voucher_id);
-    tracing::info!(%voucher_id, stock = definition.stock, "Voucher created.");
+    if definition.queue.is_some() {
+        // Commit the room's seed now, so it takes joins from the answer on;
+        // failing that, every ingress's room driver does it shortly.
+        if let Err(error) = ingress.rooms.handle(voucher_id).await {
+            tracing::warn!(%error, %voucher_id, "The waiting room will open shortly (its seed is not committed yet).");
+        }
+    }
+    tracing::info!(%voucher_id, stock = definition.stock, mode = definition.mode(), "Voucher created.");
     let mut body = serde_json::to_value(definition).expect("definitions serialize");
+    body["mode"] = definition.mode().into();
     // The window's name before payments, answered for one release.
     body["hold_seconds"] = definition.hold_seconds.into();
     Ok(match &retry {

@@ -3,6 +3,7 @@
 mod conditional;
 pub(crate) mod orders;
 mod page;
+mod queue;
 mod streams;
 mod time;
 mod vouchers;
@@ -13,12 +14,15 @@ use warp::{Filter, Rejection, Reply};
 
 use super::Live;
 use crate::access::Access;
+use crate::room::Rooms;
 
 /// What the read routes answer from, and check callers with.
 #[derive(Debug)]
 pub(crate) struct Reading {
     pub(crate) live: Arc<Live>,
     pub(crate) access: Arc<Access>,
+    /// The waiting rooms, for `queue/me`.
+    pub(crate) rooms: Arc<Rooms>,
 }
 
 /// Every read route.
@@ -29,6 +33,8 @@ pub(crate) fn routes(reading: Arc<Reading>) -> impl Filter<Extract = (impl Reply
         .or(vouchers::list(Arc::clone(&reading)))
         .or(orders::of_user(Arc::clone(&reading)))
         .or(streams::user(Arc::clone(&reading)))
+        .or(queue::me(Arc::clone(&reading)))
+        .or(queue::stream(Arc::clone(&reading)))
         .or(streams::voucher(reading))
         .or(page::routes())
 }

@@ -72,7 +72,7 @@ pub(crate) fn sees(caller: &Caller, owner: &UserId) -> bool {
 }
 
 /// `10s`, `250ms` → a duration of at most [`MAX_WAIT_SECONDS`].
-fn parse_wait(raw: &str) -> Result<Duration, ApiError> {
+pub(super) fn parse_wait(raw: &str) -> Result<Duration, ApiError> {
     let invalid = || ApiError::invalid(format!("wait must be like 500ms or 10s, at most {MAX_WAIT_SECONDS}s"));
     let (number, unit_ms) = match raw.strip_suffix("ms") {
         Some(number) => (number, 1),

@@ -61,7 +61,7 @@ pub(super) fn voucher(reading: Arc<Reading>) -> impl Filter<Extract = (impl Repl
 }
 
 /// A place for one more stream, or the answer saying why not.
-fn permit(live: &Live, user: Option<&UserId>, address: Option<IpAddr>) -> Result<Place, ApiError> {
+pub(super) fn permit(live: &Live, user: Option<&UserId>, address: Option<IpAddr>) -> Result<Place, ApiError> {
     live.streams.take(user, address).map_err(|refused| {
         let (reason, error) = match refused {
             Refused::Full if user.is_none() => {
@@ -83,14 +83,14 @@ fn permit(live: &Live, user: Option<&UserId>, address: Option<IpAddr>) -> Result
 }
 
 /// Counts an open stream in the gauge while it lives.
-struct Open {
-    live: Arc<Live>,
+pub(super) struct Open {
+    pub(super) live: Arc<Live>,
     kind: &'static str,
     _permit: Place,
 }
 
 impl Open {
-    fn new(live: Arc<Live>, kind: &'static str, permit: Place) -> Self {
+    pub(super) fn new(live: Arc<Live>, kind: &'static str, permit: Place) -> Self {
         live.metrics.streams.with_label_values(&[kind]).inc();
         Self { live, kind, _permit: permit }
     }
@@ -105,7 +105,7 @@ impl Drop for Open {
 /// Answers with the events `produce` sends. It runs as a task of its own,
 /// writing into a small bounded channel: a slow client holds up only its
 /// own task, and a client that went away ends it.
-fn sse_reply<F>(live: &Live, produce: impl FnOnce(mpsc::Sender<Event>) -> F) -> warp::reply::Response
+pub(super) fn sse_reply<F>(live: &Live, produce: impl FnOnce(mpsc::Sender<Event>) -> F) -> warp::reply::Response
 where
     F: std::future::Future<Output = ()> + Send + 'static,
 {
