@@ -35,3 +35,4 @@ mod security;
 mod slow_clients;
 mod stats;
 mod stress;
+mod waiting_room;

@@ -1,0 +1,225 @@
+//! A queue-mode sale end to end, on the real Redis, broker and services,
+//! through two ingresses: the pre-queue is served in the shuffle the log
+//! commits to (and not in arrival order), later joins first come; an order
+//! needs the user's entry token, and a token admits one order even when
+//! sent through both ingresses at once; the sell-out reaches every waiter
+//! at once; a unit cancelled back serves the next place.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+use futures::future::join_all;
+use reqwest::StatusCode;
+use seckill_core::event::Event;
+use seckill_core::{queue, Envelope, UserId};
+use serde_json::{json, Value};
+
+use crate::helpers::{eventually, Platform};
+
+const STOCK: u64 = 5;
+const EARLY: usize = 30;
+const LATE: usize = 3;
+
+/// `GET …/queue/me` as `user` through `base`, long-polling `wait` if given.
+async fn me(platform: &Platform, base: &str, voucher: &str, user: &str, wait: Option<&str>) -> (StatusCode, Value) {
+    let mut url = format!("{base}/api/v1/vouchers/{voucher}/queue/me");
+    if let Some(wait) = wait {
+        url.push_str(&format!("?wait={wait}"));
+    }
+    let response =
+        platform.http.get(url).header("authorization", Platform::as_user(user)).send().await.expect("answers");
+    let status = response.status();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+async fn order_with(platform: &Platform, base: &str, voucher: &str, user: &str, token: &str) -> (StatusCode, Value) {
+    let response = platform
+        .http
+        .post(format!("{base}/api/v1/vouchers/{voucher}/orders"))
+        .header("authorization", Platform::as_user(user))
+        .json(&json!({ "entry_token": token }))
+        .send()
+        .await
+        .expect("answers");
+    let status = response.status();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_sale_is_served_in_the_committed_shuffle_one_order_per_entry() {
+    let platform = Platform::start().await;
+    let (second, _second_ingress) = platform.another_ingress().await;
+    let begins = Utc::now() + chrono::Duration::seconds(4);
+    let voucher = platform
+        .create_voucher_from(json!({
+            "stock": STOCK, "per_user_limit": 1, "begins_at": begins, "ends_at": begins + chrono::Duration::hours(1),
+            "mode": "queue", "queue_factor": 1.0, "queue_entry_rate": 1000, "queue_idle_seconds": 60,
+        }))
+        .await;
+    let (status, body) = platform.get(&format!("{}/api/v1/vouchers/{voucher}", platform.base)).await;
+    assert_eq!((status, body["mode"].as_str()), (StatusCode::OK, Some("queue")), "{body}");
+
+    // The pre-queue: joins before the start, alternating ingresses; each
+    // retried at once keeps its one place.
+    let early: Vec<String> = (0..EARLY).map(|i| format!("early-{i:02}")).collect();
+    for (i, user) in early.iter().enumerate() {
+        let base = if i % 2 == 0 { &platform.base } else { &second };
+        let (status, body) = platform.post(&format!("/api/v1/vouchers/{voucher}/queue"), Some(user), None).await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+        assert_eq!(body["place"], Value::Null, "no place number before the shuffle is revealed");
+        let again = platform
+            .http
+            .post(format!("{base}/api/v1/vouchers/{voucher}/queue"))
+            .header("authorization", Platform::as_user(user))
+            .header("idempotency-key", "join-1")
+            .send()
+            .await
+            .expect("answers");
+        assert_eq!(again.status(), StatusCode::OK, "a second join keeps the place");
+    }
+    assert!(Utc::now() < begins, "the pre-queue was joined before the start (raise the start's margin)");
+    let (status, body) = platform.order(&voucher, "early-00").await;
+    assert_eq!(status, StatusCode::CONFLICT, "not started yet: {body}");
+
+    // The start: the seed is revealed, the first STOCK places get entries.
+    eventually(|| async { (Utc::now() > begins + chrono::Duration::milliseconds(200)).then_some(()) }).await;
+    let late: Vec<String> = (0..LATE).map(|i| format!("late-{i}")).collect();
+    for user in &late {
+        let (status, body) = platform.post(&format!("/api/v1/vouchers/{voucher}/queue"), Some(user), None).await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+    }
+    let (status, body) = platform.order(&voucher, "early-00").await;
+    assert_eq!((status, body["error"].as_str()), (StatusCode::FORBIDDEN, Some("entry_token_required")), "{body}");
+
+    let everyone: Vec<String> = early.iter().chain(&late).cloned().collect();
+    let turns: HashMap<String, Value> = eventually(|| async {
+        let statuses = join_all(everyone.iter().map(|user| me(&platform, &platform.base, &voucher, user, None))).await;
+        let turns: HashMap<String, Value> = everyone
+            .iter()
+            .zip(statuses)
+            .filter(|(_, (_, body))| body["state"] == "your_turn")
+            .map(|(user, (_, body))| (user.clone(), body))
+            .collect();
+        (turns.len() == STOCK as usize).then_some(turns)
+    })
+    .await;
+
+    // A forged token and another user's token are refused before Redis.
+    let (holder, status_body) = turns.iter().next().expect("a turn");
+    let token = status_body["entry_token"].as_str().expect("a token").to_owned();
+    let outsider = everyone.iter().find(|user| !turns.contains_key(*user)).expect("someone waits");
+    let (status, body) = order_with(&platform, &platform.base, &voucher, outsider, &token).await;
+    assert_eq!((status, body["error"].as_str()), (StatusCode::FORBIDDEN, Some("entry_token_invalid")), "{body}");
+    let forged = format!("{}x", &token[..token.len() - 1]);
+    let (status, body) = order_with(&platform, &platform.base, &voucher, holder, &forged).await;
+    assert_eq!((status, body["error"].as_str()), (StatusCode::FORBIDDEN, Some("entry_token_invalid")), "{body}");
+
+    // One token through both ingresses at once: one order.
+    let (a, b) = tokio::join!(
+        order_with(&platform, &platform.base, &voucher, holder, &token),
+        order_with(&platform, &second, &voucher, holder, &token),
+    );
+    let accepted: Vec<&Value> =
+        [&a, &b].into_iter().filter(|(s, _)| *s == StatusCode::ACCEPTED).map(|(_, b)| b).collect();
+    assert_eq!(accepted.len(), 1, "{a:?} {b:?}");
+    let refused = if a.0 == StatusCode::ACCEPTED { &b } else { &a };
+    assert_eq!(refused.0, StatusCode::CONFLICT, "{refused:?}");
+    assert_eq!(refused.1["error"], "entry_token_used");
+    assert_eq!(refused.1["order_id"], accepted[0]["order_id"]);
+
+    // The other holders buy; the waiters long-poll and hear the sell-out.
+    let waiters: Vec<&String> = everyone.iter().filter(|user| !turns.contains_key(*user)).collect();
+    let polls = waiters.iter().enumerate().map(|(i, user)| {
+        let base = if i % 2 == 0 { platform.base.clone() } else { second.clone() };
+        let (platform, voucher) = (&platform, &voucher);
+        async move {
+            loop {
+                let (status, body) = me(platform, &base, voucher, user, Some("20s")).await;
+                assert_eq!(status, StatusCode::OK, "{body}");
+                if body["state"] == "sold_out" {
+                    return Instant::now();
+                }
+            }
+        }
+    });
+    let buying = async {
+        let mut orders = vec![accepted[0]["order_id"].as_str().expect("order id").to_owned()];
+        for (user, body) in turns.iter().filter(|(user, _)| *user != holder) {
+            let (status, body) =
+                order_with(&platform, &platform.base, &voucher, user, body["entry_token"].as_str().expect("token"))
+                    .await;
+            assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+            orders.push(body["order_id"].as_str().expect("order id").to_owned());
+        }
+        (Instant::now(), orders)
+    };
+    let (heard, (sold_at, orders)) = tokio::join!(join_all(polls), buying);
+    let slowest = heard.iter().map(|at| at.saturating_duration_since(sold_at)).max().expect("waiters");
+    assert!(
+        slowest < Duration::from_secs(1),
+        "the sell-out reached the last of {} waiters after {slowest:?}",
+        heard.len()
+    );
+
+    // A unit comes back: the next place in line is served.
+    let first = &orders[0];
+    let owner = holder.clone();
+    let created = platform.wait_final(first).await;
+    assert_eq!(created["status"], "CREATED", "{created}");
+    let (status, body) = platform.post(&format!("/api/v1/orders/{first}/cancel"), Some(&owner), None).await;
+    assert!(status.is_success(), "{body}");
+    let next = eventually(|| async {
+        let statuses = join_all(waiters.iter().map(|user| me(&platform, &second, &voucher, user, None))).await;
+        waiters
+            .iter()
+            .zip(statuses)
+            .find(|(_, (_, body))| body["state"] == "your_turn")
+            .map(|(user, _)| (*user).clone())
+    })
+    .await;
+
+    // The log: commitment before the first join, the reveal, the served
+    // order = the shuffle of the pre-queue by the revealed seed, then FIFO.
+    let sales = seckill_core::topics::Topics::with_prefix(&platform.infra.namespace).sales;
+    let records = platform
+        .read_topic(&sales, |messages| {
+            messages.iter().filter_map(|m| decode(m)).filter(|e| matches!(e, Event::QueueEntryIssued(_))).count()
+                > STOCK as usize
+        })
+        .await;
+    let events: Vec<Event> =
+        records.iter().filter_map(decode).filter(|e| e.voucher_id().to_string() == voucher).collect();
+    let committed = events.iter().position(|e| matches!(e, Event::QueueSeedCommitted(_))).expect("a commitment");
+    let first_join = events.iter().position(|e| matches!(e, Event::QueueJoined(_))).expect("joins");
+    assert!(committed < first_join, "the seed is committed before the first join");
+    let (Event::QueueSeedCommitted(commitment), Some(Event::QueueSeedRevealed(revealed))) =
+        (&events[committed], events.iter().find(|e| matches!(e, Event::QueueSeedRevealed(_))))
+    else {
+        panic!("the seed is revealed");
+    };
+    assert_eq!(queue::seed_commitment(&revealed.seed), commitment.seed_hash);
+    assert_eq!(revealed.pre_queued, EARLY as u64);
+    let arrivals: Vec<UserId> = early.iter().map(|u| UserId::parse(u).expect("valid")).collect();
+    let shuffled = queue::pre_queue_order(&revealed.seed, &arrivals);
+    assert_ne!(shuffled, arrivals, "the shuffle differs from arrival order");
+    let served: Vec<(u64, UserId)> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::QueueEntryIssued(issued) => Some((issued.place, issued.user_id.clone())),
+            _ => None,
+        })
+        .collect();
+    for (place, user) in &served {
+        assert_eq!(&shuffled[usize::try_from(*place).expect("small") - 1], user, "place {place}");
+    }
+    assert_eq!(served.len(), STOCK as usize + 1);
+    assert_eq!(served.last().map(|(_, user)| user.as_str()), Some(next.as_str()));
+    let used = events.iter().filter(|e| matches!(e, Event::QueueEntryUsed(_))).count();
+    assert_eq!(used, STOCK as usize, "every order spent its entry, once");
+}
+
+fn decode(message: &seckill_kafka::OwnedMessage) -> Option<Event> {
+    use seckill_kafka::Message as _;
+    Envelope::decode(message.payload()?).ok().map(|envelope| envelope.event)
+}
