@@ -3,7 +3,7 @@
 //!
 //! | topic (default prefix `seckill`) | written by | events |
 //! |---|---|---|
-//! | `seckill.sales` | ingress | `VoucherCreated`, `OrderAccepted` |
+//! | `seckill.sales` | ingress | `VoucherCreated`, `OrderAccepted`, requests, payments, the waiting room's records |
 //! | `seckill.orders` | processor | `OrderCreated`, `OrderFailed` |
 //! | `seckill.dead-letters` | any consumer | the original bytes of a record it could not use |
 //!

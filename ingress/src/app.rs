@@ -7,7 +7,7 @@ use std::time::Duration;
 use prometheus::Registry;
 use seckill_core::metrics::{
     dependency_up, register_start_time, AdmissionMetrics, HttpMetrics, LiveMetrics, PaymentMetrics,
-    PipelineWatchMetrics,
+    PipelineWatchMetrics, QueueMetrics,
 };
 use seckill_kafka::{Follower, GroupLag};
 use seckill_store::ViewReader;
@@ -129,7 +129,12 @@ impl App {
             dependency_up: dependency_up(&deps.registry, "ingress"),
             every: Duration::from_millis(config.watch.interval_ms),
         };
-        let rooms = Arc::new(Rooms::new(gate.clone(), producer.clone(), topics.clone()));
+        let rooms = Arc::new(Rooms::new(
+            gate.clone(),
+            producer.clone(),
+            topics.clone(),
+            QueueMetrics::register(&deps.registry),
+        ));
         let ingress = Arc::new(Ingress {
             rooms,
             gate,

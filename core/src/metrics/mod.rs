@@ -9,10 +9,12 @@
 
 mod live;
 mod payments;
+mod queue;
 mod watch;
 
 pub use live::{LiveMetrics, ReadSource};
 pub use payments::{PaymentMetrics, PROVIDER_CALLS, WEBHOOK_OUTCOMES, WEBHOOK_REJECTIONS};
+pub use queue::{QueueMetrics, JOIN_OUTCOMES};
 pub use watch::{dependency_up, PipelineWatchMetrics, DEPENDENCIES};
 
 use prometheus::{

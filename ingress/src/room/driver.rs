@@ -13,7 +13,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use seckill_gate::{RoomState, MOST_PLACES_PER_ADVANCE};
+use seckill_gate::{RoomState, RoomSummary, MOST_PLACES_PER_ADVANCE};
 use tokio_util::sync::CancellationToken;
 
 use super::{RoomHandle, Rooms};
@@ -44,9 +44,19 @@ impl Rooms {
                 discovered = Some(Instant::now());
                 self.discover().await;
             }
-            for handle in self.known() {
-                self.advance(&handle).await;
+            let (mut waiting, mut open) = (0, 0);
+            let rooms = self.known();
+            for handle in &rooms {
+                if let Some(summary) = self.advance(handle).await {
+                    if !matches!(summary.state, RoomState::Ended | RoomState::Before) {
+                        waiting += summary.places.saturating_sub(summary.cursor);
+                    }
+                    open += summary.open;
+                }
             }
+            self.metrics.rooms.set(i64::try_from(rooms.len()).unwrap_or(i64::MAX));
+            self.metrics.waiting.set(i64::try_from(waiting).unwrap_or(i64::MAX));
+            self.metrics.entries_open.set(i64::try_from(open).unwrap_or(i64::MAX));
             if marked.elapsed() >= MARK_WATCHED_EVERY {
                 marked = Instant::now();
                 for handle in self.known() {
@@ -85,32 +95,40 @@ impl Rooms {
         }
     }
 
-    async fn advance(&self, handle: &RoomHandle) {
+    /// Moves `handle`'s room on; its last summary, unless it is gone.
+    async fn advance(&self, handle: &RoomHandle) -> Option<RoomSummary> {
+        let mut last = None;
         for _ in 0..MOST_CALLS_PER_TICK {
             let summary = match self.gate.advance_room(handle.voucher).await {
                 Ok(summary) => summary,
                 Err(error) => {
                     tracing::warn!(%error, voucher = %handle.voucher, "Could not move a waiting room on; retrying.");
-                    return;
+                    return last;
                 }
             };
             match summary.state {
                 RoomState::Unknown => {
                     self.forget(handle.voucher);
-                    return;
+                    return None;
                 }
                 RoomState::Uncommitted => {
                     // The commitment was lost between the ingress that
-                    // opened the room and the log: log it from here.
+                    // opened the room and the log: the next discovery
+                    // logs it from here.
                     self.forget(handle.voucher);
-                    return;
+                    return None;
                 }
                 _ => {}
             }
+            self.metrics.entries_issued.inc_by(summary.served_now);
+            self.metrics.places_expired.inc_by(summary.skipped_now);
             handle.update(&summary);
-            if summary.served_now + summary.skipped_now < MOST_PLACES_PER_ADVANCE {
-                return;
+            let more = summary.served_now + summary.skipped_now >= MOST_PLACES_PER_ADVANCE;
+            last = Some(summary);
+            if !more {
+                break;
             }
         }
+        last
     }
 }

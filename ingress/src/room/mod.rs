@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use seckill_core::event::{Event, QueueSeedCommitted};
+use seckill_core::metrics::QueueMetrics;
 use seckill_core::topics::Topics;
 use seckill_core::{queue, Envelope, OrderId, UserId, VoucherId};
 use seckill_gate::{Gate, Place, PlaceState, Room, RoomState, RoomSummary};
@@ -43,6 +44,7 @@ pub(crate) enum RoomError {
 /// Every room this ingress knows.
 #[derive(Debug)]
 pub(crate) struct Rooms {
+    pub(crate) metrics: QueueMetrics,
     gate: Gate,
     producer: EventProducer,
     topics: Topics,
@@ -124,8 +126,8 @@ impl QueueStatus {
 }
 
 impl Rooms {
-    pub(crate) fn new(gate: Gate, producer: EventProducer, topics: Topics) -> Self {
-        Self { gate, producer, topics, rooms: Mutex::default() }
+    pub(crate) fn new(gate: Gate, producer: EventProducer, topics: Topics, metrics: QueueMetrics) -> Self {
+        Self { metrics, gate, producer, topics, rooms: Mutex::default() }
     }
 
     pub(crate) fn gate(&self) -> &Gate {

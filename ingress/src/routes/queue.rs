@@ -45,6 +45,12 @@ async fn handle(
         tracing::warn!(%error, %voucher, "A join could not reach the waiting room.");
         ApiError::unavailable("the waiting room could not be reached; nothing changed, retry")
     })?;
+    let outcome = match joined {
+        Joined::Placed { .. } => "placed",
+        Joined::Held { .. } => "held",
+        _ => "refused",
+    };
+    ingress.rooms.metrics.joins.with_label_values(&[outcome]).inc();
     let status = match joined {
         Joined::Placed { .. } => StatusCode::CREATED,
         Joined::Held { .. } => StatusCode::OK,
