@@ -27,8 +27,8 @@ pub struct VoucherAdmission {
     /// Price of one unit (0: free) and its currency.
     pub price: u64,
     pub currency: Option<seckill_core::money::Currency>,
-    /// A queue-mode sale: orders need an entry token.
-    pub queue: bool,
+    /// A queue-mode sale's waiting room: orders need an entry token.
+    pub queue: Option<seckill_core::queue::QueueSettings>,
     /// Buckets the gate splits the stock into.
     pub shards: u32,
     pub paused: bool,
@@ -160,7 +160,7 @@ impl VoucherFold {
             hold_seconds: definition.hold_seconds,
             price: definition.price,
             currency: definition.currency,
-            queue: definition.queue.is_some(),
+            queue: definition.queue.clone(),
             shards: definition.shards,
             paused: self.paused,
             settings_version: self.settings,

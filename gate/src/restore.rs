@@ -56,7 +56,16 @@ impl Gate {
         let layout = self.layouts.learn(state.voucher_id, state.shards);
         if layout.shards() == 1 {
             let orders: Vec<&OrderAccepted> = state.orders.iter().collect();
-            return self.restore_bucket(&layout, 0, state, mode, state.stock, &orders).await;
+            let outcome = self.restore_bucket(&layout, 0, state, mode, state.stock, &orders).await?;
+            // A queue-mode voucher admits only with entries: it needs its
+            // room (a Redis that lost the voucher lost the room too; a new
+            // one is opened, empty, and its seed committed by the ingresses).
+            if let (RestoreMode::Write, Some(queue)) = (mode, &state.queue) {
+                if outcome.action != RestoreAction::Expired {
+                    self.open_room_with(state.voucher_id, queue).await?;
+                }
+            }
+            return Ok(outcome);
         }
         if mode == RestoreMode::Write {
             self.freeze_transfers(&layout, FREEZE).await?;
@@ -177,7 +186,7 @@ impl Gate {
         .arg(state.stock)
         .arg(state.price)
         .arg(state.currency.as_ref().map(|c| c.as_str()).unwrap_or_default())
-        .arg(if state.queue { "queue" } else { "fcfs" });
+        .arg(if state.queue.is_some() { "queue" } else { "fcfs" });
         for order in released {
             call.arg(order.to_string());
         }

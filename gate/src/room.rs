@@ -10,7 +10,8 @@
 
 use chrono::{DateTime, Utc};
 use seckill_core::event::{Event, QueueJoined, VoucherCreated, SCHEMA_VERSION};
-use seckill_core::{queue, Envelope, OrderId, UserId, VoucherId};
+use seckill_core::queue::{self, QueueSettings};
+use seckill_core::{Envelope, OrderId, UserId, VoucherId};
 use uuid::Uuid;
 
 use crate::gate::{millis, unexpected};
@@ -158,8 +159,19 @@ impl Gate {
     /// Opens `definition`'s waiting room unless it is open (then returns it
     /// as it is), and lists it among the rooms every ingress moves on.
     pub async fn open_room(&self, definition: &VoucherCreated) -> redis::RedisResult<Option<Room>> {
-        let Some(settings) = &definition.queue else { return Ok(None) };
-        let keys = self.keys(definition.voucher_id);
+        match &definition.queue {
+            Some(settings) => self.open_room_with(definition.voucher_id, settings).await,
+            None => Ok(None),
+        }
+    }
+
+    /// Opens `voucher`'s room with `settings` unless it is open.
+    pub(crate) async fn open_room_with(
+        &self,
+        voucher: VoucherId,
+        settings: &QueueSettings,
+    ) -> redis::RedisResult<Option<Room>> {
+        let keys = self.keys(voucher);
         let (seed, token_key, committed): (String, String, String) = self
             .scripts
             .queue_open
@@ -181,7 +193,7 @@ impl Gate {
         }
         redis::cmd("SADD")
             .arg(rooms_key(&self.prefix))
-            .arg(definition.voucher_id.to_string())
+            .arg(voucher.to_string())
             .query_async::<()>(&mut self.redis.clone())
             .await?;
         Ok(Some(Room { seed, token_key, committed: committed == "1" }))

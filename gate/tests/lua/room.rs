@@ -12,7 +12,7 @@ use futures::future::join_all;
 use seckill_core::event::{Event, OrderAccepted, QueueEntryIssued, VoucherCreated};
 use seckill_core::queue::{self, QueueSettings};
 use seckill_core::{Envelope, UserId, VoucherId};
-use seckill_gate::{Admission, Joined, PlaceState, Rejection, RoomState};
+use seckill_gate::{Admission, Joined, Ledger, PlaceState, Rejection, RestoreMode, RoomState};
 
 use crate::{definition, on_single_and_cluster, user, Harness};
 
@@ -25,6 +25,7 @@ on_single_and_cluster!(
         an_entry_admits_one_order,
         idle_places_are_skipped_and_may_be_taken_again,
         sold_out_then_units_returned_reopen_the_room,
+        a_queue_voucher_redis_lost_is_restored_queue_mode_with_an_empty_room,
     ],
 );
 
@@ -287,4 +288,34 @@ async fn sold_out_then_units_returned_reopen_the_room(h: &Harness) {
         h.gate.place(voucher, &second).await.expect("reads").map(|p| p.state),
         Some(PlaceState::Served { entry: 2, .. })
     ));
+}
+
+async fn a_queue_voucher_redis_lost_is_restored_queue_mode_with_an_empty_room(h: &Harness) {
+    let definition = queue_definition(3, 1, 100);
+    let voucher = definition.voucher_id;
+    open(h, &definition).await;
+    h.gate.join_queue(voucher, &user("alice")).await.expect("joins");
+    // Redis loses everything of the voucher, its room included.
+    let keys = h.gate.keys(voucher);
+    for key in keys
+        .all()
+        .into_iter()
+        .chain([&keys.room, &keys.line, &keys.places, &keys.seen, &keys.holds].map(String::as_str))
+    {
+        let _: () = redis::cmd("DEL").arg(key).query_async(&mut h.connection.clone()).await.expect("DEL");
+    }
+    let mut ledger = Ledger::default();
+    ledger.apply(&Envelope::new(Event::VoucherCreated(definition.clone())));
+    let [state] = <[_; 1]>::try_from(ledger.admissions()).expect("one voucher");
+    h.gate.restore(&state, RestoreMode::Write).await.expect("restores");
+    begin(h, voucher).await;
+    let order = OrderAccepted::now(voucher, user("bob"), 1);
+    assert_eq!(
+        h.gate.admit_order(&order, None).await.expect("answers"),
+        Admission::Rejected(Rejection::EntryRequired),
+        "restored, the sale still admits only with entries"
+    );
+    let room = h.gate.room(voucher).await.expect("reads").expect("a new room");
+    assert!(!room.committed, "its new seed awaits its commitment in the log");
+    assert_eq!(h.gate.place(voucher, &user("alice")).await.expect("reads"), None, "the room starts over empty");
 }
