@@ -22,6 +22,9 @@
 //!   voucher's first acceptance, and the time from start from `begins_at`.
 //! - Latency: `decided_at - accepted_at` of every created or failed order;
 //!   p50 and p99 are nearest-rank percentiles, in milliseconds.
+//!
+//! For queue-mode vouchers, [`Stats::queues`] counts their waiting rooms
+//! ([`QueueStats`]): places taken, served and skipped, entries spent.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -33,6 +36,10 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::AnalyticsError;
+
+mod queue;
+
+pub use queue::QueueStats;
 
 /// One voucher's sale as the log tells it. Field names are the `--json`
 /// output's and stay stable.
@@ -79,6 +86,9 @@ pub struct VoucherStats {
 #[derive(Debug, Default)]
 pub struct Stats {
     vouchers: HashMap<VoucherId, Voucher>,
+    /// The waiting rooms of queue-mode vouchers (defined so, or with room
+    /// records in the log).
+    queues: HashMap<VoucherId, queue::Room>,
 }
 
 /// One voucher's facts, each keyed so that duplicates collapse.
@@ -130,6 +140,9 @@ impl Stats {
             Event::VoucherCreated(created) => {
                 voucher.stock = Some(created.stock);
                 voucher.begins_at = Some(created.begins_at);
+                if created.queue.is_some() {
+                    self.queues.entry(created.voucher_id).or_default();
+                }
             }
             Event::VoucherUpdated(update) => {
                 if update.add_stock > 0 {
@@ -175,17 +188,19 @@ impl Stats {
             Event::OrderPaid(paid) => {
                 voucher.paid.insert(paid.order.order_id);
             }
-            Event::CancelRequested(_)
-            | Event::ConfirmRequested(_)
-            | Event::PaymentReceived(_)
-            | Event::RefundRequested(_)
-            | Event::PaymentRefunded(_)
-            | Event::QueueSeedCommitted(_)
+            Event::QueueSeedCommitted(_)
             | Event::QueueJoined(_)
             | Event::QueueSeedRevealed(_)
             | Event::QueueEntryIssued(_)
             | Event::QueuePlaceExpired(_)
-            | Event::QueueEntryUsed(_) => {}
+            | Event::QueueEntryUsed(_) => {
+                self.queues.entry(envelope.event.voucher_id()).or_default().apply(envelope);
+            }
+            Event::CancelRequested(_)
+            | Event::ConfirmRequested(_)
+            | Event::PaymentReceived(_)
+            | Event::RefundRequested(_)
+            | Event::PaymentRefunded(_) => {}
         }
     }
 
@@ -194,6 +209,13 @@ impl Stats {
     pub fn finish(&self) -> Vec<VoucherStats> {
         let sorted: BTreeMap<_, _> = self.vouchers.iter().collect();
         sorted.into_iter().map(|(id, voucher)| voucher.summarise(*id)).collect()
+    }
+
+    /// The waiting room of each queue-mode voucher seen, ordered by
+    /// voucher id like [`Stats::finish`].
+    pub fn queues(&self) -> Vec<QueueStats> {
+        let sorted: BTreeMap<_, _> = self.queues.iter().collect();
+        sorted.into_iter().map(|(id, room)| room.summarise(*id)).collect()
     }
 }
 
@@ -312,6 +334,20 @@ pub(crate) fn millis(delta: TimeDelta) -> f64 {
 /// Reads the sales and orders topics as they are now and folds them.
 /// Records that are not valid events are skipped (and counted in a log line).
 pub async fn stats_from_log(kafka: &KafkaConfig) -> Result<Vec<VoucherStats>, AnalyticsError> {
+    Ok(fold_log(kafka).await?.finish())
+}
+
+/// As [`stats_from_log`], with the waiting rooms of the queue-mode
+/// vouchers ([`Stats::queues`]) from the same read.
+pub async fn stats_and_queues_from_log(
+    kafka: &KafkaConfig,
+) -> Result<(Vec<VoucherStats>, Vec<QueueStats>), AnalyticsError> {
+    let stats = fold_log(kafka).await?;
+    Ok((stats.finish(), stats.queues()))
+}
+
+/// The fold of the sales and orders topics as they are now.
+async fn fold_log(kafka: &KafkaConfig) -> Result<Stats, AnalyticsError> {
     let topics = kafka.topics();
     let brokers = kafka.brokers.clone();
     let (stats, read, skipped) = tokio::task::spawn_blocking(move || {
@@ -332,7 +368,7 @@ pub async fn stats_from_log(kafka: &KafkaConfig) -> Result<Vec<VoucherStats>, An
     if skipped > 0 {
         tracing::warn!(read, skipped, "Skipped records that are not valid events.");
     }
-    Ok(stats.finish())
+    Ok(stats)
 }
 
 #[cfg(test)]

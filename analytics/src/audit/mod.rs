@@ -32,6 +32,21 @@
 //!   paid an order is for its amount and currency, each refund (asked and
 //!   done) gives back its payment's amount.
 //!
+//! For a queue-mode sale ([`VoucherLog::queue_mode`]), also from the log:
+//! - `queue_seed_committed`: a `QueueSeedCommitted` precedes every
+//!   `QueueJoined` and the `QueueSeedRevealed` on the topic, and the SHA-256
+//!   of the revealed seed is a committed hash (no place is passed before
+//!   the reveal);
+//! - `queue_served_in_shuffle`: the places passed (`QueueEntryIssued` or
+//!   `QueuePlaceExpired`), in log order, are 1, 2, 3, … without gap or
+//!   repeat, and each went to its holder: place p ≤ P (the reveal's
+//!   `pre_queued`, which must equal the pre-queue joins logged) to the p-th
+//!   of the shuffle of the pre-queue under the revealed seed, place p > P to
+//!   the join with seq p − P;
+//! - `queue_entries_single_use`: no entry was spent on two orders, every
+//!   entry spent was issued to the user who spent it, and every accepted
+//!   order has an entry spent on it.
+//!
 //! With [`LiveFigures`] (`--live`), also: `view_matches_log`,
 //! `stock_matches_log` and `gate_matches_log`. See [`crate::sale::Books`]
 //! for how each figure is computed.
@@ -45,6 +60,7 @@
 pub mod live;
 mod payments;
 pub mod provider;
+mod queue;
 mod rules;
 mod text;
 
@@ -151,6 +167,11 @@ pub fn audit_voucher_against(
         rules.push(payments::no_order_paid_twice(log));
         rules.push(payments::paid_in_time(log));
         rules.push(payments::amounts_match(log));
+    }
+    if log.queue_mode() {
+        rules.push(queue::seed_committed(log));
+        rules.push(queue::served_in_shuffle(log));
+        rules.push(queue::entries_single_use(log));
     }
     if let Some(live) = live {
         rules.push(rules::view_matches_log(&books, live));

@@ -16,6 +16,7 @@ fn failing(audit: &VoucherAudit) -> Vec<&'static str> {
 
 mod payments;
 mod provider;
+mod queue;
 
 /// What the live stores hold when they agree with the log.
 fn agreeing(sale: &Script) -> LiveFigures {

@@ -9,7 +9,10 @@
 //! - the `stats` figures, units per user and the top users by orders;
 //! - for a sale that takes money: paid, refunded and net per currency,
 //!   payments by what became of them (refunds by reason), and payments and
-//!   refunds per bucket.
+//!   refunds per bucket;
+//! - for a queue-mode sale: its waiting room (places taken before and after
+//!   the start, served, skipped, entries spent, the wait for an entry) and
+//!   its places over time.
 //!
 //! Every bar (and every bucket of a line) carries its numbers as `data-*`
 //! attributes and a tooltip, see [`overlay`](self).
@@ -19,6 +22,7 @@ mod html;
 mod overlay;
 mod page;
 mod payments;
+mod queue;
 
 use chrono::{DateTime, Utc};
 

@@ -12,7 +12,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use super::charts;
 use super::html::escape;
 use super::About;
-use crate::sale::{Books, Buyers, Money, Timeline, VoucherSale};
+use crate::sale::{Books, Buyers, Money, Room, Timeline, VoucherSale};
 use crate::AnalyticsError;
 
 const STYLE: &str = r#"
@@ -28,8 +28,9 @@ code { font: 13px ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace; }
 .about, .lede { color: var(--muted); margin: 0 0 10px; }
 nav ul { margin: 6px 0 0; padding-left: 20px; }
 .tables { display: grid; grid-template-columns: 1fr 0.7fr 1.6fr; gap: 16px; margin: 12px 0 8px; }
-.tables.payments { grid-template-columns: 1.4fr 1fr; }
-@media (max-width: 900px) { .tables, .tables.payments { grid-template-columns: 1fr; } }
+.tables.payments, .tables.queue { grid-template-columns: 1.4fr 1fr; }
+@media (max-width: 900px) { .tables, .tables.payments, .tables.queue { grid-template-columns: 1fr; } }
+.note { color: var(--muted); font-size: 13px; margin: 6px 0 0; }
 .tables > div { background: var(--panel); border: 1px solid var(--rule); border-radius: 6px; padding: 10px 12px; }
 table { border-collapse: collapse; width: 100%; font-variant-numeric: tabular-nums; }
 th, td { text-align: left; padding: 3px 6px; border-bottom: 1px solid var(--rule); vertical-align: top; }
@@ -111,6 +112,10 @@ fn section(html: &mut String, sale: &VoucherSale) -> Result<(), AnalyticsError> 
     if takes_payments {
         super::payments::tables(html, &log.revenue());
     }
+    let room = log.queue_mode().then(|| Room::of(log));
+    if let Some(room) = &room {
+        super::queue::tables(html, room);
+    }
 
     let mut charts = vec![
         (
@@ -157,6 +162,14 @@ fn section(html: &mut String, sale: &VoucherSale) -> Result<(), AnalyticsError> 
              order or was refunded), beside the refunds it acknowledged, by when it made them.",
         ));
     }
+    if let Some(room) = &room {
+        charts.push((
+            charts::waiting_room(room)?,
+            "Waiting room".to_owned(),
+            "Places taken in the waiting room, places served an entry and places skipped because their holder \
+             had gone, all cumulative, on the room's own time axis (the pre-queue fills before the sale starts).",
+        ));
+    }
     for (chart, caption, explanation) in charts {
         let _ = writeln!(
             html,
@@ -201,6 +214,9 @@ fn lede(sale: &VoucherSale, books: &Books) -> String {
     let price = definition.currency.filter(|_| definition.price > 0).map(|c| Money::new(c, definition.price));
     if let Some(price) = price {
         let _ = write!(lede, " · {price} per unit");
+    }
+    if let Some(queue) = &definition.queue {
+        let _ = write!(lede, " · waiting room from {} UTC", queue.opens_at.format("%Y-%m-%d %H:%M:%S"));
     }
     if definition.hold_seconds > 0 {
         let unpaid = if price.is_some() { "unpaid" } else { "unclaimed" };
@@ -315,7 +331,7 @@ fn top_users_table(html: &mut String, buyers: &Buyers) {
 
 /// A duration in milliseconds for people: `0.42 ms`, `850 ms`, `1.234 s`,
 /// `2 min 03 s`.
-fn duration(ms: f64) -> String {
+pub(super) fn duration(ms: f64) -> String {
     if ms < 10.0 {
         format!("{ms:.2} ms")
     } else if ms < 1_000.0 {

@@ -9,6 +9,8 @@ use super::*;
 use crate::sale::script::{at, busy_sale};
 use crate::sale::{FinalStatus, Timeline};
 
+mod queue;
+
 fn about() -> About {
     About {
         generated_at: at(10_000),

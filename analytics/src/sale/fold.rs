@@ -15,6 +15,8 @@ use seckill_core::money::Currency;
 use seckill_core::{Envelope, Event};
 use uuid::Uuid;
 
+use super::queue::QueueLog;
+
 /// Where a record sits in its topic. A voucher's records of one topic share
 /// a partition, so their offsets order them as the services read them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -187,6 +189,8 @@ pub struct VoucherLog {
     pub payments: BTreeMap<String, PaymentLog>,
     /// The payment ids each order's payments go by.
     payments_of: HashMap<OrderId, BTreeSet<String>>,
+    /// The waiting room's records (queue-mode sales; empty otherwise).
+    pub queue: QueueLog,
 }
 
 /// Everything the log says about one payment.
@@ -320,6 +324,7 @@ impl VoucherLog {
             cancel_requests: HashMap::new(),
             payments: BTreeMap::new(),
             payments_of: HashMap::new(),
+            queue: QueueLog::default(),
         }
     }
 
@@ -372,7 +377,7 @@ impl VoucherLog {
             | Event::QueueSeedRevealed(_)
             | Event::QueueEntryIssued(_)
             | Event::QueuePlaceExpired(_)
-            | Event::QueueEntryUsed(_) => {}
+            | Event::QueueEntryUsed(_) => self.queue.apply(envelope, position),
             Event::PaymentReceived(received) => {
                 let payment = self.payment(&received.payment_id, received.order_id);
                 payment.amount = received.amount;
@@ -446,6 +451,14 @@ impl VoucherLog {
         self.definition.as_ref().is_some_and(|definition| definition.price > 0)
             || !self.payments.is_empty()
             || self.orders.values().any(|order| order.amount > 0)
+    }
+
+    /// Whether the sale is queue mode: its definition has a waiting room,
+    /// or the log has records of one (so a room's records on a voucher
+    /// defined first come, first served are audited, not ignored). The
+    /// queue rules and the report's waiting room apply to these.
+    pub fn queue_mode(&self) -> bool {
+        self.definition.as_ref().is_some_and(|definition| definition.queue.is_some()) || !self.queue.is_empty()
     }
 
     /// Where, in the processor's reading of the sales topic, it decided the

@@ -9,12 +9,16 @@
 //! - [`Timeline::of`]: the sale over time, as the report draws it;
 //! - [`VoucherLog::buyers`]: how units were spread over users;
 //! - [`VoucherLog::revenue`]: money paid and refunded, per currency, and
-//!   what became of each payment ([`Revenue`]).
+//!   what became of each payment ([`Revenue`]);
+//! - [`VoucherLog::queue`]: a queue-mode sale's waiting room ([`QueueLog`]),
+//!   and [`Room::of`] its figures and waits for the report.
 
 mod books;
 mod fold;
+mod queue;
 mod read;
 mod revenue;
+mod room;
 mod timeline;
 mod users;
 
@@ -24,11 +28,15 @@ pub use fold::{
     FinalStatus, OrderLog, Outcome, OutcomeKind, PaymentLog, Position, RefundDone, RefundRequest, Settlement,
     StockUpdate, VoucherLog,
 };
+pub use queue::{Holders, Logged, Pass, QueueLog};
 pub use read::{read_sales, SaleRead, Selection, VoucherSale, MAX_ORDERS};
 pub use revenue::{decimals, Money, Revenue, Totals, REFUND_REASONS};
+pub use room::{Room, Wait};
 pub use timeline::{Buckets, LatencyBin, LatencyPoint, Step, Timeline, MAX_BUCKETS};
 pub use users::{Buyers, UserOrders, TOP_USERS};
 
+#[cfg(test)]
+pub(crate) mod queue_script;
 #[cfg(test)]
 pub(crate) mod script;
 #[cfg(test)]

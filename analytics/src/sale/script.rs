@@ -8,6 +8,7 @@ use seckill_core::event::{
 };
 use seckill_core::ids::{OrderId, UserId, VoucherId};
 use seckill_core::money::Currency;
+use seckill_core::queue::QueueSettings;
 use seckill_core::{Envelope, Event};
 
 use super::{Position, VoucherLog, VoucherSale};
@@ -43,6 +44,18 @@ impl Script {
     /// A voucher selling each unit for `price` minor units of `currency`,
     /// orders payable within `hold` seconds.
     pub(crate) fn priced(stock: u64, limit: u32, hold: u32, price: u64, currency: Option<&str>) -> Self {
+        Self::defined(stock, limit, hold, price, currency, None)
+    }
+
+    /// A voucher as [`Script::priced`], in queue mode when `queue` is given.
+    pub(crate) fn defined(
+        stock: u64,
+        limit: u32,
+        hold: u32,
+        price: u64,
+        currency: Option<&str>,
+        queue: Option<QueueSettings>,
+    ) -> Self {
         let currency = currency.map(|code| Currency::parse(code).expect("a currency"));
         let voucher = VoucherId::generate();
         let mut script = Self {
@@ -68,7 +81,7 @@ impl Script {
             description: None,
             price,
             currency,
-            queue: None,
+            queue,
         }));
         script
     }

@@ -1,6 +1,6 @@
 //! Line charts: units left (the gate's and the persistent stock's) with
-//! the sell-out marked, accept → decision latency over time, and units
-//! returned and re-sold.
+//! the sell-out marked, accept → decision latency over time, units
+//! returned and re-sold, and a waiting room's places over time.
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use plotters::prelude::*;
@@ -11,7 +11,7 @@ use super::{
     time_ticks, value_before, x_of, Axes, Chart, KeyEntry, Mark, MARKER, SIZE,
 };
 use crate::report::overlay::Overlay;
-use crate::sale::{Buckets, LatencyPoint, Step, Timeline};
+use crate::sale::{Buckets, LatencyPoint, Room, Step, Timeline};
 use crate::AnalyticsError;
 
 /// A step line: its name in the data and key, colour, width and steps.
@@ -50,7 +50,8 @@ pub(in crate::report) fn units_left(timeline: &Timeline) -> Result<Chart, Analyt
             color: palette::GREEN,
         }))
         .collect();
-    let mut chart = steps_chart(&timeline.buckets, "Units left", &lines, &markers, overlay, &["gate", "stock"])?;
+    let mut chart =
+        steps_chart(&timeline.buckets, "Units left", "units", &lines, &markers, overlay, &["gate", "stock"])?;
     if timeline.sold_out_at.is_some() {
         chart.key.push(KeyEntry::new("sold out (the last unit's acceptance)", MARKER, Mark::Dashed));
     }
@@ -67,7 +68,33 @@ pub(in crate::report) fn returned_and_resold(timeline: &Timeline) -> Result<Char
         Line { name: "sold again", color: palette::GREEN, width: 3, steps: &timeline.resold },
     ];
     let overlay = Overlay::new("returned");
-    steps_chart(&timeline.buckets, "Units returned and re-sold", &lines, &[], overlay, &["returned", "resold"])
+    let keys = ["returned", "resold"];
+    steps_chart(&timeline.buckets, "Units returned and re-sold", "units", &lines, &[], overlay, &keys)
+}
+
+/// A waiting room's places over its own time axis, cumulative: taken,
+/// served an entry, skipped; the sale's start marked.
+pub(in crate::report) fn waiting_room(room: &Room) -> Result<Chart, AnalyticsError> {
+    let lines = [
+        Line { name: "places taken", color: palette::SKY, width: 3, steps: &room.joined_steps },
+        Line { name: "served an entry", color: palette::GREEN, width: 3, steps: &room.served_steps },
+        Line { name: "skipped (holder gone)", color: palette::PURPLE, width: 3, steps: &room.expired_steps },
+    ];
+    let mut overlay = Overlay::new("waiting-room");
+    if let Some(at) = room.begins_at {
+        overlay.attribute("begins-at", at.to_rfc3339_opts(SecondsFormat::Millis, true));
+    }
+    let markers: Vec<Marker> = room
+        .begins_at
+        .map(|at| Marker { at, text: format!("sale starts {} UTC", at.format("%H:%M:%S")), color: MARKER })
+        .into_iter()
+        .collect();
+    let keys = ["joined", "served", "expired"];
+    let mut chart = steps_chart(&room.buckets, "Waiting room", "places", &lines, &markers, overlay, &keys)?;
+    if room.begins_at.is_some() {
+        chart.key.push(KeyEntry::new("the sale's start (the seed revealed)", MARKER, Mark::Dashed));
+    }
+    Ok(chart)
 }
 
 /// A vertical line with a label.
@@ -82,6 +109,7 @@ struct Marker {
 fn steps_chart(
     buckets: &Buckets,
     label: &str,
+    y_desc: &str,
     lines: &[Line<'_>],
     markers: &[Marker],
     mut overlay: Overlay,
@@ -97,7 +125,7 @@ fn steps_chart(
         let y_label = |y: &f64| format!("{y:.0}");
         let axes = Axes {
             x_desc: "time (UTC)",
-            y_desc: "units",
+            y_desc,
             x_ticks: time_ticks(buckets),
             y_ticks: 6,
             x_label: &x_label,

@@ -17,7 +17,7 @@ use crate::sale::{Buckets, Step};
 use crate::AnalyticsError;
 
 pub(super) use bars::{accepted, cancellations, latency_distribution, payments};
-pub(super) use lines::{latency_over_time, returned_and_resold, units_left};
+pub(super) use lines::{latency_over_time, returned_and_resold, units_left, waiting_room};
 
 /// Every chart's size in pixels; the page scales it to the window.
 const SIZE: (u32, u32) = (1100, 340);
