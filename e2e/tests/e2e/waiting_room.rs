@@ -11,6 +11,8 @@ use std::time::{Duration, Instant};
 use chrono::Utc;
 use futures::future::join_all;
 use reqwest::StatusCode;
+use seckill_analytics::audit::audit_voucher;
+use seckill_analytics::sale::{read_sales, Selection};
 use seckill_core::event::Event;
 use seckill_core::{queue, Envelope, UserId};
 use serde_json::{json, Value};
@@ -217,6 +219,17 @@ async fn a_queue_sale_is_served_in_the_committed_shuffle_one_order_per_entry() {
     assert_eq!(served.last().map(|(_, user)| user.as_str()), Some(next.as_str()));
     let used = events.iter().filter(|e| matches!(e, Event::QueueEntryUsed(_))).count();
     assert_eq!(used, STOCK as usize, "every order spent its entry, once");
+
+    // `seckill audit` recomputes the same from the log.
+    let id = voucher.parse().expect("voucher id");
+    let read = read_sales(&platform.kafka, &Selection::vouchers(vec![id])).await.expect("the log is read");
+    let [sale] = read.sales.as_slice() else { panic!("one sale") };
+    let audit = audit_voucher(&sale.log, None);
+    let queue_rules: Vec<&str> =
+        audit.rules.iter().map(|rule| rule.rule).filter(|rule| rule.starts_with("queue_")).collect();
+    assert_eq!(queue_rules, ["queue_seed_committed", "queue_served_in_shuffle", "queue_entries_single_use"]);
+    let failed: Vec<String> = audit.failed().map(|rule| format!("{}: {}", rule.rule, rule.detail)).collect();
+    assert!(failed.is_empty(), "{failed:?}");
 }
 
 fn decode(message: &seckill_kafka::OwnedMessage) -> Option<Event> {
