@@ -257,6 +257,15 @@ pub struct HttpConfig {
     /// long an idle connection is kept); then it is closed.
     #[serde(default = "default_header_read_timeout_ms")]
     pub header_read_timeout_ms: u64,
+    /// Most requests one HTTP/2 connection carries at once (HTTP/2 in
+    /// cleartext with prior knowledge, as a TLS-terminating load balancer
+    /// sends it); the per-address bound then holds this many per connection.
+    #[serde(default = "default_max_streams_per_connection")]
+    pub max_streams_per_connection: u32,
+}
+
+fn default_max_streams_per_connection() -> u32 {
+    200
 }
 
 fn default_max_connections() -> usize {
@@ -284,6 +293,7 @@ impl HttpConfig {
             max_connections: default_max_connections(),
             max_connections_per_address: default_max_connections_per_address(),
             header_read_timeout_ms: default_header_read_timeout_ms(),
+            max_streams_per_connection: default_max_streams_per_connection(),
         }
     }
 }
@@ -300,6 +310,11 @@ impl Validate for HttpConfig {
             (100..=600_000).contains(&self.header_read_timeout_ms),
             "http.header_read_timeout_ms",
             "must be 100 to 600000",
+        )?;
+        ensure(
+            (1..=10_000).contains(&self.max_streams_per_connection),
+            "http.max_streams_per_connection",
+            "must be 1 to 10000",
         )
     }
 }

@@ -15,6 +15,14 @@
 //!   once, rather than left in the kernel's backlog holding the client
 //!   waiting and a descriptor on each side.
 //!
+//! A connection speaks HTTP/1.1, or HTTP/2 in cleartext when it opens with
+//! HTTP/2's preface (prior knowledge: what a load balancer that terminates
+//! TLS sends on, and how many thousands of long-polls and event streams fit
+//! in few connections). An HTTP/2 connection carries at most
+//! `http.max_streams_per_connection` requests at once, and is closed when
+//! it sends no frame within the header read timeout of being pinged, as an
+//! HTTP/1.1 one is when it sends no headers.
+//!
 //! The read side's own bounds (waiters, streams) apply within these.
 
 use std::collections::HashMap;
@@ -23,8 +31,8 @@ use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 
-use hyper::server::conn::http1;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
 use seckill_core::config::HttpConfig;
 use seckill_core::metrics::HttpMetrics;
 use tokio::net::{TcpListener, TcpStream};
@@ -145,8 +153,15 @@ where
         max: http.max_connections,
         max_per_address: http.max_connections_per_address,
     });
-    let mut builder = http1::Builder::new();
-    builder.timer(TokioTimer::new()).header_read_timeout(Duration::from_millis(http.header_read_timeout_ms));
+    let header_read_timeout = Duration::from_millis(http.header_read_timeout_ms);
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder.http1().timer(TokioTimer::new()).header_read_timeout(header_read_timeout);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(http.max_streams_per_connection)
+        .keep_alive_interval(header_read_timeout)
+        .keep_alive_timeout(header_read_timeout);
     let tracker = TaskTracker::new();
     loop {
         let accepted = tokio::select! {
@@ -194,7 +209,7 @@ fn refuse(stream: &TcpStream, reason: &'static str, metrics: Option<&HttpMetrics
 /// One connection's requests, until it closes, or until `shutdown`, when
 /// the request in flight finishes and the connection closes.
 fn serve_connection<F>(
-    builder: &http1::Builder,
+    builder: &auto::Builder<TokioExecutor>,
     stream: TcpStream,
     peer: SocketAddr,
     routes: F,
@@ -209,8 +224,9 @@ where
         request.extensions_mut().insert(PeerAddress(peer));
         service.clone().call(request)
     });
-    let connection = builder.serve_connection(TokioIo::new(stream), with_peer);
+    let builder = builder.clone();
     async move {
+        let connection = builder.serve_connection(TokioIo::new(stream), with_peer);
         tokio::pin!(connection);
         let closed = tokio::select! {
             closed = connection.as_mut() => closed,
@@ -224,5 +240,40 @@ where
             // connections; nothing for the operator.
             tracing::debug!(%error, %peer, "HTTP connection ended with an error.");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One listener answers HTTP/1.1 and HTTP/2 with prior knowledge; an
+    /// HTTP/2 connection carries many requests at once.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn serves_http1_and_cleartext_http2_on_one_port() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("binds");
+        let addr = listener.local_addr().expect("bound");
+        let routes = warp::path!("hello").map(|| "hi");
+        let shutdown = CancellationToken::new();
+        let http = HttpConfig::on(addr);
+        let serving = Serving { drain: Duration::from_secs(1), metrics: None };
+        let server = tokio::spawn(serve(listener, routes, shutdown.clone(), http, serving));
+
+        let http1 = reqwest::Client::builder().http1_only().build().expect("client");
+        let answer = http1.get(format!("http://{addr}/hello")).send().await.expect("answers");
+        assert_eq!(
+            (answer.version(), answer.text().await.expect("body")),
+            (reqwest::Version::HTTP_11, "hi".to_owned())
+        );
+
+        let http2 = reqwest::Client::builder().http2_prior_knowledge().build().expect("client");
+        let requests = (0..300).map(|_| {
+            let http2 = http2.clone();
+            async move { http2.get(format!("http://{addr}/hello")).send().await.map(|answer| answer.version()) }
+        });
+        let versions = futures::future::join_all(requests).await;
+        assert!(versions.iter().all(|v| matches!(v, Ok(reqwest::Version::HTTP_2))), "{versions:?}");
+        shutdown.cancel();
+        server.await.expect("the server stops");
     }
 }
