@@ -191,6 +191,63 @@ def payments(w, results, floor):
     w("")
 
 
+def waiting_room(w, results, floor):
+    """Scenario 12: a queue-mode sale's waiting room under a crowd. Absent
+    from older runs."""
+    path = results / "queue.json"
+    if not path.exists():
+        return
+    room = json.loads(path.read_text())
+    metrics = {}
+    metrics_path = results / "queue.metrics"
+    if metrics_path.exists():
+        for line in metrics_path.read_text().splitlines():
+            name, _, value = line.rpartition(" ")
+            metrics[name.split("{")[0]] = metrics.get(name.split("{")[0], 0) + float(value)
+    rss_path = results / "queue_rss.jsonl"
+    rss = json.loads(rss_path.read_text().splitlines()[0])["peak_rss_kb"] if rss_path.exists() else None
+    cpu = cpu_rows(results)
+    w("## Waiting room")
+    w("")
+    w("Scenario 12: a queue-mode sale (one unit per user, `queue_factor` 1.2, 2,000 entries")
+    w("a second, places idle for 30 s skipped). `live-probe queue` puts every user in the waiting room before the")
+    w("start (`POST /api/v1/vouchers/{id}/queue`, 256 at once over HTTP/2), opens the place stream")
+    w("(`GET …/queue/me/stream`) of every k-th of them and holds it, and after the start has a few more join")
+    w("(first come). When a stream says `your_turn` its user orders with the entry token at once; the users without a")
+    w("stream are gone, as most of a real crowd is by then, and their places are skipped when their turn comes. The")
+    w("push latency is from the last unit's `202` to each waiting stream's `sold_out` event.")
+    w("")
+    w("| measured | figure | ratio to ceiling |")
+    w("|---|---|---|")
+    ratio = f"{room['joins_per_s'] / floor['rate']:.2f} × warp floor" if floor else "-"
+    w(f"| joins before the start | {room['pre_queue']:,} at {room['joins_per_s']:,.0f}/s (plus "
+      f"{room['joined'] - room['pre_queue']:,} after it) | {ratio} |")
+    w(f"| place streams held | {room['streams_opened']:,} of {room['streams']:,} ({room['stream_events']:,} events "
+      f"pushed) | - |")
+    last = room.get("last_unit_sold_after_start_ms")
+    w(f"| last unit sold after the start | {ms(last) if last is not None else 'not sold out'} ({room['sold']:,} sold, "
+      f"{room['refused_orders']:,} orders refused) | - |")
+    issued = metrics.get("seckill_queue_entries_issued_total")
+    expired = metrics.get("seckill_queue_places_expired_total")
+    if issued is not None:
+        w(f"| entry tokens issued / units | {issued:,.0f} / {room['sold']:,} ({expired or 0:,.0f} places skipped, "
+          f"their holders gone) | - |")
+    push = room["sold_out_push_ms"]
+    w(f"| `sold_out` pushed to the waiting streams | p50 {ms(push['p50'])}, p90 {ms(push['p90'])}, p99 "
+      f"{ms(push['p99'])}, max {ms(push['max'])} ({push['count']:,} streams) | - |")
+    if rss is not None:
+        w(f"| ingress peak RSS | {rss / 1024:,.0f} MiB | - |")
+    pre, after = room.get("rank_correlation_pre_queue"), room.get("rank_correlation_after_start")
+    fmt = lambda v: f"{v:+.3f}" if v is not None else "-"
+    w(f"| rank correlation of arrival and place: pre-queue (shuffled) / after the start (first come) | {fmt(pre)} / "
+      f"{fmt(after)} | - |")
+    used = {p: cores(cpu, "queue", p) for p in ("ingress", "processor", "projector", "kafka", "redis")}
+    if any(value is not None for value in used.values()):
+        w("| cores used over the scenario | " + ", ".join(
+            f"{p} {value:.2f}" for p, value in used.items() if value is not None) + " | - |")
+    w("")
+
+
 def cpu_rows(results):
     """Every row of cpu.jsonl: CPU seconds of one process over one scenario's wall time."""
     path = results / "cpu.jsonl"
@@ -308,8 +365,9 @@ def main():
     results, notes = Path(sys.argv[1]), Path(sys.argv[2])
     machine = dict(line.split("=", 1) for line in (results / "machine.env").read_text().splitlines())
     load = {p.stem: json.loads(p.read_text()) for p in results.glob("*.json")}
-    # The payments probe's report is not a load generator's.
+    # The payments and waiting-room probes' reports are not a load generator's.
     load.pop("payments", None)
+    load.pop("queue", None)
     rss = [json.loads(line) for line in (results / "peak_rss.jsonl").read_text().splitlines()]
     admit = redis_benchmark(results / "redis_admit.csv")
     sold_out_script = redis_benchmark(results / "redis_sold_out.csv")
@@ -398,6 +456,7 @@ def main():
     w("")
     read_side(w, results, floor)
     payments(w, results, floor)
+    waiting_room(w, results, floor)
     cpu = cpu_rows(results)
     kafka_idle(w, cpu)
     fsync_diagnostic(w, load, cpu, burst, e2e)
@@ -447,7 +506,7 @@ def main():
             generator = "none (no traffic)"
         elif own:
             generator = ", ".join(f"{run['loadgen_cores']:.2f}" for run in own if run)
-        elif scenario in ("waiters", "streams_idle", "payments"):
+        elif scenario in ("waiters", "streams_idle", "payments", "queue"):
             generator = "live-probe (not measured)"
         else:
             generator = "wrk (not measured)"
@@ -469,6 +528,15 @@ def hot_only():
     print("\n".join(out))
 
 
+def queue_only():
+    """`report.py --queue RESULTS`: the waiting room's section alone."""
+    results = Path(sys.argv[2])
+    floor = median_wrk(results, "warp_floor") if list(results.glob("warp_floor.*.wrk")) else None
+    out = []
+    waiting_room(out.append, results, floor)
+    print("\n".join(out))
+
+
 def payments_only():
     """`report.py --payments RESULTS`: the payments section alone (a
     `BENCH_ONLY=payments` run, which writes no BENCHMARKS.md)."""
@@ -484,5 +552,7 @@ if __name__ == "__main__":
         hot_only()
     elif sys.argv[1:2] == ["--payments"]:
         payments_only()
+    elif sys.argv[1:2] == ["--queue"]:
+        queue_only()
     else:
         main()

@@ -15,10 +15,12 @@
 //! live-probe streams --url URL --tokens FILE --ready FILE --hold-seconds 10
 //! live-probe payments --url URL --sandbox URL --orders FILE --concurrency 64
 //! live-probe sign-webhooks --secret whsec_sandbox --count N --out FILE
+//! live-probe queue   --url URL --voucher ID --begins-at T --tokens FILE --streams N --late N --ready FILE
 //! ```
 
 mod orders;
 mod payments;
+mod queue;
 mod signed;
 mod streams;
 mod waiters;
@@ -101,6 +103,31 @@ enum Command {
         #[arg(long, default_value_t = 120)]
         wait_seconds: u64,
     },
+    /// Puts every token's user in a queue-mode sale's waiting room before
+    /// its start (the last `late` after it), holds `streams` place streams,
+    /// buys on each turn, and reports (JSON on stdout).
+    Queue {
+        #[arg(long)]
+        url: String,
+        #[arg(long)]
+        voucher: String,
+        /// The sale's `begins_at` (RFC 3339).
+        #[arg(long)]
+        begins_at: chrono::DateTime<chrono::Utc>,
+        #[arg(long)]
+        tokens: PathBuf,
+        #[arg(long)]
+        streams: usize,
+        #[arg(long, default_value_t = 0)]
+        late: usize,
+        #[arg(long, default_value_t = 256)]
+        concurrency: usize,
+        /// Written once every stream is open.
+        #[arg(long)]
+        ready: PathBuf,
+        #[arg(long, default_value_t = 120)]
+        settle_seconds: u64,
+    },
     /// Writes `count` signed `payment_intent.created` callbacks, one
     /// `SIGNATURE<TAB>BODY` per line, for `bench/wrk/webhook.lua`.
     SignWebhooks {
@@ -151,6 +178,11 @@ async fn main() -> anyhow::Result<()> {
             payments::run(&target, &lines(&orders)?, concurrency).await?
         }
         Command::SignWebhooks { secret, count, out } => signed::write(&secret, count, &out)?,
+        Command::Queue { url, voucher, begins_at, tokens, streams, late, concurrency, ready, settle_seconds } => {
+            let settle = Duration::from_secs(settle_seconds);
+            let crowd = queue::Crowd { url, voucher, begins_at, streams, late, concurrency, settle };
+            queue::run(&crowd, &lines(&tokens)?, &ready).await?
+        }
     };
     println!("{report}");
     Ok(())
