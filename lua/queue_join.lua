@@ -17,8 +17,8 @@
 --
 -- Returns {code, attempt, state}:
 --   {"joined", attempt, "w"}      a new place (the record is in the outbox)
---   {"held", attempt, state}      the user holds a place already (waiting, or served and not lapsed,
---                                 or used): nothing changed
+--   {"held", attempt, state}      the user holds a place already (waiting, or served and not lapsed):
+--                                 nothing changed
 --   {"unknown_voucher", "", ""}   no such voucher, or not a queue-mode one
 --   {"not_open", opens_ms, ""}    before the room opens, or before its seed is committed in the log
 --   {"ended", ends_ms, ""}        after the sale
@@ -27,8 +27,9 @@
 -- Before the sale begins (the Redis clock) a place's score is the user's
 -- shuffle key: the first 13 hex digits of SHA-1("<seed>:<user>"), below
 -- 2^52. After, it is 2^52 + seq: first come, first placed, behind the whole
--- pre-queue. A place that expired (or whose token lapsed unused) may be
--- taken again, at the back.
+-- pre-queue. A place that is over (expired, its token lapsed unused, or its
+-- token spent on an order) may be taken again, at the back: one place at a
+-- time per user, one order per place.
 if #KEYS ~= 6 or #ARGV ~= 4 then
   return redis.error_reply("queue_join.lua: expects 6 KEYS and 4 ARGV")
 end
@@ -51,7 +52,7 @@ local place = redis.call("HGET", KEYS[4], ARGV[1])
 local attempt = 1
 if place then
   local held, state, _, extra = string.match(place, "^(%d+)|(%a)|(%d*)|(.*)$")
-  local lapsed = state == "x" or (state == "s" and tonumber(extra) <= now_ms)
+  local lapsed = state == "x" or state == "u" or (state == "s" and tonumber(extra) <= now_ms)
   if not lapsed then
     return {"held", held, state}
   end

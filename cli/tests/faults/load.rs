@@ -9,9 +9,12 @@
 //! expiry. On a priced voucher, owners pay instead of confirming: they ask
 //! for the order's payment and pay it at the provider's sandbox, some pay a
 //! second checkout of the same order too (a duplicate the platform must
-//! refund), others let the payment window close. An admin keeps adding
-//! stock to the small voucher and pausing and resuming the big one, with an
-//! `Idempotency-Key` each.
+//! refund), others let the payment window close. On a queue-mode voucher
+//! a user first takes a place in its waiting room, watches it (long-polls)
+//! until the turn comes, and orders with the entry token (retried with the
+//! same `Idempotency-Key` as any order; a place that expires is taken
+//! again). An admin keeps adding stock to the small voucher and pausing and
+//! resuming the big one, with an `Idempotency-Key` each.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -105,6 +108,8 @@ struct Client {
     sandbox: String,
     /// The vouchers whose orders are paid.
     priced: Arc<HashSet<String>>,
+    /// The vouchers whose orders need the waiting room's entry token.
+    queued: Arc<HashSet<String>>,
     tally: Arc<Mutex<Tally>>,
 }
 
@@ -122,16 +127,51 @@ impl Client {
         }
     }
 
-    async fn order(&self, voucher: &str, user: &str, quantity: u64, key: Option<&str>) -> Seen {
+    async fn order(&self, voucher: &str, user: &str, quantity: u64, key: Option<&str>, entry: Option<&str>) -> Seen {
+        let body = match entry {
+            Some(entry) => json!({ "quantity": quantity, "entry_token": entry }),
+            None => json!({ "quantity": quantity }),
+        };
         let mut request = self
             .http
             .post(format!("{}/api/v1/vouchers/{voucher}/orders", self.base))
             .header("authorization", format!("Bearer {}", user_token(user)))
-            .json(&json!({ "quantity": quantity }));
+            .json(&body);
         if let Some(key) = key {
             request = request.header("idempotency-key", key);
         }
         self.send(request).await
+    }
+
+    /// `user`'s entry token for queue-mode `voucher`: takes a place (or
+    /// keeps the one held) and long-polls it a few times for the turn.
+    /// None when the turn did not come (yet), the room answered an error,
+    /// or nothing is left.
+    async fn entry(&self, voucher: &str, user: &str) -> Option<String> {
+        let authorization = format!("Bearer {}", user_token(user));
+        let join = self.http.post(format!("{}/api/v1/vouchers/{voucher}/queue", self.base));
+        let (status, body) = self.send(join.header("authorization", &authorization)).await;
+        if !matches!(status.as_u16(), 200 | 201) {
+            assert!(matches!(status.as_u16(), 429 | 502 | 503), "a join answered {status}: {body}");
+            return None;
+        }
+        let mut seen = body;
+        for _ in 0..4 {
+            match seen["state"].as_str() {
+                Some("your_turn") => return seen["entry_token"].as_str().map(str::to_owned),
+                Some("waiting") => {}
+                // Over (expired, sold out): the next round joins again.
+                _ => return None,
+            }
+            let me = self.http.get(format!("{}/api/v1/vouchers/{voucher}/queue/me?wait=2s", self.base));
+            let (status, body) = self.send(me.header("authorization", &authorization)).await;
+            if status != StatusCode::OK {
+                assert!(matches!(status.as_u16(), 429 | 502 | 503), "queue/me answered {status}: {body}");
+                return None;
+            }
+            seen = body;
+        }
+        None
     }
 
     /// The owner reads `order` at once: never `404` from its `202` on,
@@ -248,11 +288,19 @@ impl Client {
             let user = format!("{round}{client}-{}", n % USERS_PER_CLIENT);
             let quantity = 1 + (n as u64 / USERS_PER_CLIENT as u64) % 2;
             let key = (n % 4 == 0).then(|| format!("{round}{client}-{n}"));
-            let seen = self.order(voucher, &user, quantity, key.as_deref()).await;
+            let entry = if self.queued.contains(voucher) {
+                match self.entry(voucher, &user).await {
+                    Some(entry) => Some(entry),
+                    None => continue,
+                }
+            } else {
+                None
+            };
+            let seen = self.order(voucher, &user, quantity, key.as_deref(), entry.as_deref()).await;
             let order = record(&self.tally, voucher, &user, quantity, seen);
             if let (Some(order), Some(key)) = (&order, &key) {
                 // The answer "lost": the same request again must name the same order.
-                let (status, body) = self.order(voucher, &user, quantity, Some(key)).await;
+                let (status, body) = self.order(voucher, &user, quantity, Some(key), entry.as_deref()).await;
                 if status == StatusCode::ACCEPTED {
                     assert_eq!(body["order_id"].as_str(), Some(order.as_str()), "a retry makes no second order");
                     self.tally.lock().expect("tally").retries_answered_alike += 1;
@@ -341,12 +389,14 @@ impl Load {
         let stop = CancellationToken::new();
         let tally = Arc::new(Mutex::new(Tally::default()));
         let priced = Arc::new(vouchers.iter().filter(|v| v.priced).map(|v| v.id.clone()).collect());
+        let queued = Arc::new(vouchers.iter().filter(|v| v.queued).map(|v| v.id.clone()).collect());
         let vouchers: Vec<String> = vouchers.iter().map(|v| v.id.clone()).collect();
         let client = Client {
             http: http.clone(),
             base: base.to_owned(),
             sandbox: sandbox.to_owned(),
             priced,
+            queued,
             tally: Arc::clone(&tally),
         };
         let mut actors = JoinSet::new();

@@ -51,7 +51,8 @@ const RECOVERY_BOUND: Duration = Duration::from_secs(90);
 /// after 2 s, paused and resumed by the admin), one small that sells out and
 /// gets stock added (limit 2), and one priced (EUR 2.50, limit 2), whose
 /// orders are paid through the provider's sandbox or expire unpaid after
-/// 3 s.
+/// 3 s, and one queue-mode (limit 2, unclaimed orders expire after 2 s)
+/// whose buyers come through its waiting room.
 async fn under_load() -> (Cluster, Vec<Voucher>, Load) {
     under_load_on(tokio::task::block_in_place(Cluster::start)).await
 }
@@ -61,8 +62,10 @@ async fn under_load_on(cluster: Cluster) -> (Cluster, Vec<Voucher>, Load) {
     let mut vouchers = Vec::new();
     for (stock, limit, hold_seconds, price) in [(1_000_000, 3, 2, 0), (40, 2, 0, 0), (1_000, 2, 3, 250)] {
         let id = create_priced_voucher(&cluster, stock, limit, hold_seconds, price).await;
-        vouchers.push(Voucher { id, limit, holds: hold_seconds > 0, priced: price > 0 });
+        vouchers.push(Voucher { id, limit, holds: hold_seconds > 0, priced: price > 0, queued: false });
     }
+    let id = create_queue_voucher(&cluster, 300, 2, 2).await;
+    vouchers.push(Voucher { id, limit: 2, holds: true, priced: false, queued: true });
     let load = Load::start(&cluster.http, cluster.entry(), "a", &vouchers, CLIENTS, PAUSE);
     (cluster, vouchers, load)
 }
@@ -173,6 +176,31 @@ async fn create_priced_voucher(cluster: &Cluster, stock: u64, limit: u32, paymen
         .expect("ingress answers");
     assert_eq!(response.status(), StatusCode::CREATED);
     let created: serde_json::Value = response.json().await.expect("json");
+    created["voucher_id"].as_str().expect("id").to_owned()
+}
+
+/// A queue-mode sale open now for an hour: its room serves 200 places a
+/// second while entries open stay under 1.5 × the units left; places idle
+/// for 5 s are skipped, entries admit for 5 s.
+async fn create_queue_voucher(cluster: &Cluster, stock: u64, limit: u32, hold_seconds: u32) -> String {
+    let now = chrono::Utc::now();
+    let body = json!({
+        "stock": stock, "per_user_limit": limit, "payment_seconds": hold_seconds,
+        "begins_at": now - chrono::Duration::seconds(1), "ends_at": now + chrono::Duration::hours(1),
+        "mode": "queue", "queue_factor": 1.5, "queue_entry_rate": 200, "queue_idle_seconds": 5,
+        "queue_token_seconds": 5,
+    });
+    let response = cluster
+        .http
+        .post(format!("{}/api/v1/vouchers", cluster.url(Service::Ingress)))
+        .header("authorization", format!("Bearer {TEST_ADMIN_TOKEN}"))
+        .json(&body)
+        .send()
+        .await
+        .expect("ingress answers");
+    let status = response.status();
+    let created: serde_json::Value = response.json().await.expect("json");
+    assert_eq!(status, StatusCode::CREATED, "{created}");
     created["voucher_id"].as_str().expect("id").to_owned()
 }
 

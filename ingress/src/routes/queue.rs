@@ -5,8 +5,8 @@
 //! ingress) answers the place held, `200`, and changes nothing; a new place
 //! is `201`. An `Idempotency-Key` is checked like the order route's and
 //! honoured by that rule: a retry with it gets the same place. A place that
-//! expired (its holder stopped watching when its turn came) may be taken
-//! again, at the back. The answer is the user's status, as
+//! is over (skipped because its holder stopped watching, its entry lapsed,
+//! or its entry spent on an order) may be taken again, at the back. The answer is the user's status, as
 //! `GET …/queue/me` gives it.
 
 use std::sync::Arc;
