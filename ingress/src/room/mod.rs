@@ -31,6 +31,9 @@ use warp::http::StatusCode;
 
 /// How far back the entry rate is measured.
 const RATE_WINDOW: Duration = Duration::from_secs(10);
+/// Shortest time between two wake-ups of a room's waiters for its serving
+/// number alone.
+const PUBLISH_MOVES_EVERY: Duration = Duration::from_millis(250);
 
 /// Why a room could not be opened here.
 #[derive(Debug, thiserror::Error)]
@@ -61,6 +64,8 @@ pub(crate) struct RoomHandle {
     watchers: Mutex<HashMap<UserId, u32>>,
     /// (when, serving number) over the last [`RATE_WINDOW`].
     samples: Mutex<VecDeque<(Instant, u64)>>,
+    /// When waiters were last woken.
+    published: Mutex<Instant>,
 }
 
 /// A room as last read: what every waiter of it is told.
@@ -150,6 +155,7 @@ impl Rooms {
             view: watch::Sender::new(RoomView::unknown()),
             watchers: Mutex::default(),
             samples: Mutex::default(),
+            published: Mutex::new(Instant::now()),
         });
         Ok(Some(Arc::clone(self.rooms.lock().expect("rooms lock").entry(voucher).or_insert(handle))))
     }
@@ -233,9 +239,22 @@ impl RoomHandle {
             remaining: summary.remaining,
             rate,
         };
+        // A new state wakes the waiters at once; a serving number moving
+        // on, at most every PUBLISH_MOVES_EVERY: a fast room would
+        // otherwise wake every waiter every tick.
+        let mut published = self.published.lock().expect("published lock");
         self.view.send_if_modified(|current| {
-            let news = current.differs(&view);
-            *current = view;
+            let news =
+                current.state != view.state || current.differs(&view) && published.elapsed() >= PUBLISH_MOVES_EVERY;
+            if news {
+                *current = view;
+                *published = Instant::now();
+            } else {
+                // Kept current for readers that look without waiting.
+                current.places = view.places;
+                current.remaining = view.remaining;
+                current.rate = view.rate;
+            }
             news
         });
     }

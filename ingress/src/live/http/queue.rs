@@ -2,7 +2,9 @@
 //! `?wait=10s`, a long-poll answered when the place changes) and
 //! `GET /api/v1/vouchers/{id}/queue/me/stream` (Server-Sent Events, a
 //! `queue` event each time it changes; the stream ends after the place is
-//! settled: an order placed with its entry, or expired).
+//! settled: an order placed with its entry, or expired). A new state (the
+//! turn, sold out, expired) is told at once; a place moving forward at most
+//! once a second.
 //!
 //! Reading a place marks it watched, and so does an open stream (the room
 //! driver marks its holders), so a place expires only when its holder is
@@ -31,9 +33,20 @@ use crate::room::{QueueStatus, RoomHandle, RoomView, Rooms};
 
 /// How long a waiter trusts its place read without reading it again.
 const REREAD_EVERY: Duration = Duration::from_secs(5);
-/// Shortest time between two pushes to one stream: a fast-moving room
-/// coalesces into a few events a second.
-const MIN_PUSH_INTERVAL: Duration = Duration::from_millis(250);
+/// Shortest time between two answers that only move a place forward (a
+/// stream's events, a long-poll's answer): a fast-moving room is told once
+/// a second. A new state (the turn, sold out, expired) is told at once.
+const MOVE_EVERY: Duration = Duration::from_secs(1);
+
+/// What a room's change did to a user's status.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Change {
+    None,
+    /// The place moved forward (position, serving number).
+    Moved,
+    /// Its state changed, or its token or order appeared.
+    State,
+}
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -85,11 +98,11 @@ impl Follow {
         })
     }
 
-    /// The status after the room moved to `view`; true when it differs
-    /// from the one told last. The place is read again only when the
+    /// The status after the room moved to `view`, and how it differs from
+    /// the one before. The place is read again only when the
     /// serving number passed it, when the seed's reveal gives a pre-queue
     /// place its number, or while an entry's time may run out.
-    async fn update(&mut self, view: &RoomView) -> Result<bool, ApiError> {
+    async fn update(&mut self, view: &RoomView) -> Result<Change, ApiError> {
         let started = !matches!(view.state, RoomState::Before | RoomState::Uncommitted);
         let must_read = match &self.place.state {
             PlaceState::Waiting => match self.place.number {
@@ -107,16 +120,23 @@ impl Follow {
         } else {
             self.handle.status(&self.user, &self.place, view)
         };
-        let changed = !same(&next, &self.status);
+        let change = compare(&self.status, &next);
         self.status = next;
-        Ok(changed)
+        Ok(change)
     }
 }
 
-/// Two statuses tell the same (the clock aside).
-fn same(a: &QueueStatus, b: &QueueStatus) -> bool {
-    (a.state, a.place, a.position, a.serving, &a.entry_token, a.order_id)
-        == (b.state, b.place, b.position, b.serving, &b.entry_token, b.order_id)
+/// How `after` differs from `before` (the clock aside).
+fn compare(before: &QueueStatus, after: &QueueStatus) -> Change {
+    if (before.state, &before.entry_token, before.order_id, before.attempt)
+        != (after.state, &after.entry_token, after.order_id, after.attempt)
+    {
+        Change::State
+    } else if (before.place, before.position, before.serving) != (after.place, after.position, after.serving) {
+        Change::Moved
+    } else {
+        Change::None
+    }
 }
 
 async fn read(rooms: &Rooms, handle: &RoomHandle, user: &UserId) -> Result<(Place, QueueStatus), ApiError> {
@@ -155,8 +175,13 @@ async fn get_me(
         }
     })?;
     let mut views = follow.handle.subscribe();
-    let deadline = tokio::time::Instant::now() + wait;
+    let started = tokio::time::Instant::now();
+    let deadline = started + wait;
+    // A move is answered once the poll has waited MOVE_EVERY (or at its
+    // deadline), so a client polling a fast room asks about once a second.
+    let mut moved = false;
     loop {
+        let moved_due = if moved { (started + MOVE_EVERY).min(deadline) } else { deadline };
         tokio::select! {
             changed = views.changed() => {
                 if changed.is_err() {
@@ -164,12 +189,16 @@ async fn get_me(
                 }
             }
             () = tokio::time::sleep(REREAD_EVERY) => {}
+            () = tokio::time::sleep_until(moved_due), if moved => return Ok(reply(&follow.status, Some("changed"))),
             () = tokio::time::sleep_until(deadline) => return Ok(reply(&follow.status, Some("timeout"))),
             () = live.closing.cancelled() => return Ok(reply(&follow.status, Some("timeout"))),
         }
         let view = views.borrow_and_update().clone();
-        if follow.update(&view).await? {
-            return Ok(reply(&follow.status, Some("changed")));
+        match follow.update(&view).await? {
+            Change::State => return Ok(reply(&follow.status, Some("changed"))),
+            Change::Moved if started.elapsed() >= MOVE_EVERY => return Ok(reply(&follow.status, Some("changed"))),
+            Change::Moved => moved = true,
+            Change::None => {}
         }
     }
 }
@@ -203,21 +232,24 @@ async fn stream_me(
             if sender.send(Event::default().event("queue").data(body)).await.is_err() || follow.status.settled() {
                 return;
             }
+            let pushed = tokio::time::Instant::now();
+            let mut moved = false;
             loop {
                 tokio::select! {
                     () = sender.closed() => return,
                     () = open.live.closing.cancelled() => return,
                     changed = views.changed() => if changed.is_err() { return },
                     () = tokio::time::sleep(REREAD_EVERY) => {}
+                    () = tokio::time::sleep_until(pushed + MOVE_EVERY), if moved => break,
                 }
-                tokio::time::sleep(MIN_PUSH_INTERVAL).await;
                 let view = views.borrow_and_update().clone();
                 match follow.update(&view).await {
-                    Ok(true) => break,
-                    Ok(false) => {}
-                    // Redis unreachable for a moment: keep the stream, try
-                    // again at the next change.
-                    Err(_) => {}
+                    Ok(Change::State) => break,
+                    Ok(Change::Moved) if pushed.elapsed() >= MOVE_EVERY => break,
+                    Ok(Change::Moved) => moved = true,
+                    // Nothing new, or Redis unreachable for a moment: keep
+                    // the stream, try again at the next change.
+                    Ok(Change::None) | Err(_) => {}
                 }
             }
         }
