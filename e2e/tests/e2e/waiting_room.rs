@@ -186,7 +186,7 @@ async fn a_queue_sale_is_served_in_the_committed_shuffle_one_order_per_entry() {
     let sales = seckill_core::topics::Topics::with_prefix(&platform.infra.namespace).sales;
     let records = platform
         .read_topic(&sales, |messages| {
-            messages.iter().filter_map(|m| decode(m)).filter(|e| matches!(e, Event::QueueEntryIssued(_))).count()
+            messages.iter().filter_map(decode).filter(|e| matches!(e, Event::QueueEntryIssued(_))).count()
                 > STOCK as usize
         })
         .await;

@@ -3,6 +3,7 @@
 //! one paid at the payment provider's checkout (its sandbox).
 
 mod driver;
+mod queue;
 
 use chrono::{Duration, Utc};
 use fantoccini::{Client, Locator};

@@ -1,0 +1,239 @@
+//! A queue-mode sale on the sale page: the buyer joins the waiting room
+//! before the start (the pre-queue), sees a position once the places are
+//! drawn, follows it as the people ahead buy (and the sale sells out and
+//! gets a unit back), and buys with the entry on their turn.
+//!
+//! The pre-queue is a shuffle whose seed nobody knows before the start, so
+//! where the page's buyer lands among the four is up to the draw: the sale
+//! is paused over the start so that every place shows a position first,
+//! then the test serves whoever is ahead (API users buy with their entry
+//! tokens; a sell-out gets one unit added) until it is the page's turn.
+
+use std::collections::HashSet;
+
+use chrono::{Duration, Utc};
+use fantoccini::{Client, Locator};
+use reqwest::StatusCode;
+use seckill_devstack::user_token;
+use serde_json::{json, Value};
+
+use super::driver::{artifacts, Browser};
+use super::{text, until_text};
+use crate::helpers::{eventually, Platform, DEADLINE};
+
+const BUYER: &str = "queue-browser";
+/// The others in the room, through the API: two join before the page's
+/// buyer, one after.
+const OTHERS: [&str; 3] = ["queue-api-1", "queue-api-2", "queue-api-3"];
+const STOCK: u64 = 2;
+
+/// Joins the room as `user` (retried while the room's seed is being
+/// committed); the new place.
+async fn join(platform: &Platform, voucher: &str, user: &str) -> Value {
+    eventually(|| async {
+        let (status, body) = platform.post(&format!("/api/v1/vouchers/{voucher}/queue"), Some(user), None).await;
+        if status == StatusCode::CONFLICT && body["error"] == "queue_not_open" {
+            return None;
+        }
+        assert_eq!(status, StatusCode::CREATED, "{user} joins: {body}");
+        Some(body)
+    })
+    .await
+}
+
+/// `user`'s place as `GET …/queue/me` tells it (which keeps it watched).
+async fn me(platform: &Platform, voucher: &str, user: &str) -> Value {
+    let response = platform
+        .http
+        .get(format!("{}/api/v1/vouchers/{voucher}/queue/me", platform.base))
+        .header("authorization", Platform::as_user(user))
+        .send()
+        .await
+        .expect("answers");
+    assert_eq!(response.status(), StatusCode::OK, "{user}'s place");
+    response.json().await.expect("a status")
+}
+
+async fn order_with(platform: &Platform, voucher: &str, user: &str, token: &str) -> (StatusCode, Value) {
+    let response = platform
+        .http
+        .post(format!("{}/api/v1/vouchers/{voucher}/orders", platform.base))
+        .header("authorization", Platform::as_user(user))
+        .json(&json!({ "entry_token": token }))
+        .send()
+        .await
+        .expect("answers");
+    let status = response.status();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+/// The place as the page shows it: `#queue-status`'s state, position and
+/// text, read at once (the page re-renders between separate reads).
+async fn shown_place(client: &Client) -> (String, Option<u64>, String) {
+    let script = "const s = document.getElementById('queue-status'); \
+                  return [s.dataset.state, s.dataset.position, s.textContent];";
+    let read = client.execute(script, Vec::new()).await.expect("#queue-status");
+    let field = |i: usize| read[i].as_str().unwrap_or_default().to_owned();
+    (field(0), field(1).parse().ok(), field(2))
+}
+
+/// Waits until the page shows the place in `wanted`; its position and text.
+async fn until_place(client: &Client, wanted: &str) -> (Option<u64>, String) {
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    loop {
+        let (state, position, shown) = shown_place(client).await;
+        if state == wanted {
+            return (position, shown);
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the page still shows the place {state:?}: {shown:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+/// Waits until the button `#id` is displayed and enabled.
+async fn until_enabled(client: &Client, id: &str) -> fantoccini::elements::Element {
+    let button = client.find(Locator::Id(id)).await.unwrap_or_else(|e| panic!("#{id}: {e}"));
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    while !(button.is_displayed().await.expect("shown") && button.is_enabled().await.expect("state")) {
+        assert!(tokio::time::Instant::now() < deadline, "#{id} never enabled");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    button
+}
+
+async fn screenshot(client: &Client, name: &str) {
+    let path = artifacts().join(name);
+    std::fs::write(&path, client.screenshot().await.expect("a screenshot")).expect("saved");
+    println!("screenshot: {}", path.display());
+}
+
+async fn set_paused(platform: &Platform, voucher: &str, paused: bool) {
+    let (status, body) = platform.update_voucher(voucher, json!({ "paused": paused })).await;
+    assert_eq!((status, body["paused"].as_bool()), (StatusCode::OK, Some(paused)), "{body}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_buyer_waits_in_the_queue_and_buys_on_their_turn_in_a_browser() {
+    let platform = Platform::start().await;
+    // The browser first (the slow part): the pre-queue must still be open
+    // when the page joins it, on a loaded machine too.
+    let browser = Browser::start().await;
+    let begins = Utc::now() + Duration::seconds(10);
+    let voucher = platform
+        .create_voucher_from(json!({
+            "stock": STOCK, "per_user_limit": 1, "begins_at": begins, "ends_at": begins + Duration::hours(1),
+            "title": "Waiting-room sneakers", "mode": "queue", "queue_factor": 1.0,
+            "queue_idle_seconds": 60, "queue_token_seconds": 120,
+        }))
+        .await;
+
+    // Two others take a place first: places are not numbered yet.
+    for user in &OTHERS[..2] {
+        let place = join(&platform, &voucher, user).await;
+        assert_eq!((place["state"].as_str(), &place["place"]), (Some("waiting"), &Value::Null), "{place}");
+    }
+
+    let client = &browser.client;
+    client.goto(&format!("{}/sale/{voucher}", platform.base)).await.expect("the page loads");
+    client.find(Locator::Id("token")).await.expect("#token").send_keys(&user_token(BUYER)).await.expect("typed");
+    client.find(Locator::Id("save-identity")).await.expect("#save-identity").click().await.expect("clicked");
+    assert_eq!(until_text(client, "who", |who| who == BUYER).await, BUYER);
+
+    // A waiting room instead of the Buy button, the countdown as ever.
+    let join_button = until_enabled(client, "join").await;
+    assert_eq!(join_button.text().await.expect("text"), "Join the waiting room");
+    assert!(!client.find(Locator::Id("buy")).await.expect("#buy").is_displayed().await.expect("shown"));
+    let countdown = text(client, "countdown").await;
+    assert!(countdown.starts_with("00:00:"), "seconds to the start: {countdown}");
+    assert!(Utc::now() + Duration::seconds(1) < begins, "the page joins before the start (raise the start's margin)");
+    join_button.click().await.expect("joined");
+    let (_, shown) = until_place(client, "pre_queue").await;
+    assert_eq!(shown, "You are in the pre-queue: places are drawn at the start");
+    screenshot(client, "queue-pre-queue.png").await;
+
+    // The third one joins; the sale is paused over the start, so that every
+    // place first shows its position (at the start a running sale gives
+    // the first places their turn at once).
+    join(&platform, &voucher, OTHERS[2]).await;
+    set_paused(&platform, &voucher, true).await;
+    assert!(Utc::now() < begins, "the sale was paused before the start (raise the start's margin)");
+
+    // The start: the seed is revealed, the pre-queue gets its places.
+    let (position, shown) = until_place(client, "waiting").await;
+    let position = position.expect("a position");
+    assert!((1..=4).contains(&position), "{position}");
+    assert!(shown.starts_with(&format!("Position {position} ({} ahead), serving 0", position - 1)), "{shown}");
+    screenshot(client, "queue-position.png").await;
+    for user in OTHERS {
+        let place = eventually(|| async { Some(me(&platform, &voucher, user).await).filter(|p| p["place"].is_u64()) });
+        assert_eq!(place.await["state"], "waiting");
+    }
+
+    // The sale resumes: those ahead are served and buy; a sell-out keeps
+    // the page's buyer in line until a unit is added.
+    set_paused(&platform, &voucher, false).await;
+    let mut seen = vec![format!("waiting {position}")];
+    let mut bought: HashSet<&str> = HashSet::new();
+    let mut stock = STOCK;
+    let mut seen_sold_out = false;
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    loop {
+        let (state, at, shown) = shown_place(client).await;
+        let now_shown = match at {
+            Some(at) => format!("{state} {at}"),
+            None => state.clone(),
+        };
+        if seen.last() != Some(&now_shown) {
+            seen.push(now_shown);
+        }
+        if state == "your_turn" {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "never the page's turn; it shows {shown:?} ({seen:?})");
+        if state == "sold_out" && !seen_sold_out {
+            assert_eq!(shown, "Sold out — you keep your place in case units come back");
+            screenshot(client, "queue-sold-out.png").await;
+            seen_sold_out = true;
+        }
+        for user in OTHERS {
+            if bought.contains(user) {
+                continue;
+            }
+            let place = me(&platform, &voucher, user).await;
+            if let (Some("your_turn"), Some(token)) = (place["state"].as_str(), place["entry_token"].as_str()) {
+                let (status, body) = order_with(&platform, &voucher, user, token).await;
+                assert_eq!(status, StatusCode::ACCEPTED, "{user} buys: {body}");
+                bought.insert(user);
+            }
+        }
+        // Every unit went to the others: once the page says so, one more.
+        if bought.len() as u64 == stock && state == "sold_out" {
+            let (status, body) = platform.update_voucher(&voucher, json!({ "add_stock": 1 })).await;
+            assert_eq!(status, StatusCode::OK, "{body}");
+            stock += 1;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    println!("the page showed: {seen:?}");
+    assert!(bought.len() as u64 >= position - 1, "everyone ahead was served first ({seen:?})");
+
+    // The turn: the entry's time counting down, and the Buy button.
+    let (_, shown) = until_place(client, "your_turn").await;
+    assert_eq!(shown, "Your turn: buy before your entry expires");
+    let left = until_text(client, "entry-expires", |left| left.starts_with("00:01:") || left == "00:02:00").await;
+    assert!(left.as_str() <= "00:02:00", "at most queue_token_seconds: {left}");
+    let buy = until_enabled(client, "buy").await;
+    screenshot(client, "queue-your-turn.png").await;
+    buy.click().await.expect("bought");
+
+    // The order, as for any sale: pending, then created.
+    until_text(client, "order-status", |status| status == "CREATED").await;
+    let order = text(client, "order-id").await;
+    let (status, shown) = platform.get(&format!("{}/api/v1/orders/{order}", platform.base)).await;
+    assert_eq!((status, shown["user_id"].as_str()), (StatusCode::OK, Some(BUYER)), "{shown}");
+    let (_, shown) = until_place(client, "ordered").await;
+    assert_eq!(shown, "Your entry placed your order");
+    assert_eq!(me(&platform, &voucher, BUYER).await["order_id"].as_str(), Some(order.as_str()));
+    screenshot(client, "queue-ordered.png").await;
+    browser.close().await;
+}
