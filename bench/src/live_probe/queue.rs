@@ -57,7 +57,7 @@ pub(crate) async fn run(crowd: &Crowd, tokens: &[String], ready: &Path) -> anyho
 
     // The pre-queue: everyone joins, as fast as the ingress takes them.
     let joining = Instant::now();
-    let joins = |range: std::ops::Range<usize>| {
+    let joins = |range: std::ops::Range<usize>, at_once: usize| {
         let (arrivals, join_url) = (Arc::clone(&arrivals), join_url.clone());
         stream::iter(range)
             .map(move |index| {
@@ -71,10 +71,11 @@ pub(crate) async fn run(crowd: &Crowd, tokens: &[String], ready: &Path) -> anyho
                     (status == 201).then_some((index, arrival, body["place"].as_u64()))
                 }
             })
-            .buffer_unordered(crowd.concurrency)
+            .buffer_unordered(at_once)
             .collect::<Vec<_>>()
     };
-    let joined: Vec<(usize, usize, Option<u64>)> = joins(0..early).await.into_iter().flatten().collect();
+    let joined: Vec<(usize, usize, Option<u64>)> =
+        joins(0..early, crowd.concurrency).await.into_iter().flatten().collect();
     let join_seconds = joining.elapsed().as_secs_f64();
     eprintln!("    {} of {early} joined in {join_seconds:.1} s", joined.len());
     let mut arrival_of = vec![usize::MAX; tokens.len()];
