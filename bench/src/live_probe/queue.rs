@@ -111,7 +111,9 @@ pub(crate) async fn run(crowd: &Crowd, tokens: &[String], ready: &Path) -> anyho
 
     // After the start: first come, first placed.
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let late: Vec<(usize, usize, Option<u64>)> = joins(early..tokens.len()).await.into_iter().flatten().collect();
+    // One at a time, so that "first" is well defined: each join is answered
+    // before the next is sent.
+    let late: Vec<(usize, usize, Option<u64>)> = joins(early..tokens.len(), 1).await.into_iter().flatten().collect();
     let me_url = format!("{}/api/v1/vouchers/{}/queue/me", crowd.url, crowd.voucher);
     let late_places: Vec<(usize, u64)> = stream::iter(late.iter().copied())
         .map(|(index, arrival, _)| {
