@@ -57,7 +57,7 @@ pub(crate) fn broken_rule(envelope: &Envelope) -> Option<&'static str> {
             (in_sale_years(j.joined_at), "joined_at is in 1970..=9999"),
             (j.attempt >= 1, "attempt >= 1"),
             (j.pre_queue == j.seq.is_none(), "a seq exactly after the start"),
-            (j.seq.is_none_or(|seq| seq >= 1 && seq < 1 << 52), "seq is 1..2^52"),
+            (j.seq.is_none_or(|seq| (1..1 << 52).contains(&seq)), "seq is 1..2^52"),
         ]),
         Event::QueueEntryIssued(e) => rules.extend([
             (e.place >= 1 && e.entry >= 1, "place and entry >= 1"),
