@@ -9,7 +9,7 @@
 //! (admin token) create and change vouchers; users read and act on their
 //! own orders and pay them through the payment provider, whose signed
 //! callbacks arrive at `POST /api/v1/payments/webhook`. A queue-mode sale
-//! admits through a waiting room ([`room`]): users take a place
+//! admits through a waiting room (`ingress/src/room/`): users take a place
 //! (`POST …/queue`), watch it (`GET …/queue/me`), and order with the entry
 //! token their turn gives them. The API is described by `openapi.json`.
 

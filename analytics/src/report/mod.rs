@@ -18,6 +18,7 @@
 //! attributes and a tooltip, see [`overlay`](self).
 
 mod charts;
+mod duration;
 mod html;
 mod overlay;
 mod page;

@@ -10,6 +10,7 @@ use std::fmt::Write as _;
 use chrono::{DateTime, SecondsFormat, Utc};
 
 use super::charts;
+use super::duration::duration;
 use super::html::escape;
 use super::About;
 use crate::sale::{Books, Buyers, Money, Room, Timeline, VoucherSale};
@@ -329,21 +330,6 @@ fn top_users_table(html: &mut String, buyers: &Buyers) {
     html.push_str("</tbody>\n</table>\n</div>\n");
 }
 
-/// A duration in milliseconds for people: `0.42 ms`, `850 ms`, `1.234 s`,
-/// `2 min 03 s`.
-pub(super) fn duration(ms: f64) -> String {
-    if ms < 10.0 {
-        format!("{ms:.2} ms")
-    } else if ms < 1_000.0 {
-        format!("{ms:.0} ms")
-    } else if ms < 60_000.0 {
-        format!("{:.3} s", ms / 1_000.0)
-    } else {
-        let seconds = (ms / 1_000.0).round() as u64;
-        format!("{} min {:02} s", seconds / 60, seconds % 60)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -354,13 +340,5 @@ mod tests {
             escape(r#"<a href="x">Tom & 'Jerry'</a>"#),
             "&lt;a href=&quot;x&quot;&gt;Tom &amp; &#39;Jerry&#39;&lt;/a&gt;"
         );
-    }
-
-    #[test]
-    fn durations_read_naturally() {
-        assert_eq!(duration(0.4249), "0.42 ms");
-        assert_eq!(duration(850.2), "850 ms");
-        assert_eq!(duration(1_234.0), "1.234 s");
-        assert_eq!(duration(123_456.0), "2 min 03 s");
     }
 }

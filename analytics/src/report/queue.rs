@@ -4,8 +4,8 @@
 
 use std::fmt::Write as _;
 
+use super::duration::duration;
 use super::html::escape;
-use super::page::duration;
 use crate::sale::Room;
 
 /// The two tables, side by side.

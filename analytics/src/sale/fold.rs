@@ -15,15 +15,8 @@ use seckill_core::money::Currency;
 use seckill_core::{Envelope, Event};
 use uuid::Uuid;
 
+pub use super::position::Position;
 use super::queue::QueueLog;
-
-/// Where a record sits in its topic. A voucher's records of one topic share
-/// a partition, so their offsets order them as the services read them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Position {
-    pub partition: i32,
-    pub offset: i64,
-}
 
 /// What one outcome event says happened to an order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

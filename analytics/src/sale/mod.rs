@@ -15,6 +15,7 @@
 
 mod books;
 mod fold;
+mod position;
 mod queue;
 mod read;
 mod revenue;

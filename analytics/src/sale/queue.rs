@@ -24,7 +24,7 @@ use seckill_core::ids::UserId;
 use seckill_core::{queue, Envelope, Event};
 use uuid::Uuid;
 
-use super::fold::Position;
+use super::position::Position;
 
 /// One record as first seen: where, when it was emitted, what it says.
 #[derive(Clone, Debug, PartialEq)]
