@@ -18,6 +18,12 @@
 -- the voucher is not loaded. "committed" marks only the seed it names: a
 -- room that was opened again with another seed is not marked by a late
 -- answer about the first.
+if #KEYS ~= 2 or (ARGV[1] ~= "open" and ARGV[1] ~= "committed") then
+  return redis.error_reply("queue_open.lua: expects 2 KEYS, and ARGV[1] must be open or committed")
+end
+if ARGV[1] == "open" and #ARGV ~= 9 then
+  return redis.error_reply("queue_open.lua: open expects 9 ARGV")
+end
 local ends = redis.call("HGET", KEYS[1], "ends_ms")
 if not ends then
   return {"", "", ""}
@@ -26,18 +32,13 @@ if ARGV[1] == "committed" then
   if redis.call("HGET", KEYS[2], "seed") == ARGV[2] then
     redis.call("HSET", KEYS[2], "committed", "1")
   end
-elseif ARGV[1] == "open" then
-  if #ARGV ~= 9 then
-    return redis.error_reply("queue_open.lua: open expects 9 ARGV")
-  end
+else
   if redis.call("EXISTS", KEYS[2]) == 0 then
     redis.call("HSET", KEYS[2], "seed", ARGV[2], "token_key", ARGV[3], "opens_ms", ARGV[4],
       "factor_percent", ARGV[5], "entry_rate", ARGV[6], "idle_ms", ARGV[7], "token_ms", ARGV[8],
       "committed", "0", "revealed", "0", "cursor", "0", "issued", "0", "expired", "0", "seq", "0", "joined", "0")
     redis.call("PEXPIREAT", KEYS[2], tonumber(ends) + tonumber(ARGV[9]))
   end
-else
-  return redis.error_reply("queue_open.lua: ARGV[1] must be open or committed")
 end
 local room = redis.call("HMGET", KEYS[2], "seed", "token_key", "committed")
 return {room[1] or "", room[2] or "", room[3] or ""}

@@ -428,7 +428,7 @@ async fn full_holder(cluster: &Cluster, voucher: &Voucher) -> (String, String) {
             .into_iter()
             .flatten()
             .filter(|o| {
-                o["voucher_id"] == voucher.id.as_str() && matches!(o["status"].as_str(), Some("CREATED" | "CONFIRMED"))
+                o["voucher_id"] == voucher.id.as_str() && matches!(o["status"].as_str(), Some("CREATED" | "PAID"))
             })
             .collect();
         let units: u64 = holding.iter().filter_map(|o| o["quantity"].as_u64()).sum();

@@ -12,6 +12,9 @@ fn script(name: &str) -> Script {
         "admit.lua" => include_str!("../../../lua/admit.lua"),
         "freeze_transfers.lua" => include_str!("../../../lua/freeze_transfers.lua"),
         "load_voucher.lua" => include_str!("../../../lua/load_voucher.lua"),
+        "queue_advance.lua" => include_str!("../../../lua/queue_advance.lua"),
+        "queue_join.lua" => include_str!("../../../lua/queue_join.lua"),
+        "queue_open.lua" => include_str!("../../../lua/queue_open.lua"),
         "release.lua" => include_str!("../../../lua/release.lua"),
         "remove_published.lua" => include_str!("../../../lua/remove_published.lua"),
         "restore.lua" => include_str!("../../../lua/restore.lua"),
@@ -67,10 +70,18 @@ async fn bad_arguments_are_refused_by_name_and_change_nothing(h: &Harness) {
     }
 
     // The right counts, values that make no sense.
-    let cases: [(&str, usize, Vec<&str>, &str); 12] = [
-        ("admit.lua", 6, vec!["u", "0", "o", "", "r", "v", "10", "1000", "1"], "quantity must be a positive integer"),
+    let cases: [(&str, usize, Vec<&str>, &str); 15] = [
+        (
+            "admit.lua",
+            8,
+            vec!["u", "0", "o", "", "r", "v", "10", "1000", "1", "", ""],
+            "quantity must be a positive integer",
+        ),
         ("release.lua", 5, vec!["u", "-1", "o", "", "1000"], "quantity must be a positive integer"),
-        ("load_voucher.lua", 10, vec!["5", "0", "x", "1", "0", "1000", "1", "5", "0", ""], "must be numbers"),
+        ("load_voucher.lua", 10, vec!["5", "0", "x", "1", "0", "1000", "1", "5", "0", "", "fcfs"], "must be numbers"),
+        ("queue_open.lua", 2, vec!["reopen"], "ARGV[1] must be open or committed"),
+        ("queue_join.lua", 6, vec!["u"], "expects 6 KEYS and 4 ARGV"),
+        ("queue_advance.lua", 7, vec!["id"], "expects 7 KEYS and 5 ARGV"),
         ("update_voucher.lua", 10, vec!["id", "", "", "0", "0", "0", "0"], "the TTL must be a number, at least 1"),
         ("update_voucher.lua", 10, vec!["id", "2", "", "0", "1000", "0", "0"], "paused must be 1, 0 or empty"),
         ("update_voucher.lua", 10, vec!["id", "", "soon", "0", "1000", "0", "0"], "ends_ms must be a number"),
