@@ -143,28 +143,39 @@ impl Client {
         self.send(request).await
     }
 
-    /// `user`'s entry token for queue-mode `voucher`: takes a place (or
-    /// keeps the one held) and long-polls it a few times for the turn.
-    /// None when the turn did not come (yet), the room answered an error,
-    /// or nothing is left.
+    /// `user`'s entry token for queue-mode `voucher`, as a client holding
+    /// a place does: reads it (a read, outside the order rate), takes a new
+    /// one only when there is none or it is over, and long-polls a few
+    /// times for the turn. None when the turn did not come (yet), the room
+    /// answered an error, or nothing is left.
     async fn entry(&self, voucher: &str, user: &str) -> Option<String> {
         let authorization = format!("Bearer {}", user_token(user));
-        let join = self.http.post(format!("{}/api/v1/vouchers/{voucher}/queue", self.base));
-        let (status, body) = self.send(join.header("authorization", &authorization)).await;
-        if !matches!(status.as_u16(), 200 | 201) {
-            assert!(matches!(status.as_u16(), 429 | 502 | 503), "a join answered {status}: {body}");
+        let me = |wait: &str| {
+            let url = format!("{}/api/v1/vouchers/{voucher}/queue/me{wait}", self.base);
+            self.http.get(url).header("authorization", &authorization)
+        };
+        let (status, mut seen) = self.send(me("")).await;
+        let over = seen["state"] == "expired" || seen["order_id"].is_string();
+        if status == StatusCode::NOT_FOUND || (status == StatusCode::OK && over) {
+            let join = self.http.post(format!("{}/api/v1/vouchers/{voucher}/queue", self.base));
+            let (status, body) = self.send(join.header("authorization", &authorization)).await;
+            if !matches!(status.as_u16(), 200 | 201) {
+                assert!(matches!(status.as_u16(), 429 | 502 | 503), "a join answered {status}: {body}");
+                return None;
+            }
+            seen = body;
+        } else if status != StatusCode::OK {
+            assert!(matches!(status.as_u16(), 429 | 502 | 503), "queue/me answered {status}: {seen}");
             return None;
         }
-        let mut seen = body;
         for _ in 0..4 {
             match seen["state"].as_str() {
                 Some("your_turn") => return seen["entry_token"].as_str().map(str::to_owned),
                 Some("waiting") => {}
-                // Over (expired, sold out): the next round joins again.
+                // Sold out, or expired since: the next round tries again.
                 _ => return None,
             }
-            let me = self.http.get(format!("{}/api/v1/vouchers/{voucher}/queue/me?wait=2s", self.base));
-            let (status, body) = self.send(me.header("authorization", &authorization)).await;
+            let (status, body) = self.send(me("?wait=2s")).await;
             if status != StatusCode::OK {
                 assert!(matches!(status.as_u16(), 429 | 502 | 503), "queue/me answered {status}: {body}");
                 return None;

@@ -18,6 +18,7 @@ use seckill_core::{queue, Envelope, UserId};
 use serde_json::{json, Value};
 
 use crate::helpers::{eventually, Platform};
+use crate::live::sse::SseStream;
 
 const STOCK: u64 = 5;
 const EARLY: usize = 30;
@@ -235,4 +236,85 @@ async fn a_queue_sale_is_served_in_the_committed_shuffle_one_order_per_entry() {
 fn decode(message: &seckill_kafka::OwnedMessage) -> Option<Event> {
     use seckill_kafka::Message as _;
     Envelope::decode(message.payload()?).ok().map(|envelope| envelope.event)
+}
+
+/// The place's stream: the pre-queue's place without a number, then the
+/// turn with its token for one and the position for the other; the buyer's
+/// stream ends once its entry placed the order, the other's says sold out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_place_is_pushed_on_its_stream_from_the_pre_queue_to_the_order() {
+    let platform = Platform::start().await;
+    let begins = Utc::now() + chrono::Duration::seconds(3);
+    let voucher = platform
+        .create_voucher_from(json!({
+            "stock": 1, "begins_at": begins, "ends_at": begins + chrono::Duration::hours(1),
+            "mode": "queue", "queue_factor": 1.0,
+        }))
+        .await;
+    let stream_url = format!("{}/api/v1/vouchers/{voucher}/queue/me/stream", platform.base);
+    let auth = |user: &str| [("authorization", Platform::as_user(user))];
+    let refused = SseStream::request(&platform.http, &stream_url, &auth("nobody")).await;
+    assert_eq!(refused.status(), StatusCode::NOT_FOUND);
+    let body: Value = refused.json().await.expect("json");
+    assert_eq!(body["error"], "not_in_queue");
+    let fcfs = platform.create_voucher(1, 1).await;
+    let fcfs_url = format!("{}/api/v1/vouchers/{fcfs}/queue/me/stream", platform.base);
+    let refused = SseStream::request(&platform.http, &fcfs_url, &auth("nobody")).await;
+    assert_eq!(refused.status(), StatusCode::CONFLICT);
+
+    let users = ["s1", "s2"];
+    let mut streams = Vec::new();
+    for user in users {
+        let (status, body) = platform.post(&format!("/api/v1/vouchers/{voucher}/queue"), Some(user), None).await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+        let mut stream = SseStream::open(&platform.http, &stream_url, &auth(user)).await;
+        let first = stream.next(Duration::from_secs(10)).await.expect("an event at once");
+        assert_eq!(first.event.as_deref(), Some("queue"));
+        let status = first.json();
+        assert_eq!((status["state"].as_str(), &status["place"]), (Some("waiting"), &Value::Null), "{status}");
+        streams.push(stream);
+    }
+    // After the start: one is served, the other told its position.
+    let mut turn = None;
+    let mut position = None;
+    for (user, stream) in users.iter().zip(streams.iter_mut()) {
+        loop {
+            let event = stream.next(Duration::from_secs(30)).await.expect("the start is pushed");
+            let status = event.json();
+            if status["state"] == "your_turn" {
+                turn = Some((*user, status["entry_token"].as_str().expect("a token").to_owned()));
+                break;
+            }
+            if status["position"] == 1 && status["place"] == 2 {
+                position = Some(*user);
+                break;
+            }
+        }
+    }
+    let (buyer, token) = turn.expect("one of the two is served");
+    let waiter = position.expect("the other is told its position");
+    let (status, body) = order_with(&platform, &platform.base, &voucher, buyer, &token).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    let (buyer_stream, waiter_stream) = if buyer == users[0] {
+        streams.split_at_mut(1)
+    } else {
+        let (a, b) = streams.split_at_mut(1);
+        (b, a)
+    };
+    let settled = loop {
+        let event = buyer_stream[0].next(Duration::from_secs(30)).await.expect("the order is pushed");
+        let status = event.json();
+        if status["order_id"] == body["order_id"] {
+            break status;
+        }
+    };
+    assert_eq!(settled["state"], "your_turn");
+    assert!(buyer_stream[0].next(Duration::from_secs(10)).await.is_none(), "a settled place's stream ends");
+    loop {
+        let event = waiter_stream[0].next(Duration::from_secs(30)).await.expect("the sell-out is pushed");
+        if event.json()["state"] == "sold_out" {
+            break;
+        }
+    }
+    let _ = waiter;
 }

@@ -39,6 +39,7 @@ impl Rooms {
             tokio::select! {
                 () = closing.cancelled() => break,
                 _ = tick.tick() => {}
+                () = self.nudge.notified() => {}
             }
             if discovered.is_none_or(|at| at.elapsed() >= DISCOVER_EVERY) {
                 discovered = Some(Instant::now());

@@ -48,6 +48,9 @@ pub(crate) enum RoomError {
 #[derive(Debug)]
 pub(crate) struct Rooms {
     pub(crate) metrics: QueueMetrics,
+    /// Wakes the driver before its next tick (the last unit was just sold:
+    /// waiters hear it now rather than a tick later).
+    nudge: tokio::sync::Notify,
     gate: Gate,
     producer: EventProducer,
     topics: Topics,
@@ -132,7 +135,12 @@ impl QueueStatus {
 
 impl Rooms {
     pub(crate) fn new(gate: Gate, producer: EventProducer, topics: Topics, metrics: QueueMetrics) -> Self {
-        Self { metrics, gate, producer, topics, rooms: Mutex::default() }
+        Self { metrics, nudge: tokio::sync::Notify::new(), gate, producer, topics, rooms: Mutex::default() }
+    }
+
+    /// Moves the rooms on now (the stock of some sale just changed).
+    pub(crate) fn nudge(&self) {
+        self.nudge.notify_one();
     }
 
     pub(crate) fn gate(&self) -> &Gate {
@@ -270,7 +278,8 @@ impl RoomHandle {
             position: None,
             people_ahead: None,
             serving,
-            places: view.places,
+            // The room's count is a tick old; a place is never beyond it.
+            places: view.places.max(place.number.unwrap_or(0)),
             estimated_wait_seconds: None,
             entry_token: None,
             entry_expires_at: None,

@@ -125,6 +125,10 @@ async fn place_order(
         Admission::Admitted { remaining } => {
             if remaining == 0 {
                 ingress.live.voucher_changed(voucher);
+                // A waiting room tells its crowd the sell-out now.
+                if entry.is_some() {
+                    ingress.rooms.nudge();
+                }
             }
         }
         Admission::Backlogged { entries } => {
