@@ -4,14 +4,17 @@
 //! prints one row per voucher: orders accepted, created, failed, cancelled
 //! and paid, units sold against the stock, when the last unit went and
 //! how long after the first order and the sale's start, and the accept →
-//! decision latency. See `seckill_analytics::stats` for the definitions.
+//! decision latency; then, for queue-mode sales, their waiting rooms (places
+//! taken before and after the start, served, skipped, entries spent). See
+//! `seckill_analytics::stats` for the definitions.
 
 use std::path::PathBuf;
 
 use crate::tool_config::ToolConfig;
 use anyhow::Context;
 use clap::Args;
-use seckill_analytics::stats::{stats_from_log, VoucherStats};
+use seckill_analytics::stats::{stats_and_queues_from_log, QueueStats, VoucherStats};
+use seckill_analytics::table::write_aligned;
 use seckill_core::config;
 use seckill_core::VoucherId;
 
@@ -44,18 +47,56 @@ pub(crate) struct StatsArgs {
 
 pub(crate) async fn run(args: StatsArgs) -> anyhow::Result<()> {
     let config: ToolConfig = config::load(args.config.as_deref()).context("loading the config")?;
-    let mut stats = stats_from_log(&config.kafka).await.context("reading the sales and orders topics")?;
+    let (mut stats, mut rooms) =
+        stats_and_queues_from_log(&config.kafka).await.context("reading the sales and orders topics")?;
     if let Some(voucher) = args.voucher {
         stats.retain(|s| s.voucher_id == voucher);
+        rooms.retain(|room| room.voucher_id == voucher);
         anyhow::ensure!(!stats.is_empty(), "voucher {voucher} does not appear in the log");
     }
     if args.json {
-        let json = serde_json::to_string_pretty(&stats).context("encoding the statistics")?;
+        // The array of vouchers stays what it was; the rooms are in the
+        // queue-mode vouchers' own `waiting_room` member.
+        let mut json = serde_json::to_value(&stats).context("encoding the statistics")?;
+        if let Some(vouchers) = json.as_array_mut() {
+            for voucher in vouchers {
+                let id = voucher["voucher_id"].as_str().unwrap_or_default().to_owned();
+                if let Some(room) = rooms.iter().find(|room| room.voucher_id.to_string() == id) {
+                    voucher["waiting_room"] = serde_json::to_value(room).context("encoding a waiting room")?;
+                }
+            }
+        }
+        let json = serde_json::to_string_pretty(&json).context("encoding the statistics")?;
         crate::output::emit(&format!("{json}\n"))?;
     } else {
-        crate::output::emit(&table(&stats))?;
+        let mut out = table(&stats);
+        if !rooms.is_empty() {
+            out.push('\n');
+            out.push_str(&rooms_table(&rooms));
+        }
+        crate::output::emit(&out)?;
     }
     Ok(())
+}
+
+/// The waiting rooms of queue-mode sales, one row each.
+fn rooms_table(rooms: &[QueueStats]) -> String {
+    let header = ["waiting room of", "joined", "pre-queue", "after start", "served", "skipped", "entries spent"];
+    let mut rows = vec![header.map(str::to_owned).to_vec()];
+    rows.extend(rooms.iter().map(|room| {
+        vec![
+            room.voucher_id.to_string(),
+            room.joined.to_string(),
+            room.joined_pre_queue.to_string(),
+            room.joined.saturating_sub(room.joined_pre_queue).to_string(),
+            room.served.to_string(),
+            room.expired.to_string(),
+            room.entries_used.to_string(),
+        ]
+    }));
+    let mut out = String::new();
+    write_aligned(&mut out, &rows);
+    out
 }
 
 /// The column headers of the table, in order.
