@@ -27,6 +27,10 @@ const DISCOVER_EVERY: Duration = Duration::from_secs(1);
 const MARK_WATCHED_EVERY: Duration = Duration::from_secs(2);
 /// Most advance calls per room per tick.
 const MOST_CALLS_PER_TICK: u32 = 10;
+/// How often a room whose sale is over is looked at (its keys outlive the
+/// sale by `redis.ended_sale_ttl_seconds`, a week by default; an admin may
+/// still move the end later).
+const ENDED_EVERY: Duration = Duration::from_secs(5);
 
 impl Rooms {
     /// Runs until `closing`.
@@ -48,6 +52,9 @@ impl Rooms {
             let (mut waiting, mut open) = (0, 0);
             let rooms = self.known();
             for handle in &rooms {
+                if handle.ended_and_seen_within(ENDED_EVERY) {
+                    continue;
+                }
                 if let Some(summary) = self.advance(handle).await {
                     if !matches!(summary.state, RoomState::Ended | RoomState::Before) {
                         waiting += summary.places.saturating_sub(summary.cursor);

@@ -69,6 +69,8 @@ pub(crate) struct RoomHandle {
     samples: Mutex<VecDeque<(Instant, u64)>>,
     /// When waiters were last woken.
     published: Mutex<Instant>,
+    /// When the room was last moved on.
+    advanced: Mutex<Instant>,
 }
 
 /// A room as last read: what every waiter of it is told.
@@ -164,6 +166,7 @@ impl Rooms {
             watchers: Mutex::default(),
             samples: Mutex::default(),
             published: Mutex::new(Instant::now()),
+            advanced: Mutex::new(Instant::now()),
         });
         Ok(Some(Arc::clone(self.rooms.lock().expect("rooms lock").entry(voucher).or_insert(handle))))
     }
@@ -227,8 +230,14 @@ impl RoomHandle {
         self.view.subscribe()
     }
 
+    /// Whether the room's sale is over and it was looked at within `every`.
+    fn ended_and_seen_within(&self, every: Duration) -> bool {
+        self.view.borrow().state == RoomState::Ended && self.advanced.lock().expect("advanced lock").elapsed() < every
+    }
+
     /// Takes a summary in; waiters are woken only when it says something new.
     fn update(&self, summary: &RoomSummary) {
+        *self.advanced.lock().expect("advanced lock") = Instant::now();
         let rate = {
             let mut samples = self.samples.lock().expect("samples lock");
             let now = Instant::now();
