@@ -166,17 +166,7 @@ async fn create_priced_voucher(cluster: &Cluster, stock: u64, limit: u32, paymen
         body["currency"] = "EUR".into();
         body["title"] = "A priced voucher".into();
     }
-    let response = cluster
-        .http
-        .post(format!("{}/api/v1/vouchers", cluster.url(Service::Ingress)))
-        .header("authorization", format!("Bearer {TEST_ADMIN_TOKEN}"))
-        .json(&body)
-        .send()
-        .await
-        .expect("ingress answers");
-    assert_eq!(response.status(), StatusCode::CREATED);
-    let created: serde_json::Value = response.json().await.expect("json");
-    created["voucher_id"].as_str().expect("id").to_owned()
+    create_voucher_from(cluster, &body).await
 }
 
 /// A queue-mode sale open now for an hour: its room serves 200 places a
@@ -190,11 +180,16 @@ async fn create_queue_voucher(cluster: &Cluster, stock: u64, limit: u32, hold_se
         "mode": "queue", "queue_factor": 1.5, "queue_entry_rate": 200, "queue_idle_seconds": 5,
         "queue_token_seconds": 5,
     });
+    create_voucher_from(cluster, &body).await
+}
+
+/// Creates a voucher from a whole request body (admin); its id.
+async fn create_voucher_from(cluster: &Cluster, body: &serde_json::Value) -> String {
     let response = cluster
         .http
         .post(format!("{}/api/v1/vouchers", cluster.url(Service::Ingress)))
         .header("authorization", format!("Bearer {TEST_ADMIN_TOKEN}"))
-        .json(&body)
+        .json(body)
         .send()
         .await
         .expect("ingress answers");

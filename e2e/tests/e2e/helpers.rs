@@ -323,6 +323,21 @@ impl Platform {
             .await
     }
 
+    /// Places an order as `user` through the ingress at `base` (several
+    /// run in some tests) with a waiting room's `entry_token`.
+    pub async fn order_with_entry(&self, base: &str, voucher: &str, user: &str, token: &str) -> (StatusCode, Value) {
+        let response = self
+            .http
+            .post(format!("{base}/api/v1/vouchers/{voucher}/orders"))
+            .header("authorization", Self::as_user(user))
+            .json(&json!({ "entry_token": token }))
+            .send()
+            .await
+            .expect("ingress answers");
+        let status = response.status();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
     /// `PATCH /api/v1/vouchers/{voucher}` (admin).
     pub async fn update_voucher(&self, voucher: &str, change: Value) -> (StatusCode, Value) {
         let response = self

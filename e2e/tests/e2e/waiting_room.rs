@@ -36,19 +36,6 @@ async fn me(platform: &Platform, base: &str, voucher: &str, user: &str, wait: Op
     (status, response.json().await.unwrap_or(Value::Null))
 }
 
-async fn order_with(platform: &Platform, base: &str, voucher: &str, user: &str, token: &str) -> (StatusCode, Value) {
-    let response = platform
-        .http
-        .post(format!("{base}/api/v1/vouchers/{voucher}/orders"))
-        .header("authorization", Platform::as_user(user))
-        .json(&json!({ "entry_token": token }))
-        .send()
-        .await
-        .expect("answers");
-    let status = response.status();
-    (status, response.json().await.unwrap_or(Value::Null))
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_queue_sale_is_served_in_the_committed_shuffle_one_order_per_entry() {
     let platform = Platform::start().await;
@@ -112,16 +99,16 @@ async fn a_queue_sale_is_served_in_the_committed_shuffle_one_order_per_entry() {
     let (holder, status_body) = turns.iter().next().expect("a turn");
     let token = status_body["entry_token"].as_str().expect("a token").to_owned();
     let outsider = everyone.iter().find(|user| !turns.contains_key(*user)).expect("someone waits");
-    let (status, body) = order_with(&platform, &platform.base, &voucher, outsider, &token).await;
+    let (status, body) = platform.order_with_entry(&platform.base, &voucher, outsider, &token).await;
     assert_eq!((status, body["error"].as_str()), (StatusCode::FORBIDDEN, Some("entry_token_invalid")), "{body}");
     let forged = format!("{}x", &token[..token.len() - 1]);
-    let (status, body) = order_with(&platform, &platform.base, &voucher, holder, &forged).await;
+    let (status, body) = platform.order_with_entry(&platform.base, &voucher, holder, &forged).await;
     assert_eq!((status, body["error"].as_str()), (StatusCode::FORBIDDEN, Some("entry_token_invalid")), "{body}");
 
     // One token through both ingresses at once: one order.
     let (a, b) = tokio::join!(
-        order_with(&platform, &platform.base, &voucher, holder, &token),
-        order_with(&platform, &second, &voucher, holder, &token),
+        platform.order_with_entry(&platform.base, &voucher, holder, &token),
+        platform.order_with_entry(&second, &voucher, holder, &token),
     );
     let accepted: Vec<&Value> =
         [&a, &b].into_iter().filter(|(s, _)| *s == StatusCode::ACCEPTED).map(|(_, b)| b).collect();
@@ -149,9 +136,9 @@ async fn a_queue_sale_is_served_in_the_committed_shuffle_one_order_per_entry() {
     let buying = async {
         let mut orders = vec![accepted[0]["order_id"].as_str().expect("order id").to_owned()];
         for (user, body) in turns.iter().filter(|(user, _)| *user != holder) {
-            let (status, body) =
-                order_with(&platform, &platform.base, &voucher, user, body["entry_token"].as_str().expect("token"))
-                    .await;
+            let (status, body) = platform
+                .order_with_entry(&platform.base, &voucher, user, body["entry_token"].as_str().expect("token"))
+                .await;
             assert_eq!(status, StatusCode::ACCEPTED, "{body}");
             orders.push(body["order_id"].as_str().expect("order id").to_owned());
         }
@@ -293,7 +280,7 @@ async fn a_place_is_pushed_on_its_stream_from_the_pre_queue_to_the_order() {
     }
     let (buyer, token) = turn.expect("one of the two is served");
     let waiter = position.expect("the other is told its position");
-    let (status, body) = order_with(&platform, &platform.base, &voucher, buyer, &token).await;
+    let (status, body) = platform.order_with_entry(&platform.base, &voucher, buyer, &token).await;
     assert_eq!(status, StatusCode::ACCEPTED, "{body}");
     let (buyer_stream, waiter_stream) = if buyer == users[0] {
         streams.split_at_mut(1)

@@ -54,19 +54,6 @@ async fn me(platform: &Platform, voucher: &str, user: &str) -> Value {
     response.json().await.expect("a status")
 }
 
-async fn order_with(platform: &Platform, voucher: &str, user: &str, token: &str) -> (StatusCode, Value) {
-    let response = platform
-        .http
-        .post(format!("{}/api/v1/vouchers/{voucher}/orders", platform.base))
-        .header("authorization", Platform::as_user(user))
-        .json(&json!({ "entry_token": token }))
-        .send()
-        .await
-        .expect("answers");
-    let status = response.status();
-    (status, response.json().await.unwrap_or(Value::Null))
-}
-
 /// The place as the page shows it: `#queue-status`'s state, position and
 /// text, read at once (the page re-renders between separate reads).
 async fn shown_place(client: &Client) -> (String, Option<u64>, String) {
@@ -201,7 +188,7 @@ async fn a_buyer_waits_in_the_queue_and_buys_on_their_turn_in_a_browser() {
             }
             let place = me(&platform, &voucher, user).await;
             if let (Some("your_turn"), Some(token)) = (place["state"].as_str(), place["entry_token"].as_str()) {
-                let (status, body) = order_with(&platform, &voucher, user, token).await;
+                let (status, body) = platform.order_with_entry(&platform.base, &voucher, user, token).await;
                 assert_eq!(status, StatusCode::ACCEPTED, "{user} buys: {body}");
                 bought.insert(user);
             }
