@@ -11,7 +11,8 @@
 --                                              paused ("1" while paused; absent or "0" otherwise),
 --                                              keys_expire_ms (the expiry KEYS[2], [3], [5] last got),
 --                                              shards (buckets of the voucher; absent: 1),
---                                              mode ("queue": an entry token is required)
+--                                              mode ("queue": an entry token is required; "draw": a win),
+--                                              challenge_bits (a proof of work is required when above 0)
 -- KEYS[2]  bought hash   <prefix>:{t}:bought   user id -> units admitted to that user
 -- KEYS[3]  orders hash   <prefix>:{t}:orders   user id -> the user's latest admitted order id
 -- KEYS[4]  retries hash  <prefix>:{t}:retries  "<user id>|<Idempotency-Key>" -> order id
@@ -19,9 +20,14 @@
 --                                              order, or "fenced" (settle.lua: never to be admitted)
 -- KEYS[6]  outbox stream admitted orders not yet in the log: <prefix>:outbox on a single Redis;
 --                        on a Redis Cluster the bucket's own <prefix>:{t}:outbox, in the same slot
--- KEYS[7]  places hash   <prefix>:{t}:places   the waiting room's places (queue_join.lua):
---                                              user id -> "<attempt>|<state>|<entry>|<extra>"
--- KEYS[8]  holds zset    <prefix>:{t}:holds    entry tokens not yet used (queue_advance.lua)
+-- KEYS[7]  places hash   <prefix>:{t}:places   the waiting room's places (queue_join.lua), or a draw's
+--                                              entries (draw_enter.lua): user id -> "<attempt>|<state>|
+--                                              <entry or rank>|<extra>"
+-- KEYS[8]  holds zset    <prefix>:{t}:holds    entry tokens (queue_advance.lua) or wins (draw_advance.lua)
+--                                              not yet used
+-- KEYS[9]  solved zset   <prefix>:{t}:solved   challenge nonce -> its expiry (ms): proofs of work spent
+-- KEYS[10] pace hash     <prefix>:{t}:pace     "u:<user>" / "a:<address>" -> "<tokens>|<ms>": the
+--                                              per-user and per-address admission buckets
 -- ARGV[1]  user id
 -- ARGV[2]  quantity, an integer >= 1
 -- ARGV[3]  the order id to record when admitted
@@ -35,7 +41,17 @@
 -- ARGV[9]  the number of buckets the caller took the voucher to have (the user's bucket follows from it)
 -- ARGV[10] the entry (token id) the request presents, "" when none: a queue-mode voucher admits an
 --          order only for the user's entry that is served, unexpired and unused, and spends it
--- ARGV[11] the encoded QueueEntryUsed record appended with the order when ARGV[10] is spent ("" when none)
+-- ARGV[11] the encoded QueueEntryUsed record appended with the order when ARGV[10] is spent; on a
+--          draw voucher the DrawWinUsed record without its rank (the script adds it); "" when none
+-- ARGV[12] the solved challenge's nonce, "" when none was presented (the caller checked the signature
+--          and the solution)
+-- ARGV[13] leading zero bits the solution has
+-- ARGV[14] the challenge's expiry (Unix ms, as signed)
+-- ARGV[15] requests per second one user may make on this voucher (a token bucket; 0: no limit)
+-- ARGV[16] the user's bucket size (burst)
+-- ARGV[17] the client's address, "" when not known
+-- ARGV[18] requests per second one address may make on this voucher (0: no limit)
+-- ARGV[19] the address's bucket size
 --
 -- Returns a two-element array {code, detail}, both strings:
 --   {"admitted", remaining_after}          stock and the user's count were taken (or, for an order id
@@ -60,6 +76,19 @@
 --   {"entry_expired", expires_ms}          the entry's time is over
 --   {"entry_used", order_id}               the entry admitted this order before (under another order
 --                                          id: a retry without the Idempotency-Key); nothing changed
+--   {"not_won", ""}                        a draw voucher and the user holds no win (yet)
+--   {"window_closed", ends_ms}             the user's purchase window is over
+--   {"win_used", order_id}                 the win admitted this order before; nothing changed
+--   {"rate_limited", retry_after_ms}       the user's or the address's bucket is empty; nothing changed
+--   {"challenge_required", bits}           the voucher asks for a proof of work and none was presented
+--   {"challenge_too_easy", bits}           the solution has fewer bits than the voucher asks
+--   {"challenge_expired", expires_ms}      the challenge's time is over (the Redis clock)
+--   {"challenge_used", ""}                 this challenge paid for a request before; nothing changed
+--
+-- A proof of work pays for one attempt: it is spent as soon as it is
+-- checked, whatever the answer after it (sold out, the limit), so a bot
+-- pays for every try. The buckets are taken before it: a request refused
+-- for its pace spends nothing.
 --
 -- Every admitted order id is recorded in the admitted hash, so a caller
 -- whose call timed out can find out what happened (settle.lua), and a call
@@ -78,8 +107,8 @@
 -- ingress instance (on a cluster, the clock of the bucket's master: keep the
 -- masters' clocks synchronised). The bucket's keys share one hash tag, and
 -- so does its outbox on a cluster. The script builds no key names itself.
-if #KEYS ~= 8 or #ARGV ~= 11 then
-  return redis.error_reply("admit.lua: expects 8 KEYS and 11 ARGV")
+if #KEYS ~= 10 or #ARGV ~= 19 then
+  return redis.error_reply("admit.lua: expects 10 KEYS and 19 ARGV")
 end
 local quantity = tonumber(ARGV[2])
 if not quantity or quantity < 1 or quantity ~= math.floor(quantity) then
@@ -87,7 +116,8 @@ if not quantity or quantity < 1 or quantity ~= math.floor(quantity) then
 end
 
 local voucher = redis.call("HMGET", KEYS[1],
-  "remaining", "begins_ms", "ends_ms", "limit", "paused", "keys_expire_ms", "shards", "price", "currency", "mode")
+  "remaining", "begins_ms", "ends_ms", "limit", "paused", "keys_expire_ms", "shards", "price", "currency", "mode",
+  "challenge_bits")
 if not voucher[1] then
   return {"unknown_voucher", ""}
 end
@@ -121,6 +151,39 @@ end
 
 local clock = redis.call("TIME")
 local now_ms = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+local keys_expire = tonumber(voucher[3]) + tonumber(ARGV[8])
+
+-- The pace: a token bucket per user and per address, by the Redis clock,
+-- shared by every ingress. Both are judged before either is taken from.
+local paces = {}
+local function pace(field, rate, burst)
+  if rate <= 0 or field == "a:" then
+    return 0
+  end
+  local tokens = burst
+  local state = redis.call("HGET", KEYS[10], field)
+  if state then
+    local left, at = string.match(state, "^([%d.]+)|(%d+)$")
+    tokens = math.min(burst, tonumber(left) + math.max(now_ms - tonumber(at), 0) * rate / 1000)
+  end
+  if tokens < 1 then
+    return math.ceil((1 - tokens) * 1000 / rate)
+  end
+  paces[#paces + 1] = {field, string.format("%.3f|%d", tokens - 1, now_ms)}
+  return 0
+end
+local wait = math.max(pace("u:" .. ARGV[1], tonumber(ARGV[15]), tonumber(ARGV[16])),
+  pace("a:" .. ARGV[17], tonumber(ARGV[18]), tonumber(ARGV[19])))
+if wait > 0 then
+  return {"rate_limited", tostring(wait)}
+end
+for _, taken in ipairs(paces) do
+  redis.call("HSET", KEYS[10], taken[1], taken[2])
+end
+if #paces > 0 then
+  redis.call("PEXPIREAT", KEYS[10], keys_expire)
+end
+
 if now_ms < tonumber(voucher[2]) then
   return {"not_started", voucher[2]}
 end
@@ -131,16 +194,51 @@ if voucher[5] == "1" then
   return {"paused", ""}
 end
 
+-- The proof of work: spent here, once.
+local bits = tonumber(voucher[11] or "0") or 0
+if bits > 0 then
+  if ARGV[12] == "" then
+    return {"challenge_required", tostring(bits)}
+  end
+  if tonumber(ARGV[13]) < bits then
+    return {"challenge_too_easy", tostring(bits)}
+  end
+  if now_ms >= tonumber(ARGV[14]) then
+    return {"challenge_expired", ARGV[14]}
+  end
+  if redis.call("ZSCORE", KEYS[9], ARGV[12]) then
+    return {"challenge_used", ""}
+  end
+  redis.call("ZREMRANGEBYSCORE", KEYS[9], "-inf", now_ms)
+  redis.call("ZADD", KEYS[9], ARGV[14], ARGV[12])
+  redis.call("PEXPIREAT", KEYS[9], keys_expire)
+end
+
 -- A waiting room's entry: checked here, spent below with the admission, so
 -- one entry admits one order whichever ingress each retry reaches.
 local place
-if voucher[10] == "queue" then
+local entry = ARGV[10]
+if voucher[10] == "draw" then
+  -- A draw's win: the user's own, within its window, spent with the order.
+  place = redis.call("HGET", KEYS[7], ARGV[1]) or ""
+  local _, state, rank, extra = string.match(place, "^(%d+)|(%a)|(%d*)|(.*)$")
+  if state == "u" then
+    return {"win_used", extra}
+  end
+  if state ~= "s" then
+    return {"not_won", ""}
+  end
+  if now_ms >= tonumber(extra) then
+    return {"window_closed", extra}
+  end
+  entry = rank
+elseif voucher[10] == "queue" then
   if ARGV[10] == "" then
     return {"entry_required", ""}
   end
   place = redis.call("HGET", KEYS[7], ARGV[1]) or ""
-  local _, state, entry, extra = string.match(place, "^(%d+)|(%a)|(%d*)|(.*)$")
-  if entry ~= ARGV[10] then
+  local _, state, held, extra = string.match(place, "^(%d+)|(%a)|(%d*)|(.*)$")
+  if held ~= ARGV[10] then
     return {"entry_invalid", ""}
   end
   if state == "u" then
@@ -189,9 +287,13 @@ if ARGV[4] ~= "" then
   redis.call("HSET", KEYS[4], ARGV[4], ARGV[3])
 end
 if place then
-  redis.call("HSET", KEYS[7], ARGV[1], string.match(place, "^(%d+)|") .. "|u|" .. ARGV[10] .. "|" .. ARGV[3])
-  redis.call("ZREM", KEYS[8], ARGV[10])
-  redis.call("XADD", KEYS[6], "*", "key", ARGV[6], "record", ARGV[11])
+  redis.call("HSET", KEYS[7], ARGV[1], string.match(place, "^(%d+)|") .. "|u|" .. entry .. "|" .. ARGV[3])
+  redis.call("ZREM", KEYS[8], entry)
+  local used = ARGV[11]
+  if voucher[10] == "draw" then
+    used = string.sub(used, 1, -2) .. string.format(',"rank":%s}', entry)
+  end
+  redis.call("XADD", KEYS[6], "*", "key", ARGV[6], "record", used)
 end
 -- Each key expires with the sale, wherever PATCH moved its end. The
 -- voucher hash remembers (keys_expire_ms) the time the bought, orders and

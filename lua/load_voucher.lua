@@ -23,6 +23,8 @@
 -- ARGV[8]  the voucher's units in all (the sum of every bucket's share)
 -- ARGV[9]  price of one unit in minor units (integer >= 0; 0: free)
 -- ARGV[10] the price's currency (ISO 4217), "" when free
+-- ARGV[11] the sale's mode: "fcfs", "queue" (orders need an entry token) or "draw" (orders need a win)
+-- ARGV[12] the proof of work each order, join or entry needs, in leading zero bits (0: none)
 --
 -- A bucket of a split voucher also keeps shards and voucher_stock (the
 -- voucher's units in all, which update_voucher.lua grows with added stock);
@@ -39,8 +41,8 @@
 -- until its first end. Every key of the voucher expires at ends_ms +
 -- ARGV[6]; KEYS[2..9] are passed so a key written before the voucher (a
 -- fence of settle.lua) gets that time too.
-if #KEYS ~= 10 or #ARGV ~= 11 then
-  return redis.error_reply("load_voucher.lua: expects 10 KEYS and 11 ARGV")
+if #KEYS ~= 10 or #ARGV ~= 12 then
+  return redis.error_reply("load_voucher.lua: expects 10 KEYS and 12 ARGV")
 end
 local ends = tonumber(redis.call("GET", KEYS[10]) or ARGV[3])
 local ttl = tonumber(ARGV[6])
@@ -58,7 +60,8 @@ end
 redis.call("HSET", KEYS[1],
   "stock", ARGV[1], "remaining", ARGV[1],
   "begins_ms", ARGV[2], "ends_ms", string.format("%d", ends), "limit", ARGV[4], "hold_seconds", ARGV[5],
-  "price", ARGV[9], "currency", ARGV[10], "mode", ARGV[11])
+  "price", ARGV[9], "currency", ARGV[10], "mode", ARGV[11],
+  "challenge_bits", ARGV[12])
 if ARGV[7] ~= "1" then
   redis.call("HSET", KEYS[1], "shards", ARGV[7], "voucher_stock", ARGV[8])
 end

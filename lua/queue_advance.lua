@@ -26,8 +26,8 @@
 -- their time passes, which frees their share for the next places. Nothing is
 -- served while the sale is paused or over, or while the outbox is full.
 --
--- Returns {state, cursor, places, issued, open, remaining, pre_queued, served_now, skipped_now, now_ms},
--- all strings; state is one of:
+-- Returns {state, cursor, places, issued, open, remaining, pre_queued, served_now, skipped_now, now_ms, ""},
+-- all strings (the last is draw_advance.lua's winners, none here); state is one of:
 --   "unknown"      no such voucher or room: nothing changed
 --   "uncommitted"  the seed's hash is not in the log yet: no joins, nothing served
 --   "before"       the sale has not begun
@@ -45,7 +45,7 @@ local room = redis.call("HMGET", KEYS[2], "seed", "committed", "revealed", "curs
 local clock = redis.call("TIME")
 local now_ms = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 if not voucher[1] or not room[1] then
-  return {"unknown", "0", "0", "0", "0", "0", "", "0", "0", tostring(now_ms)}
+  return {"unknown", "0", "0", "0", "0", "0", "", "0", "0", tostring(now_ms), ""}
 end
 local places = redis.call("ZCARD", KEYS[3])
 local cursor = tonumber(room[4])
@@ -53,7 +53,7 @@ local issued = tonumber(room[5])
 local remaining = tonumber(voucher[1])
 local function summary(state, pre_queued, served, skipped, open)
   return {state, tostring(cursor), tostring(places), tostring(issued), tostring(open), tostring(remaining),
-    pre_queued, tostring(served), tostring(skipped), tostring(now_ms)}
+    pre_queued, tostring(served), tostring(skipped), tostring(now_ms), ""}
 end
 if room[2] ~= "1" then
   return summary("uncommitted", "", 0, 0, 0)

@@ -9,11 +9,15 @@
 --                                                  waiting, s served (extra: token expiry ms),
 --                                                  u used (extra: the order id), x expired
 -- KEYS[5]  seen hash    <prefix>:{v:<id>}:seen     user -> when the holder last watched the place (ms)
--- KEYS[6]  outbox stream (admit.lua's KEYS[6])
+-- KEYS[6]  solved zset  <prefix>:{v:<id>}:solved   challenge nonce -> its expiry (ms): solutions spent
+-- KEYS[7]  outbox stream (admit.lua's KEYS[6])
 -- ARGV[1]  user id
 -- ARGV[2]  the encoded QueueJoined record without pre_queue, seq and attempt: the script adds them
 -- ARGV[3]  voucher id: the record's Kafka key
 -- ARGV[4]  outbox bound: at this many entries nothing is written
+-- ARGV[5]  the solved challenge's nonce, "" when none was presented
+-- ARGV[6]  leading zero bits the solution has (checked by the caller)
+-- ARGV[7]  the challenge's expiry (Unix ms, as signed)
 --
 -- Returns {code, attempt, state}:
 --   {"joined", attempt, "w"}      a new place (the record is in the outbox)
@@ -23,6 +27,9 @@
 --   {"not_open", opens_ms, ""}    before the room opens, or before its seed is committed in the log
 --   {"ended", ends_ms, ""}        after the sale
 --   {"backlog_full", n, ""}       the outbox is full (the log is down): nothing changed
+--   {"challenge_required", bits, ""}, {"challenge_too_easy", bits, ""}, {"challenge_expired", ms, ""},
+--   {"challenge_used", "", ""}    the voucher's proof of work (challenge_bits) was missing, too easy,
+--                                 expired or spent; a repeat join of a held place needs none
 --
 -- Before the sale begins (the Redis clock) a place's score is the user's
 -- shuffle key: the first 13 hex digits of SHA-1("<seed>:<user>"), below
@@ -30,10 +37,10 @@
 -- pre-queue. A place that is over (expired, its token lapsed unused, or its
 -- token spent on an order) may be taken again, at the back: one place at a
 -- time per user, one order per place.
-if #KEYS ~= 6 or #ARGV ~= 4 then
-  return redis.error_reply("queue_join.lua: expects 6 KEYS and 4 ARGV")
+if #KEYS ~= 7 or #ARGV ~= 7 then
+  return redis.error_reply("queue_join.lua: expects 7 KEYS and 7 ARGV")
 end
-local voucher = redis.call("HMGET", KEYS[1], "begins_ms", "ends_ms", "mode")
+local voucher = redis.call("HMGET", KEYS[1], "begins_ms", "ends_ms", "mode", "challenge_bits")
 local room = redis.call("HMGET", KEYS[2], "seed", "opens_ms", "committed")
 if not voucher[1] or voucher[3] ~= "queue" or not room[1] then
   return {"unknown_voucher", "", ""}
@@ -59,9 +66,28 @@ if place then
   attempt = tonumber(held) + 1
 end
 
-local backlog = redis.call("XLEN", KEYS[6])
+local backlog = redis.call("XLEN", KEYS[7])
 if backlog >= tonumber(ARGV[4]) then
   return {"backlog_full", tostring(backlog), ""}
+end
+
+-- The proof of work: spent once, here, with the place it pays for.
+local bits = tonumber(voucher[4] or "0") or 0
+if bits > 0 then
+  if ARGV[5] == "" then
+    return {"challenge_required", tostring(bits), ""}
+  end
+  if tonumber(ARGV[6]) < bits then
+    return {"challenge_too_easy", tostring(bits), ""}
+  end
+  if now_ms >= tonumber(ARGV[7]) then
+    return {"challenge_expired", ARGV[7], ""}
+  end
+  if redis.call("ZSCORE", KEYS[6], ARGV[5]) then
+    return {"challenge_used", "", ""}
+  end
+  redis.call("ZREMRANGEBYSCORE", KEYS[6], "-inf", now_ms)
+  redis.call("ZADD", KEYS[6], ARGV[7], ARGV[5])
 end
 
 local score, extra
@@ -79,11 +105,11 @@ redis.call("HSET", KEYS[4], ARGV[1], attempt .. "|w||")
 redis.call("HSET", KEYS[5], ARGV[1], tostring(now_ms))
 redis.call("HINCRBY", KEYS[2], "joined", 1)
 local record = string.sub(ARGV[2], 1, -2) .. extra .. string.format(',"attempt":%d}', attempt)
-redis.call("XADD", KEYS[6], "*", "key", ARGV[3], "record", record)
+redis.call("XADD", KEYS[7], "*", "key", ARGV[3], "record", record)
 -- The room's keys live as long as the room hash (queue_open.lua set it).
 local expires = redis.call("PEXPIRETIME", KEYS[2])
 if expires > 0 then
-  for i = 3, 5 do
+  for i = 3, 6 do
     redis.call("PEXPIREAT", KEYS[i], expires)
   end
 end

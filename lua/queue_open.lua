@@ -1,15 +1,23 @@
--- queue_open.lua: opens a queue-mode voucher's waiting room, once, and marks
--- its seed committed once the commitment is in the log.
+-- queue_open.lua: opens a queue-mode voucher's waiting room or a draw-mode
+-- voucher's draw, once, and marks its seed committed once the commitment
+-- is in the log.
 --
 -- KEYS[1]  voucher hash <prefix>:{v:<id>}:voucher  (read: ends_ms; must exist)
 -- KEYS[2]  room hash    <prefix>:{v:<id>}:room     fields: seed, token_key, opens_ms, factor_percent,
 --                                                  entry_rate, idle_ms, token_ms, committed ("1" once
 --                                                  the seed's hash is in the log), revealed, cursor,
 --                                                  issued, expired, seq, joined, rate_ms
--- ARGV[1]  "open" or "committed"
+--                                                  A draw's (kind "draw"): seed, token_key, entries_ms,
+--                                                  draw_ms, purchase_ms, committed, phase ("entering",
+--                                                  "ranking", "publishing", "drawn"), entries, chain,
+--                                                  ranked, published, cursor (draw_enter.lua and
+--                                                  draw_advance.lua say what they hold)
+-- ARGV[1]  "open", "open_draw" or "committed"
 -- open:       ARGV[2] a fresh seed (64 hex digits), ARGV[3] a fresh token key, ARGV[4] opens_ms,
 --             ARGV[5] factor_percent, ARGV[6] entry_rate, ARGV[7] idle_ms, ARGV[8] token_ms,
 --             ARGV[9] milliseconds the keys outlive the sale
+-- open_draw:  ARGV[2] a fresh seed, ARGV[3] a fresh token key, ARGV[4] entries_ms, ARGV[5] draw_ms,
+--             ARGV[6] purchase_ms, ARGV[7] milliseconds the keys outlive the sale
 -- committed:  ARGV[2] the seed whose hash the log now holds
 --
 -- Returns {seed, token_key, committed} as the room has them after the call
@@ -18,11 +26,11 @@
 -- the voucher is not loaded. "committed" marks only the seed it names: a
 -- room that was opened again with another seed is not marked by a late
 -- answer about the first.
-if #KEYS ~= 2 or (ARGV[1] ~= "open" and ARGV[1] ~= "committed") then
-  return redis.error_reply("queue_open.lua: expects 2 KEYS, and ARGV[1] must be open or committed")
+if #KEYS ~= 2 or (ARGV[1] ~= "open" and ARGV[1] ~= "open_draw" and ARGV[1] ~= "committed") then
+  return redis.error_reply("queue_open.lua: expects 2 KEYS, and ARGV[1] must be open, open_draw or committed")
 end
-if ARGV[1] == "open" and #ARGV ~= 9 then
-  return redis.error_reply("queue_open.lua: open expects 9 ARGV")
+if ARGV[1] == "open" and #ARGV ~= 9 or ARGV[1] == "open_draw" and #ARGV ~= 7 then
+  return redis.error_reply("queue_open.lua: open expects 9 ARGV, open_draw 7")
 end
 local ends = redis.call("HGET", KEYS[1], "ends_ms")
 if not ends then
@@ -31,6 +39,13 @@ end
 if ARGV[1] == "committed" then
   if redis.call("HGET", KEYS[2], "seed") == ARGV[2] then
     redis.call("HSET", KEYS[2], "committed", "1")
+  end
+elseif ARGV[1] == "open_draw" then
+  if redis.call("EXISTS", KEYS[2]) == 0 then
+    redis.call("HSET", KEYS[2], "kind", "draw", "seed", ARGV[2], "token_key", ARGV[3], "entries_ms", ARGV[4],
+      "draw_ms", ARGV[5], "purchase_ms", ARGV[6], "committed", "0", "phase", "entering", "entries", "0",
+      "chain", "", "ranked", "0", "published", "0", "cursor", "0")
+    redis.call("PEXPIREAT", KEYS[2], tonumber(ends) + tonumber(ARGV[7]))
   end
 else
   if redis.call("EXISTS", KEYS[2]) == 0 then

@@ -31,10 +31,12 @@
 --          split voucher as voucher_stock)
 -- ARGV[14] price of one unit in minor units (0: free)
 -- ARGV[15] the price's currency, "" when free
--- ARGV[16] the sale's mode: "queue" (orders need an entry token, admit.lua) or "fcfs"
--- ARGV[17 .. 16+R]         the order ids the log says gave their units back
--- ARGV[17+R .. 16+R+U]     the update ids in the log
--- ARGV[17+R+U ..]          every order of the bucket's users the log and the
+-- ARGV[16] the sale's mode: "queue" (orders need an entry token, admit.lua), "draw" (orders need a
+--          win) or "fcfs"
+-- ARGV[17] the proof of work each order needs, in leading zero bits (0: none)
+-- ARGV[18 .. 17+R]         the order ids the log says gave their units back
+-- ARGV[18+R .. 17+R+U]     the update ids in the log
+-- ARGV[18+R+U ..]          every order of the bucket's users the log and the
 --                          outbox know, held or not, as triples: order id,
 --                          user id, quantity
 --
@@ -61,8 +63,8 @@
 --                       nothing is restored ("write" removes what is left)
 --   remaining_before is "" when the voucher was missing; remaining_after is
 --   "" for "expired"; users_fixed counts users whose units differ.
-if #KEYS ~= 9 or #ARGV < 16 then
-  return redis.error_reply("restore.lua: expects 9 KEYS and at least 16 ARGV")
+if #KEYS ~= 9 or #ARGV < 17 then
+  return redis.error_reply("restore.lua: expects 9 KEYS and at least 17 ARGV")
 end
 local mode = ARGV[1]
 if mode ~= "write" and mode ~= "check" then
@@ -75,7 +77,7 @@ if not ttl or ttl < 1 or not released_count or not update_count then
   return redis.error_reply("restore.lua: the TTL and the counts must be numbers")
 end
 local shards = ARGV[12]
-local first_order = 17 + released_count + update_count
+local first_order = 18 + released_count + update_count
 if first_order - 1 > #ARGV or (#ARGV - first_order + 1) % 3 ~= 0 then
   return redis.error_reply("restore.lua: the counts do not match the arguments")
 end
@@ -105,7 +107,7 @@ end
 
 local current = redis.call("HMGET", KEYS[1],
   "stock", "remaining", "begins_ms", "ends_ms", "limit", "hold_seconds", "paused", "settings_version",
-  "shards", "voucher_stock", "price", "currency", "mode")
+  "shards", "voucher_stock", "price", "currency", "mode", "challenge_bits")
 local existed = current[1] ~= false
 local before = current[2] or ""
 
@@ -126,7 +128,7 @@ end
 
 -- Given back: what the log says, and whatever release.lua did since.
 local log_released = {}
-for i = 17, 16 + released_count do
+for i = 18, 17 + released_count do
   log_released[#log_released + 1] = ARGV[i]
 end
 local in_redis_released = as_set(redis.call("SMEMBERS", KEYS[4]))
@@ -137,7 +139,7 @@ end
 
 -- Stock: the log's, plus the units of updates applied since it was read.
 local log_updates = {}
-for i = 17 + released_count, 16 + released_count + update_count do
+for i = 18 + released_count, 17 + released_count + update_count do
   log_updates[#log_updates + 1] = ARGV[i]
 end
 local known_updates = as_set(log_updates)
@@ -186,8 +188,9 @@ local remaining = math.max(stock - held, 0)
 
 -- Is everything it would write already so?
 local same = existed
-local target = {ARGV[3], ends, ARGV[5], ARGV[6], ARGV[14], ARGV[15], ARGV[16]}
-local fields = {current[3], current[4], current[5], current[6], current[11] or "0", current[12] or "", current[13] or "fcfs"}
+local target = {ARGV[3], ends, ARGV[5], ARGV[6], ARGV[14], ARGV[15], ARGV[16], ARGV[17]}
+local fields = {current[3], current[4], current[5], current[6], current[11] or "0", current[12] or "", current[13] or "fcfs",
+  current[14] or "0"}
 for i = 1, #target do
   same = same and fields[i] == target[i]
 end
@@ -241,7 +244,7 @@ end
 if write and not same then
   redis.call("HSET", KEYS[1], "stock", stock, "remaining", remaining, "begins_ms", ARGV[3], "ends_ms", ends,
     "limit", ARGV[5], "hold_seconds", ARGV[6], "paused", paused, "price", ARGV[14], "currency", ARGV[15],
-    "mode", ARGV[16])
+    "mode", ARGV[16], "challenge_bits", ARGV[17])
   if version ~= "" then
     redis.call("HSET", KEYS[1], "settings_version", version)
   else

@@ -17,6 +17,8 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use crate::challenge;
+use crate::draw::{self, DrawSettings};
 use crate::ids::{OrderId, UserId, VoucherId};
 use crate::money::{Currency, MAX_PRICE};
 use crate::queue::{self, QueueSettings};
@@ -105,6 +107,20 @@ pub enum Event {
     /// An entry token admitted an order (written with its `OrderAccepted`,
     /// in the same admission).
     QueueEntryUsed(QueueEntryUsed),
+    /// A draw sale committed to its secret seed, before its first entry.
+    DrawSeedCommitted(DrawSeedCommitted),
+    /// A user entered a draw.
+    DrawEntered(DrawEntered),
+    /// Entries closed at `draw_at`: the seed is public, the list fixed.
+    DrawSeedRevealed(DrawSeedRevealed),
+    /// A chunk of the draw's full ranking.
+    DrawRanked(DrawRanked),
+    /// Ranks 1..W won a purchase window.
+    DrawWinnersSelected(DrawWinnersSelected),
+    /// A unit came free (a win lapsed, an order ended): the next rank won.
+    DrawWinnerPromoted(DrawWinnerPromoted),
+    /// A win admitted an order (written with its `OrderAccepted`).
+    DrawWinUsed(DrawWinUsed),
 }
 
 /// A new flash-sale voucher.
@@ -148,6 +164,20 @@ pub struct VoucherCreated {
     /// is first come, first served.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue: Option<QueueSettings>,
+    /// Present for a draw sale (`"mode": "draw"` in the API): users enter,
+    /// a draw at `draw_at` ranks them, and only winners may order, each
+    /// within their purchase window ([`crate::draw`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draw: Option<DrawSettings>,
+    /// Leading zero bits of the proof of work each order, queue join or
+    /// draw entry needs ([`crate::challenge`]); 0 (the default, not
+    /// written) asks for none.
+    #[serde(default, skip_serializing_if = "is_zero_bits")]
+    pub challenge_bits: u32,
+}
+
+fn is_zero_bits(bits: &u32) -> bool {
+    *bits == 0
 }
 
 fn one_shard() -> u32 {
@@ -402,6 +432,74 @@ pub struct QueueEntryUsed {
     pub order_id: OrderId,
 }
 
+/// The SHA-256 of a draw's secret seed (`seckill_core::draw`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DrawSeedCommitted {
+    pub voucher_id: VoucherId,
+    /// 64 lowercase hexadecimal digits.
+    pub seed_hash: String,
+}
+
+/// An entry in a draw.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DrawEntered {
+    pub voucher_id: VoucherId,
+    pub user_id: UserId,
+    pub entered_at: DateTime<Utc>,
+    /// The entry's number (1, 2, … in the order the gate took them): the
+    /// order of the entry list the draw hashes.
+    pub seq: u64,
+}
+
+/// The draw's seed and the list it ranks, logged when entries closed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DrawSeedRevealed {
+    pub voucher_id: VoucherId,
+    pub seed: String,
+    /// Entries taken: the entries with `seq` 1..=entries are the list.
+    pub entries: u64,
+    /// The list's hash (`seckill_core::draw`, step 1): 40 hex digits, or
+    /// empty when nobody entered.
+    pub entries_hash: String,
+}
+
+/// Users ranked `first_rank`, `first_rank + 1`, … by the draw.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DrawRanked {
+    pub voucher_id: VoucherId,
+    /// This record's number, 0 to `chunks - 1`.
+    pub chunk: u64,
+    pub chunks: u64,
+    pub first_rank: u64,
+    pub users: Vec<UserId>,
+}
+
+/// Ranks 1..=winners won; each may order once until `purchase_until`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DrawWinnersSelected {
+    pub voucher_id: VoucherId,
+    pub winners: u64,
+    pub purchase_until: DateTime<Utc>,
+}
+
+/// The next rank won, as a unit came free.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DrawWinnerPromoted {
+    pub voucher_id: VoucherId,
+    pub user_id: UserId,
+    pub rank: u64,
+    pub purchase_until: DateTime<Utc>,
+}
+
+/// A win spent on an order.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DrawWinUsed {
+    pub voucher_id: VoucherId,
+    pub user_id: UserId,
+    pub rank: u64,
+    pub order_id: OrderId,
+}
+
 /// Why an order was cancelled.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -527,6 +625,13 @@ impl Event {
             Self::QueueEntryIssued(e) => e.voucher_id,
             Self::QueuePlaceExpired(e) => e.voucher_id,
             Self::QueueEntryUsed(e) => e.voucher_id,
+            Self::DrawSeedCommitted(e) => e.voucher_id,
+            Self::DrawEntered(e) => e.voucher_id,
+            Self::DrawSeedRevealed(e) => e.voucher_id,
+            Self::DrawRanked(e) => e.voucher_id,
+            Self::DrawWinnersSelected(e) => e.voucher_id,
+            Self::DrawWinnerPromoted(e) => e.voucher_id,
+            Self::DrawWinUsed(e) => e.voucher_id,
         }
     }
 
@@ -551,7 +656,14 @@ impl Event {
             | Self::QueueSeedRevealed(_)
             | Self::QueueEntryIssued(_)
             | Self::QueuePlaceExpired(_)
-            | Self::QueueEntryUsed(_) => None,
+            | Self::QueueEntryUsed(_)
+            | Self::DrawSeedCommitted(_)
+            | Self::DrawEntered(_)
+            | Self::DrawSeedRevealed(_)
+            | Self::DrawRanked(_)
+            | Self::DrawWinnersSelected(_)
+            | Self::DrawWinnerPromoted(_)
+            | Self::DrawWinUsed(_) => None,
         }
     }
 
@@ -569,8 +681,23 @@ impl Event {
         )
     }
 
+    /// Whether this is one of a draw's records (the sales topic carries
+    /// them; the order-deciding consumers pass them by).
+    pub fn is_draw(&self) -> bool {
+        matches!(
+            self,
+            Self::DrawSeedCommitted(_)
+                | Self::DrawEntered(_)
+                | Self::DrawSeedRevealed(_)
+                | Self::DrawRanked(_)
+                | Self::DrawWinnersSelected(_)
+                | Self::DrawWinnerPromoted(_)
+                | Self::DrawWinUsed(_)
+        )
+    }
+
     /// Every `type` tag, in declaration order: what [`Event::kind`] returns.
-    pub const KINDS: [&'static str; 18] = [
+    pub const KINDS: [&'static str; 25] = [
         "VoucherCreated",
         "VoucherUpdated",
         "OrderAccepted",
@@ -589,6 +716,13 @@ impl Event {
         "QueueEntryIssued",
         "QueuePlaceExpired",
         "QueueEntryUsed",
+        "DrawSeedCommitted",
+        "DrawEntered",
+        "DrawSeedRevealed",
+        "DrawRanked",
+        "DrawWinnersSelected",
+        "DrawWinnerPromoted",
+        "DrawWinUsed",
     ];
 
     /// The `type` tag.
@@ -612,6 +746,13 @@ impl Event {
             Self::QueueEntryIssued(_) => "QueueEntryIssued",
             Self::QueuePlaceExpired(_) => "QueuePlaceExpired",
             Self::QueueEntryUsed(_) => "QueueEntryUsed",
+            Self::DrawSeedCommitted(_) => "DrawSeedCommitted",
+            Self::DrawEntered(_) => "DrawEntered",
+            Self::DrawSeedRevealed(_) => "DrawSeedRevealed",
+            Self::DrawRanked(_) => "DrawRanked",
+            Self::DrawWinnersSelected(_) => "DrawWinnersSelected",
+            Self::DrawWinnerPromoted(_) => "DrawWinnerPromoted",
+            Self::DrawWinUsed(_) => "DrawWinUsed",
         }
     }
 
@@ -681,6 +822,34 @@ impl Event {
             }
             Self::QueuePlaceExpired(e) => check(e.place >= 1, "place starts at 1"),
             Self::QueueEntryUsed(e) => check(e.entry >= 1, "entry starts at 1"),
+            Self::DrawSeedCommitted(c) => check(queue::is_seed(&c.seed_hash), "seed_hash must be 64 hex digits"),
+            Self::DrawEntered(e) => {
+                check(within_supported_years(e.entered_at), "entered_at must be in the years 1970 to 9999")?;
+                check(e.seq >= 1, "seq starts at 1")
+            }
+            Self::DrawSeedRevealed(r) => {
+                check(queue::is_seed(&r.seed), "seed must be 64 hex digits")?;
+                check(
+                    (r.entries == 0) == r.entries_hash.is_empty()
+                        && (r.entries_hash.is_empty() || r.entries_hash.len() == 40)
+                        && r.entries_hash.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()),
+                    "entries_hash must be 40 lowercase hex digits (empty for no entries)",
+                )
+            }
+            Self::DrawRanked(r) => {
+                check(r.chunk < r.chunks, "chunk must be below chunks")?;
+                check(r.first_rank >= 1, "first_rank starts at 1")?;
+                check(!r.users.is_empty() && r.users.len() <= draw::RANK_CHUNK, "a chunk ranks 1 to 1000 users")
+            }
+            Self::DrawWinnersSelected(w) => {
+                check(w.winners <= MAX_STOCK, "winners exceeds the largest stock")?;
+                check(within_supported_years(w.purchase_until), "purchase_until must be in the years 1970 to 9999")
+            }
+            Self::DrawWinnerPromoted(p) => {
+                check(p.rank >= 1, "rank starts at 1")?;
+                check(within_supported_years(p.purchase_until), "purchase_until must be in the years 1970 to 9999")
+            }
+            Self::DrawWinUsed(u) => check(u.rank >= 1, "rank starts at 1"),
         }
     }
 }
@@ -714,6 +883,15 @@ impl VoucherCreated {
             // would need the room in every bucket's slot.
             check(self.shards == 1, "a queue-mode voucher has one bucket (shards 1)")?;
         }
+        if let Some(draw) = &self.draw {
+            check(self.queue.is_none(), "a voucher is sold by a queue or by a draw, not both")?;
+            check(within_supported_years(draw.entries_open_at), "entries_open_at must be in the years 1970 to 9999")?;
+            check(within_supported_years(draw.draw_at), "draw_at must be in the years 1970 to 9999")?;
+            draw.check(self.begins_at, self.ends_at).map_err(EventError::Invalid)?;
+            // The draw's ranks and wins live in one slot, as a room's places.
+            check(self.shards == 1, "a draw-mode voucher has one bucket (shards 1)")?;
+        }
+        check(self.challenge_bits <= challenge::MAX_BITS, "challenge_bits must be 0 to 28")?;
         Ok(())
     }
 
@@ -721,6 +899,8 @@ impl VoucherCreated {
     pub fn mode(&self) -> &'static str {
         if self.queue.is_some() {
             "queue"
+        } else if self.draw.is_some() {
+            "draw"
         } else {
             "fcfs"
         }

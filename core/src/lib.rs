@@ -5,8 +5,10 @@
 //! definitions and the shutdown signal. Infrastructure adapters live in their
 //! own crates (`seckill-kafka`, `seckill-store`) and depend on this one.
 
+pub mod challenge;
 pub mod config;
 pub mod decision;
+pub mod draw;
 pub mod event;
 pub mod ids;
 pub mod metrics;

@@ -15,7 +15,7 @@
 use std::sync::Arc;
 
 use chrono::Utc;
-use seckill_core::event::{Event, OrderAccepted, QueueEntryUsed};
+use seckill_core::event::{DrawWinUsed, Event, OrderAccepted, QueueEntryUsed};
 use seckill_core::{Envelope, OrderId, UserId, VoucherId};
 
 use crate::borrowers::Borrowed;
@@ -29,6 +29,39 @@ use crate::{Admission, Gate, Rejection, RetryKey, Settlement};
 /// what the last look found: each round someone else took the units just
 /// moved, so the voucher is selling meanwhile.
 const BORROW_ROUNDS: u32 = 16;
+
+/// What a request presents besides its order, and the pace it is held to.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Presented {
+    /// The waiting room's entry (the id of the user's entry token).
+    pub entry: Option<u64>,
+    /// A solved challenge (its signature and solution checked by the caller).
+    pub proof: Option<Proof>,
+    pub pace: Pace,
+}
+
+/// A proof of work whose signature and solution the caller checked: what
+/// the admission scripts need to require it and spend it once.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Proof {
+    /// The challenge's id.
+    pub nonce: String,
+    /// Leading zero bits the solution has.
+    pub bits: u32,
+    /// When the challenge expires (Unix ms).
+    pub expires_ms: i64,
+}
+
+/// The per-user and per-address admission buckets (0 per second: none).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Pace {
+    pub user_per_second: u32,
+    pub user_burst: u32,
+    /// The client's address as the limits count it.
+    pub address: Option<String>,
+    pub address_per_second: u32,
+    pub address_burst: u32,
+}
 
 /// What one `admit.lua` call answered.
 enum Reply {
@@ -67,18 +100,20 @@ impl Gate {
     /// (or may still run): ask [`Gate::settle`] before telling anyone it did
     /// not.
     pub async fn admit_order(&self, order: &OrderAccepted, retry: Option<&RetryKey>) -> redis::RedisResult<Admission> {
-        self.admit_entry(order, retry, None).await
+        self.admit_presenting(order, retry, &Presented::default()).await
     }
 
-    /// [`Gate::admit_order`] presenting a waiting room's `entry` (the id of
-    /// the user's entry token): a queue-mode voucher admits only with the
-    /// user's served, unexpired, unused entry, and spends it in the same
-    /// script, logging `QueueEntryUsed` with the order.
-    pub async fn admit_entry(
+    /// [`Gate::admit_order`] with what the request `presented`: a waiting
+    /// room's entry (a queue-mode voucher admits only with the user's
+    /// served, unexpired, unused entry, and spends it in the same script,
+    /// logging `QueueEntryUsed` with the order; a draw voucher, only with
+    /// the user's open win, logging `DrawWinUsed`), a proof of work (spent
+    /// once), and the pace the user and the address are held to.
+    pub async fn admit_presenting(
         &self,
         order: &OrderAccepted,
         retry: Option<&RetryKey>,
-        entry: Option<u64>,
+        presented: &Presented,
     ) -> redis::RedisResult<Admission> {
         let voucher = order.voucher_id;
         let known = self.layouts.get(voucher);
@@ -89,7 +124,7 @@ impl Gate {
             let bucket = layout.home(&order.user_id);
             // Read before the call: a borrow finished after it is news.
             let seen = self.borrowers.epoch(voucher, bucket);
-            let admission = match self.admit_in(&layout, bucket, order, retry, entry).await? {
+            let admission = match self.admit_in(&layout, bucket, order, retry, presented).await? {
                 Reply::WrongShards(shards) if !recounted => {
                     recounted = true;
                     layout = self.layouts.learn(voucher, shards);
@@ -142,20 +177,27 @@ impl Gate {
         bucket: u32,
         order: &OrderAccepted,
         retry: Option<&RetryKey>,
-        entry: Option<u64>,
+        presented: &Presented,
     ) -> redis::RedisResult<Reply> {
         let keys = layout.keys(&self.prefix, bucket);
         let outbox = self.outbox_of(&keys);
         let record = Envelope::new(Event::OrderAccepted(order.clone()));
-        let used = entry.map(|entry| {
-            Envelope::new(Event::QueueEntryUsed(QueueEntryUsed {
+        let used = match presented.entry {
+            Some(entry) => Envelope::new(Event::QueueEntryUsed(QueueEntryUsed {
                 voucher_id: order.voucher_id,
                 user_id: order.user_id.clone(),
                 entry,
                 order_id: order.order_id,
             }))
-            .encode()
-        });
+            .encode(),
+            // Used only if the voucher is a draw, which adds the rank.
+            None => win_used_without_rank(order)?,
+        };
+        let (nonce, bits, expires) = presented
+            .proof
+            .as_ref()
+            .map_or((String::new(), 0, 0), |proof| (proof.nonce.clone(), proof.bits, proof.expires_ms));
+        let pace = &presented.pace;
         let mut invocation = self.scripts.admit.prepare_invoke();
         invocation
             .key(&keys.voucher)
@@ -166,6 +208,8 @@ impl Gate {
             .key(outbox)
             .key(&keys.places)
             .key(&keys.holds)
+            .key(&keys.solved)
+            .key(&keys.pace)
             .arg(order.user_id.as_str())
             .arg(order.quantity)
             .arg(order.order_id.to_string())
@@ -175,8 +219,16 @@ impl Gate {
             .arg(self.outbox_limit)
             .arg(self.ended_sale_ttl_ms)
             .arg(layout.shards())
-            .arg(entry.map(|entry| entry.to_string()).unwrap_or_default())
-            .arg(used.unwrap_or_default());
+            .arg(presented.entry.map(|entry| entry.to_string()).unwrap_or_default())
+            .arg(used)
+            .arg(nonce)
+            .arg(bits)
+            .arg(expires)
+            .arg(pace.user_per_second)
+            .arg(pace.user_burst.max(1))
+            .arg(pace.address.as_deref().unwrap_or_default())
+            .arg(pace.address_per_second)
+            .arg(pace.address_burst.max(1));
         let reply: redis::RedisResult<(String, String)> = self.invoke("admit", &invocation).await;
         // Only a call that wrote to the outbox, or may have (no answer: it
         // may still run), has anything for this process's relay.
@@ -209,6 +261,14 @@ impl Gate {
             "entry_invalid" => rejected(Rejection::EntryInvalid),
             "entry_expired" => rejected(Rejection::EntryExpired),
             "entry_used" => rejected(Rejection::EntryUsed { order: detail.parse().ok() }),
+            "not_won" => rejected(Rejection::NotWon),
+            "window_closed" => rejected(Rejection::WindowClosed),
+            "win_used" => rejected(Rejection::WinUsed { order: detail.parse().ok() }),
+            "rate_limited" => rejected(Rejection::RateLimited { retry_after_ms: detail.parse().unwrap_or(1_000) }),
+            "challenge_required" => rejected(Rejection::ChallengeRequired { bits: detail.parse().unwrap_or_default() }),
+            "challenge_too_easy" => rejected(Rejection::ChallengeTooEasy { bits: detail.parse().unwrap_or_default() }),
+            "challenge_expired" => rejected(Rejection::ChallengeExpired),
+            "challenge_used" => rejected(Rejection::ChallengeUsed),
             "wrong_shards" => match detail.parse() {
                 Ok(shards) => Ok(Reply::WrongShards(shards)),
                 Err(_) => Err(unexpected("admit.lua named an unreadable number of buckets", detail)),
@@ -269,4 +329,20 @@ impl Gate {
     pub(crate) async fn layout_or_single(&self, voucher: VoucherId) -> redis::RedisResult<Arc<Layout>> {
         Ok(self.layout(voucher).await?.unwrap_or_else(|| Arc::new(Layout::new(voucher, 1))))
     }
+}
+
+/// The `DrawWinUsed` record of `order` without its rank: `admit.lua` knows
+/// the rank and adds it when the voucher is a draw.
+fn win_used_without_rank(order: &OrderAccepted) -> redis::RedisResult<Vec<u8>> {
+    let record = Envelope::new(Event::DrawWinUsed(DrawWinUsed {
+        voucher_id: order.voucher_id,
+        user_id: order.user_id.clone(),
+        rank: 1,
+        order_id: order.order_id,
+    }));
+    let mut encoded = serde_json::to_value(&record).map_err(|e| unexpected("a win record", e.to_string()))?;
+    if let Some(fields) = encoded.as_object_mut() {
+        fields.remove("rank");
+    }
+    Ok(encoded.to_string().into_bytes())
 }

@@ -88,6 +88,31 @@ pub enum Rejection {
     EntryUsed {
         order: Option<OrderId>,
     },
+    /// A draw sale and the user holds no win (not drawn, not entered, or
+    /// the draw not made yet).
+    NotWon,
+    /// The user's purchase window is over.
+    WindowClosed,
+    /// The user's win admitted `order` before.
+    WinUsed {
+        order: Option<OrderId>,
+    },
+    /// The user's or the address's admission bucket is empty.
+    RateLimited {
+        retry_after_ms: u64,
+    },
+    /// The voucher asks for a proof of work of `bits` and none came.
+    ChallengeRequired {
+        bits: u32,
+    },
+    /// The solution has fewer bits than the voucher asks.
+    ChallengeTooEasy {
+        bits: u32,
+    },
+    /// The challenge's time is over.
+    ChallengeExpired,
+    /// The challenge paid for a request before.
+    ChallengeUsed,
 }
 
 impl Rejection {
@@ -105,6 +130,14 @@ impl Rejection {
             Self::EntryInvalid => "entry_token_invalid",
             Self::EntryExpired => "entry_token_expired",
             Self::EntryUsed { .. } => "entry_token_used",
+            Self::NotWon => "not_a_winner",
+            Self::WindowClosed => "purchase_window_closed",
+            Self::WinUsed { .. } => "win_used",
+            Self::RateLimited { .. } => "rate_limited",
+            Self::ChallengeRequired { .. } => "challenge_required",
+            Self::ChallengeTooEasy { .. } => "challenge_too_easy",
+            Self::ChallengeExpired => "challenge_expired",
+            Self::ChallengeUsed => "challenge_used",
         }
     }
 }
@@ -186,6 +219,9 @@ pub(crate) struct Scripts {
     pub(crate) queue_advance: Script,
     pub(crate) queue_status: Script,
     pub(crate) queue_seen: Script,
+    pub(crate) draw_enter: Script,
+    pub(crate) draw_advance: Script,
+    pub(crate) draw_status: Script,
 }
 
 impl Scripts {
@@ -206,10 +242,13 @@ impl Scripts {
             queue_advance: Script::new(include_str!("../../lua/queue_advance.lua")),
             queue_status: Script::new(include_str!("../../lua/queue_status.lua")),
             queue_seen: Script::new(include_str!("../../lua/queue_seen.lua")),
+            draw_enter: Script::new(include_str!("../../lua/draw_enter.lua")),
+            draw_advance: Script::new(include_str!("../../lua/draw_advance.lua")),
+            draw_status: Script::new(include_str!("../../lua/draw_status.lua")),
         }
     }
 
-    fn all(&self) -> [&Script; 15] {
+    fn all(&self) -> [&Script; 18] {
         [
             &self.admit,
             &self.load_voucher,
@@ -226,6 +265,9 @@ impl Scripts {
             &self.queue_advance,
             &self.queue_status,
             &self.queue_seen,
+            &self.draw_enter,
+            &self.draw_advance,
+            &self.draw_status,
         ]
     }
 }

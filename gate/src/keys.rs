@@ -53,6 +53,12 @@ pub struct VoucherKeys {
     pub places: String,
     pub seen: String,
     pub holds: String,
+    /// A draw's ranking (sorted set: user → key; `lua/draw_advance.lua`).
+    pub ranks: String,
+    /// Sorted set: the nonces of the proofs of work spent, by expiry.
+    pub solved: String,
+    /// Hash: the per-user and per-address admission buckets (`admit.lua`).
+    pub pace: String,
 }
 
 /// The `admitted` value of an order id that was settled as not admitted.
@@ -101,6 +107,9 @@ impl VoucherKeys {
             places: format!("{base}:places"),
             seen: format!("{base}:seen"),
             holds: format!("{base}:holds"),
+            ranks: format!("{base}:ranks"),
+            solved: format!("{base}:solved"),
+            pace: format!("{base}:pace"),
         }
     }
 }

@@ -29,6 +29,10 @@ pub struct VoucherAdmission {
     pub currency: Option<seckill_core::money::Currency>,
     /// A queue-mode sale's waiting room: orders need an entry token.
     pub queue: Option<seckill_core::queue::QueueSettings>,
+    /// A draw sale's settings: orders need a win.
+    pub draw: Option<seckill_core::draw::DrawSettings>,
+    /// The proof of work each order, join or entry needs (0: none).
+    pub challenge_bits: u32,
     /// Buckets the gate splits the stock into.
     pub shards: u32,
     pub paused: bool,
@@ -43,6 +47,17 @@ pub struct VoucherAdmission {
 }
 
 impl VoucherAdmission {
+    /// The sale's mode, as the admission scripts read it.
+    pub fn mode(&self) -> &'static str {
+        if self.queue.is_some() {
+            "queue"
+        } else if self.draw.is_some() {
+            "draw"
+        } else {
+            "fcfs"
+        }
+    }
+
     /// The orders holding units: known and not given back.
     pub fn holding(&self) -> impl Iterator<Item = &OrderAccepted> {
         let released: HashSet<OrderId> = self.released.iter().copied().collect();
@@ -129,7 +144,14 @@ impl Ledger {
             | Event::QueueSeedRevealed(_)
             | Event::QueueEntryIssued(_)
             | Event::QueuePlaceExpired(_)
-            | Event::QueueEntryUsed(_) => {}
+            | Event::QueueEntryUsed(_)
+            | Event::DrawSeedCommitted(_)
+            | Event::DrawEntered(_)
+            | Event::DrawSeedRevealed(_)
+            | Event::DrawRanked(_)
+            | Event::DrawWinnersSelected(_)
+            | Event::DrawWinnerPromoted(_)
+            | Event::DrawWinUsed(_) => {}
         }
     }
 
@@ -161,6 +183,8 @@ impl VoucherFold {
             price: definition.price,
             currency: definition.currency,
             queue: definition.queue.clone(),
+            draw: definition.draw.clone(),
+            challenge_bits: definition.challenge_bits,
             shards: definition.shards,
             paused: self.paused,
             settings_version: self.settings,
@@ -194,6 +218,8 @@ mod tests {
             price: 0,
             currency: None,
             queue: None,
+            draw: None,
+            challenge_bits: 0,
         };
         let order = |user: &str, quantity| OrderAccepted {
             order_id: OrderId::generate(),

@@ -11,7 +11,9 @@
 mod admin_requests;
 mod admission;
 mod borrowers;
+mod challenge;
 mod connection;
+mod draw;
 mod gate;
 mod holders;
 mod keys;
@@ -26,7 +28,9 @@ mod vouchers;
 mod webhooks;
 
 pub use admin_requests::{AdminRequest, AdminRetryKey};
+pub use admission::{Pace, Presented, Proof};
 pub use connection::{ClusterHandle, GateConnection};
+pub use draw::{Entered, Entry, EntryState};
 pub use gate::{
     Admission, Gate, GateVoucher, Rejection, RestoreAction, RestoreMode, RestoreOutcome, Settlement, UpdateResult,
     DEFAULT_OUTBOX_LIMIT,

@@ -28,8 +28,12 @@ pub struct SaleState {
     pub paused: bool,
     /// None for vouchers loaded before the gate kept it.
     pub hold_seconds: Option<u32>,
-    /// A queue-mode sale (orders need the waiting room's entry token).
-    pub queue: bool,
+    /// `fcfs`, `queue` (orders need the waiting room's entry token) or
+    /// `draw` (orders need a win).
+    pub mode: &'static str,
+    /// Leading zero bits of the proof of work each order, join or entry
+    /// needs (0: none).
+    pub challenge_bits: u32,
 }
 
 /// A voucher's admission state as Redis holds it: what an audit compares
@@ -44,7 +48,7 @@ pub struct AdmissionSnapshot {
 
 /// The voucher hash's fields, in the order [`SaleState`] reads them, then
 /// those of a split voucher.
-const SALE_FIELDS: [&str; 11] = [
+const SALE_FIELDS: [&str; 12] = [
     "stock",
     "remaining",
     "begins_ms",
@@ -56,6 +60,7 @@ const SALE_FIELDS: [&str; 11] = [
     "voucher_stock",
     "in_transit",
     "mode",
+    "challenge_bits",
 ];
 
 type SaleFields = (
@@ -70,12 +75,13 @@ type SaleFields = (
     Option<u64>,
     Option<i64>,
     Option<String>,
+    Option<u32>,
 );
 
 /// The sale from bucket 0's fields and, for a split voucher, what the other
 /// buckets still have.
 fn sale(fields: SaleFields, others: u64) -> Option<SaleState> {
-    let (stock, remaining, begins_ms, ends_ms, limit, paused, hold_seconds, _, voucher_stock, in_transit, mode) =
+    let (stock, remaining, begins_ms, ends_ms, limit, paused, hold_seconds, _, voucher_stock, in_transit, mode, bits) =
         fields;
     remaining?;
     Some(SaleState {
@@ -86,7 +92,12 @@ fn sale(fields: SaleFields, others: u64) -> Option<SaleState> {
         per_user_limit: limit?,
         paused: paused.as_deref() == Some("1"),
         hold_seconds,
-        queue: mode.as_deref() == Some("queue"),
+        mode: match mode.as_deref() {
+            Some("queue") => "queue",
+            Some("draw") => "draw",
+            _ => "fcfs",
+        },
+        challenge_bits: bits.unwrap_or(0),
     })
 }
 

@@ -60,9 +60,12 @@ impl Gate {
             // A queue-mode voucher admits only with entries: it needs its
             // room (a Redis that lost the voucher lost the room too; a new
             // one is opened, empty, and its seed committed by the ingresses).
-            if let (RestoreMode::Write, Some(queue)) = (mode, &state.queue) {
-                if outcome.action != RestoreAction::Expired {
+            if mode == RestoreMode::Write && outcome.action != RestoreAction::Expired {
+                if let Some(queue) = &state.queue {
                     self.open_room_with(state.voucher_id, queue).await?;
+                }
+                if let Some(draw) = &state.draw {
+                    self.open_draw_with(state.voucher_id, draw).await?;
                 }
             }
             return Ok(outcome);
@@ -186,7 +189,8 @@ impl Gate {
         .arg(state.stock)
         .arg(state.price)
         .arg(state.currency.as_ref().map(|c| c.as_str()).unwrap_or_default())
-        .arg(if state.queue.is_some() { "queue" } else { "fcfs" });
+        .arg(state.mode())
+        .arg(state.challenge_bits);
         for order in released {
             call.arg(order.to_string());
         }

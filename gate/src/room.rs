@@ -14,9 +14,10 @@ use seckill_core::queue::{self, QueueSettings};
 use seckill_core::{Envelope, OrderId, UserId, VoucherId};
 use uuid::Uuid;
 
+use crate::admission::Proof;
 use crate::gate::{millis, unexpected};
 use crate::keys::rooms_key;
-use crate::Gate;
+use crate::{Gate, Rejection};
 
 /// Most places one `queue_advance.lua` call passes (served or skipped): a
 /// call's time in Redis stays short; the caller calls again while a call
@@ -34,6 +35,8 @@ pub struct Room {
     pub token_key: String,
     /// The seed's hash is in the log: the room takes joins.
     pub committed: bool,
+    /// A draw's (`crate::draw`), not a waiting room's.
+    pub draw: bool,
 }
 
 impl std::fmt::Debug for Room {
@@ -57,6 +60,8 @@ pub enum Joined {
     NotOpen { opens_at: Option<DateTime<Utc>> },
     /// The sale is over.
     Ended,
+    /// The proof of work was missing, too easy, expired or spent.
+    Challenge(Rejection),
 }
 
 /// Where a room stands.
@@ -75,6 +80,11 @@ pub enum RoomState {
     Ended,
     /// The outbox is full: nothing served until the log is back.
     Backlog,
+    /// A draw taking entries.
+    Entering,
+    /// A draw whose entries closed and whose ranking is being made and
+    /// logged: nobody has won yet.
+    Ranking,
 }
 
 impl RoomState {
@@ -88,6 +98,8 @@ impl RoomState {
             "paused" => Self::Paused,
             "ended" => Self::Ended,
             "backlog" => Self::Backlog,
+            "entering" => Self::Entering,
+            "ranking" => Self::Ranking,
             _ => return None,
         })
     }
@@ -109,11 +121,38 @@ pub struct RoomSummary {
     pub remaining: u64,
     /// Places taken before the start (None before it).
     pub pre_queued: Option<u64>,
-    /// Served and skipped by this call.
+    /// Served and skipped by this call (for a draw, `served_now` counts
+    /// the users this call keyed, ranked or passed).
     pub served_now: u64,
     pub skipped_now: u64,
     /// The Redis clock.
     pub now: DateTime<Utc>,
+    /// A draw's winners at the draw (None before it, and for a room).
+    pub selected: Option<u64>,
+}
+
+impl RoomSummary {
+    /// Reads the answer of `script` (queue_advance.lua and draw_advance.lua
+    /// answer alike).
+    pub(crate) fn parse(script: &'static str, reply: Vec<String>) -> redis::RedisResult<Self> {
+        let [state, cursor, places, issued, open, remaining, pre_queued, served_now, skipped_now, now, selected] =
+            <[String; 11]>::try_from(reply).map_err(|r| unexpected(script, format!("answered {r:?}")))?;
+        let state = RoomState::parse(&state).ok_or_else(|| unexpected(script, format!("state {state}")))?;
+        let number = |text: &str| text.parse::<u64>().unwrap_or_default();
+        Ok(Self {
+            state,
+            cursor: number(&cursor),
+            places: number(&places),
+            issued: number(&issued),
+            open: number(&open),
+            remaining: number(&remaining),
+            pre_queued: pre_queued.parse().ok(),
+            served_now: number(&served_now),
+            skipped_now: number(&skipped_now),
+            now: millis(now.parse().unwrap_or_default()),
+            selected: selected.parse().ok(),
+        })
+    }
 }
 
 /// Where a user's place stands.
@@ -159,9 +198,10 @@ impl Gate {
     /// Opens `definition`'s waiting room unless it is open (then returns it
     /// as it is), and lists it among the rooms every ingress moves on.
     pub async fn open_room(&self, definition: &VoucherCreated) -> redis::RedisResult<Option<Room>> {
-        match &definition.queue {
-            Some(settings) => self.open_room_with(definition.voucher_id, settings).await,
-            None => Ok(None),
+        match (&definition.queue, &definition.draw) {
+            (Some(settings), _) => self.open_room_with(definition.voucher_id, settings).await,
+            (None, Some(settings)) => self.open_draw_with(definition.voucher_id, settings).await,
+            (None, None) => Ok(None),
         }
     }
 
@@ -196,7 +236,7 @@ impl Gate {
             .arg(voucher.to_string())
             .query_async::<()>(&mut self.redis.clone())
             .await?;
-        Ok(Some(Room { seed, token_key, committed: committed == "1" }))
+        Ok(Some(Room { seed, token_key, committed: committed == "1", draw: false }))
     }
 
     /// Marks `seed` committed: its hash is in the log, the room takes joins.
@@ -217,15 +257,17 @@ impl Gate {
     /// `voucher`'s room as Redis has it (None: no room, or its sale's keys
     /// expired).
     pub async fn room(&self, voucher: VoucherId) -> redis::RedisResult<Option<Room>> {
-        let (seed, token_key, committed): (Option<String>, Option<String>, Option<String>) = redis::cmd("HMGET")
-            .arg(self.keys(voucher).room)
-            .arg(&["seed", "token_key", "committed"])
-            .query_async(&mut self.redis.clone())
-            .await?;
+        let (seed, token_key, committed, kind): (Option<String>, Option<String>, Option<String>, Option<String>) =
+            redis::cmd("HMGET")
+                .arg(self.keys(voucher).room)
+                .arg(&["seed", "token_key", "committed", "kind"])
+                .query_async(&mut self.redis.clone())
+                .await?;
         Ok(seed.zip(token_key).map(|(seed, token_key)| Room {
             seed,
             token_key,
             committed: committed.as_deref() == Some("1"),
+            draw: kind.as_deref() == Some("draw"),
         }))
     }
 
@@ -246,7 +288,12 @@ impl Gate {
     }
 
     /// `user` takes a place in `voucher`'s room (or keeps the one held).
-    pub async fn join_queue(&self, voucher: VoucherId, user: &UserId) -> redis::RedisResult<Joined> {
+    pub async fn join_queue(
+        &self,
+        voucher: VoucherId,
+        user: &UserId,
+        proof: Option<&Proof>,
+    ) -> redis::RedisResult<Joined> {
         let keys = self.keys(voucher);
         let outbox = self.outbox_of(&keys).to_owned();
         // pre_queue, seq and attempt are the script's to add.
@@ -271,14 +318,19 @@ impl Gate {
             .key(&keys.line)
             .key(&keys.places)
             .key(&keys.seen)
+            .key(&keys.solved)
             .key(&outbox)
             .arg(user.as_str())
             .arg(encoded.to_string())
             .arg(voucher.to_string())
-            .arg(self.outbox_limit);
+            .arg(self.outbox_limit)
+            .arg(proof.map(|proof| proof.nonce.as_str()).unwrap_or_default())
+            .arg(proof.map_or(0, |proof| proof.bits))
+            .arg(proof.map_or(0, |proof| proof.expires_ms));
         let (code, detail, _state): (String, String, String) =
             self.timed("queue_join", invocation.invoke_async(&mut self.redis.clone())).await?;
         let number = |text: &str| text.parse::<u32>().unwrap_or(1);
+        let bits = || detail.parse().unwrap_or_default();
         Ok(match code.as_str() {
             "joined" => {
                 self.touch_outbox(&outbox);
@@ -289,6 +341,10 @@ impl Gate {
             "unknown_voucher" => Joined::UnknownVoucher,
             "not_open" => Joined::NotOpen { opens_at: detail.parse().ok().map(millis) },
             "ended" => Joined::Ended,
+            "challenge_required" => Joined::Challenge(Rejection::ChallengeRequired { bits: bits() }),
+            "challenge_too_easy" => Joined::Challenge(Rejection::ChallengeTooEasy { bits: bits() }),
+            "challenge_expired" => Joined::Challenge(Rejection::ChallengeExpired),
+            "challenge_used" => Joined::Challenge(Rejection::ChallengeUsed),
             other => return Err(unexpected("queue_join.lua returned an unknown code", other.to_owned())),
         })
     }
@@ -313,22 +369,8 @@ impl Gate {
             .arg(MOST_PLACES_PER_ADVANCE)
             .arg(SCHEMA_VERSION);
         let reply: Vec<String> = self.timed("queue_advance", invocation.invoke_async(&mut self.redis.clone())).await?;
-        let [state, cursor, places, issued, open, remaining, pre_queued, served_now, skipped_now, now] =
-            <[String; 10]>::try_from(reply).map_err(|r| unexpected("queue_advance.lua answered", format!("{r:?}")))?;
-        let state = RoomState::parse(&state).ok_or_else(|| unexpected("queue_advance.lua's state", state.clone()))?;
-        let number = |text: &str| text.parse::<u64>().unwrap_or_default();
-        let summary = RoomSummary {
-            state,
-            cursor: number(&cursor),
-            places: number(&places),
-            issued: number(&issued),
-            open: number(&open),
-            remaining: number(&remaining),
-            pre_queued: pre_queued.parse().ok(),
-            served_now: number(&served_now),
-            skipped_now: number(&skipped_now),
-            now: millis(now.parse().unwrap_or_default()),
-        };
+        let summary = RoomSummary::parse("queue_advance.lua", reply)?;
+        let state = summary.state;
         if summary.served_now + summary.skipped_now > 0 || state == RoomState::Open && summary.cursor == 0 {
             self.touch_outbox(&outbox);
         }
@@ -391,7 +433,7 @@ impl Gate {
 
     /// Lets this process's relay know `outbox` has new entries (a cluster
     /// has one outbox per voucher).
-    fn touch_outbox(&self, outbox: &str) {
+    pub(crate) fn touch_outbox(&self, outbox: &str) {
         if let (Some(hints), true) = (&self.hints, self.redis.is_cluster()) {
             hints.touch(outbox);
         }

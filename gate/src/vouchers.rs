@@ -59,6 +59,7 @@ impl Gate {
             .arg(definition.price)
             .arg(definition.currency.as_ref().map(|c| c.as_str()).unwrap_or_default())
             .arg(definition.mode())
+            .arg(definition.challenge_bits)
             .invoke_async(&mut self.redis.clone())
             .await?;
         Ok(loaded == 1)

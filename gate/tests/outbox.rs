@@ -222,6 +222,8 @@ mod across_shards {
             price: 0,
             currency: None,
             queue: None,
+            draw: None,
+            challenge_bits: 0,
         };
         assert!(gate.load_voucher(&definition).await.expect("loads"));
         definition.voucher_id

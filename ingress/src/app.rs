@@ -15,6 +15,7 @@ use seckill_web::Serving;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use crate::challenge::Challenges;
 use crate::live::{self, Live};
 use crate::payments::Payments;
 use crate::relay::Relay;
@@ -135,8 +136,11 @@ impl App {
             topics.clone(),
             QueueMetrics::register(&deps.registry),
         ));
+        let challenges = Challenges::new(&gate, config.challenge.clone()).await?;
         let ingress = Arc::new(Ingress {
             rooms,
+            challenges,
+            pace: config.rate_limit.clone(),
             gate,
             sold_out: SoldOutMemo::new(Duration::from_millis(config.sold_out_memo_ms), SOLD_OUT_MEMO_CAPACITY),
             producer,

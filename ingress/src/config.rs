@@ -1,11 +1,13 @@
 //! The ingress's configuration.
 
 mod auth;
+mod challenge;
 mod live;
 mod rate_limit;
 mod watch;
 
 pub use auth::AuthConfig;
+pub use challenge::ChallengeConfig;
 pub use live::{LiveConfig, MAX_WAIT_SECONDS};
 pub use rate_limit::RateLimitConfig;
 use seckill_core::config::{ensure, ConfigError, HttpConfig, KafkaConfig, PaymentsConfig, RedisConfig, Validate};
@@ -57,6 +59,8 @@ pub struct IngressConfig {
     pub admin_idempotency_ttl_seconds: u64,
     /// The payment provider (off unless `base_url` is set).
     pub payments: PaymentsConfig,
+    /// The proof of work of vouchers with `challenge_bits`.
+    pub challenge: ChallengeConfig,
 }
 
 impl Default for IngressConfig {
@@ -79,6 +83,7 @@ impl Default for IngressConfig {
             outbox_discovery_ms: 5_000,
             admin_idempotency_ttl_seconds: 86_400,
             payments: PaymentsConfig::default(),
+            challenge: ChallengeConfig::default(),
         }
     }
 }
@@ -105,6 +110,7 @@ impl Validate for IngressConfig {
         self.live.validate()?;
         self.watch.validate()?;
         self.payments.validate_receiving()?;
+        self.challenge.validate()?;
         ensure((256..=1024 * 1024).contains(&self.max_body_bytes), "max_body_bytes", "must be 256 to 1048576")?;
         ensure(
             self.view_url.starts_with("http://") || self.view_url.starts_with("https://"),

@@ -61,6 +61,30 @@ pub(crate) fn rejection_error(rejection: Rejection) -> ApiError {
                     None => error,
                 }
             }
+            Rejection::NotWon => ApiError::new(
+                StatusCode::FORBIDDEN,
+                code,
+                "this sale is a draw: only its winners order, each within their purchase window (GET \
+                 /api/v1/vouchers/{id}/entries/me)",
+            ),
+            Rejection::WindowClosed => ApiError::new(StatusCode::FORBIDDEN, code, "your purchase window is over"),
+            Rejection::WinUsed { order } => {
+                let error = ApiError::new(StatusCode::CONFLICT, code, "your win admitted an order already");
+                match order {
+                    Some(order) => error.with_detail("order_id", order.to_string()),
+                    None => error,
+                }
+            }
+            Rejection::RateLimited { retry_after_ms } => ApiError::rate_limited(
+                std::time::Duration::from_millis(retry_after_ms),
+                "too many order requests from this user or address for this sale; slow down",
+            ),
+            Rejection::ChallengeRequired { .. }
+            | Rejection::ChallengeTooEasy { .. }
+            | Rejection::ChallengeExpired
+            | Rejection::ChallengeUsed => {
+                crate::challenge::rejection_error(&rejection).expect("every challenge rejection has its answer")
+            }
             Rejection::DuplicateOrder { existing } => {
                 let error = ApiError::new(StatusCode::CONFLICT, code, "this user already holds the per-user limit");
                 match existing {

@@ -15,6 +15,7 @@
 
 mod access;
 mod app;
+mod challenge;
 pub mod config;
 mod error;
 mod live;

@@ -203,7 +203,7 @@ fn waves(decided: &[Decided]) -> Vec<Vec<&Decided>> {
 }
 
 /// What a sales-topic record asks of the processor (nothing, for the
-/// waiting room's records: they decide no order), or why it cannot be used.
+/// waiting room's and the draw's records: they decide no order), or why it cannot be used.
 fn classify(message: &OwnedMessage) -> Result<Option<StockInput>, String> {
     let envelope = decode(message)?;
     Ok(Some(match envelope.event {
@@ -213,7 +213,7 @@ fn classify(message: &OwnedMessage) -> Result<Option<StockInput>, String> {
         Event::CancelRequested(request) => StockInput::Cancel(request),
         Event::ConfirmRequested(request) => StockInput::Confirm(request),
         Event::PaymentReceived(payment) => StockInput::Pay(payment),
-        queue if queue.is_queue() => return Ok(None),
+        room if room.is_queue() || room.is_draw() => return Ok(None),
         other => return Err(format!("{} does not belong on the sales topic", other.kind())),
     }))
 }

@@ -354,7 +354,14 @@ impl OrderView {
             | Event::QueueSeedRevealed(_)
             | Event::QueueEntryIssued(_)
             | Event::QueuePlaceExpired(_)
-            | Event::QueueEntryUsed(_) => None,
+            | Event::QueueEntryUsed(_)
+            | Event::DrawSeedCommitted(_)
+            | Event::DrawEntered(_)
+            | Event::DrawSeedRevealed(_)
+            | Event::DrawRanked(_)
+            | Event::DrawWinnersSelected(_)
+            | Event::DrawWinnerPromoted(_)
+            | Event::DrawWinUsed(_) => None,
         }
     }
 }
@@ -502,6 +509,8 @@ mod tests {
             price: 0,
             currency: None,
             queue: None,
+            draw: None,
+            challenge_bits: 0,
         };
         let (older, newer) = (Uuid::now_v7(), Uuid::now_v7());
         let pause =

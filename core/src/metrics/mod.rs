@@ -14,7 +14,7 @@ mod watch;
 
 pub use live::{LiveMetrics, ReadSource};
 pub use payments::{PaymentMetrics, PROVIDER_CALLS, WEBHOOK_OUTCOMES, WEBHOOK_REJECTIONS};
-pub use queue::{QueueMetrics, JOIN_OUTCOMES};
+pub use queue::{QueueMetrics, ENTRY_OUTCOMES, JOIN_OUTCOMES};
 pub use watch::{dependency_up, PipelineWatchMetrics, DEPENDENCIES};
 
 use prometheus::{

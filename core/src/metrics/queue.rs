@@ -11,6 +11,8 @@ use super::{opts, register};
 
 /// Every outcome of `seckill_queue_joins_total`.
 pub const JOIN_OUTCOMES: [&str; 3] = ["placed", "held", "refused"];
+/// Every outcome of `seckill_draw_entries_total`.
+pub const ENTRY_OUTCOMES: [&str; 3] = ["entered", "held", "refused"];
 
 /// The waiting rooms' metrics.
 #[derive(Clone, Debug)]
@@ -28,6 +30,11 @@ pub struct QueueMetrics {
     pub entries_open: IntGauge,
     /// `seckill_queue_rooms`: rooms this ingress moves on.
     pub rooms: IntGauge,
+    /// `seckill_draw_entries_total{outcome}`: draw entries by what they did
+    /// (`ENTRY_OUTCOMES`).
+    pub entries: IntCounterVec,
+    /// `seckill_draw_wins_total`: wins given (at the draw and promoted).
+    pub wins: IntCounter,
 }
 
 impl QueueMetrics {
@@ -56,7 +63,19 @@ impl QueueMetrics {
             waiting: gauge("seckill_queue_waiting", "Places not yet reached in the open waiting rooms."),
             entries_open: gauge("seckill_queue_entries_open", "Entries issued and not yet used or lapsed."),
             rooms: gauge("seckill_queue_rooms", "Waiting rooms this ingress moves on."),
+            entries: register(
+                registry,
+                IntCounterVec::new(
+                    opts(service, "seckill_draw_entries_total", "Draw entries by outcome."),
+                    &["outcome"],
+                )
+                .expect("valid metric"),
+            ),
+            wins: counter("seckill_draw_wins_total", "Draw wins given, at the draw and promoted."),
         };
+        for outcome in ENTRY_OUTCOMES {
+            metrics.entries.with_label_values(&[outcome]);
+        }
         for outcome in JOIN_OUTCOMES {
             metrics.joins.with_label_values(&[outcome]);
         }

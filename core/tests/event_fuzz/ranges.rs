@@ -65,6 +65,28 @@ pub(crate) fn broken_rule(envelope: &Envelope) -> Option<&'static str> {
         ]),
         Event::QueuePlaceExpired(e) => rules.push((e.place >= 1, "place >= 1")),
         Event::QueueEntryUsed(e) => rules.push((e.entry >= 1, "entry >= 1")),
+        Event::DrawSeedCommitted(c) => rules.push((hex64(&c.seed_hash), "seed_hash is 64 lowercase hex digits")),
+        Event::DrawEntered(e) => {
+            rules.extend([(in_sale_years(e.entered_at), "entered_at is in 1970..=9999"), (e.seq >= 1, "seq >= 1")])
+        }
+        Event::DrawSeedRevealed(r) => rules.extend([
+            (hex64(&r.seed), "seed is 64 lowercase hex digits"),
+            ((r.entries == 0) == r.entries_hash.is_empty(), "an entries_hash exactly when there are entries"),
+        ]),
+        Event::DrawRanked(r) => rules.extend([
+            (r.chunk < r.chunks, "chunk < chunks"),
+            (r.first_rank >= 1, "first_rank >= 1"),
+            (!r.users.is_empty() && r.users.len() <= 1_000, "1 to 1000 users"),
+        ]),
+        Event::DrawWinnersSelected(w) => rules.extend([
+            (w.winners <= MAX_STOCK, "winners <= MAX_STOCK"),
+            (in_sale_years(w.purchase_until), "purchase_until is in 1970..=9999"),
+        ]),
+        Event::DrawWinnerPromoted(p) => rules.extend([
+            (p.rank >= 1, "rank >= 1"),
+            (in_sale_years(p.purchase_until), "purchase_until is in 1970..=9999"),
+        ]),
+        Event::DrawWinUsed(u) => rules.push((u.rank >= 1, "rank >= 1")),
         Event::VoucherUpdated(u) => rules.extend([
             (u.add_stock <= MAX_STOCK, "add_stock <= MAX_STOCK"),
             (u.ends_at.is_none_or(in_sale_years), "ends_at is in 1970..=9999"),

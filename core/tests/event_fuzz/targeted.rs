@@ -45,6 +45,8 @@ fn fixture_voucher() -> VoucherCreated {
         price: 0,
         currency: None,
         queue: None,
+        draw: None,
+        challenge_bits: 0,
     }
 }
 

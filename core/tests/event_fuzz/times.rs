@@ -129,7 +129,14 @@ pub(crate) fn decide_everything(envelope: &Envelope) -> Result<(), TestCaseError
             | Event::QueueSeedRevealed(_)
             | Event::QueueEntryIssued(_)
             | Event::QueuePlaceExpired(_)
-            | Event::QueueEntryUsed(_) => continue,
+            | Event::QueueEntryUsed(_)
+            | Event::DrawSeedCommitted(_)
+            | Event::DrawEntered(_)
+            | Event::DrawSeedRevealed(_)
+            | Event::DrawRanked(_)
+            | Event::DrawWinnersSelected(_)
+            | Event::DrawWinnerPromoted(_)
+            | Event::DrawWinUsed(_) => continue,
         };
         if let Event::OrderCreated(created) = &latest.event {
             let _ = level.hold_deadline(created);

@@ -6,10 +6,11 @@ use chrono::{DateTime, TimeDelta, Utc};
 use proptest::option;
 use proptest::prelude::*;
 use seckill_core::event::{
-    CancelReason, Envelope, Event, FailReason, OrderAccepted, OrderCancelled, OrderCreated, OrderFailed, OrderPaid,
-    OrderRequest, PaymentReceived, PaymentRefunded, PaymentSource, QueueEntryIssued, QueueEntryUsed, QueueJoined,
-    QueuePlaceExpired, QueueSeedCommitted, QueueSeedRevealed, RefundReason, RefundRequested, VoucherCreated,
-    VoucherUpdated, MAX_HOLD_SECONDS, MAX_QUANTITY, MAX_STOCK, SCHEMA_VERSION,
+    CancelReason, DrawEntered, DrawRanked, DrawSeedCommitted, DrawSeedRevealed, DrawWinUsed, DrawWinnerPromoted,
+    DrawWinnersSelected, Envelope, Event, FailReason, OrderAccepted, OrderCancelled, OrderCreated, OrderFailed,
+    OrderPaid, OrderRequest, PaymentReceived, PaymentRefunded, PaymentSource, QueueEntryIssued, QueueEntryUsed,
+    QueueJoined, QueuePlaceExpired, QueueSeedCommitted, QueueSeedRevealed, RefundReason, RefundRequested,
+    VoucherCreated, VoucherUpdated, MAX_HOLD_SECONDS, MAX_QUANTITY, MAX_STOCK, SCHEMA_VERSION,
 };
 use seckill_core::ids::MAX_USER_ID_LEN;
 use seckill_core::money::{Currency, MAX_PRICE};
@@ -198,6 +199,8 @@ pub(crate) fn voucher_created() -> impl Strategy<Value = Event> {
                     price,
                     currency,
                     queue: None,
+                    draw: None,
+                    challenge_bits: 0,
                 })
             },
         )
@@ -328,6 +331,42 @@ pub(crate) fn queue_event() -> BoxedStrategy<Event> {
     .boxed()
 }
 
+/// The draw's seven records, each with in-range fields.
+pub(crate) fn draw_event() -> BoxedStrategy<Event> {
+    let rank = 1u64..=1_000_000_000;
+    prop_oneof![
+        (voucher_id(), seed())
+            .prop_map(|(voucher_id, seed_hash)| Event::DrawSeedCommitted(DrawSeedCommitted { voucher_id, seed_hash })),
+        (voucher_id(), user_id(), instant(), rank.clone()).prop_map(|(voucher_id, user_id, entered_at, seq)| {
+            Event::DrawEntered(DrawEntered { voucher_id, user_id, entered_at, seq })
+        }),
+        (voucher_id(), seed(), option::of("[0-9a-f]{40}")).prop_map(|(voucher_id, seed, hash)| {
+            let entries = u64::from(hash.is_some());
+            Event::DrawSeedRevealed(DrawSeedRevealed {
+                voucher_id,
+                seed,
+                entries,
+                entries_hash: hash.unwrap_or_default(),
+            })
+        }),
+        (voucher_id(), 0u64..100, rank.clone(), proptest::collection::vec(user_id(), 1..5)).prop_map(
+            |(voucher_id, chunk, first_rank, users)| {
+                Event::DrawRanked(DrawRanked { voucher_id, chunk, chunks: chunk + 1, first_rank, users })
+            }
+        ),
+        (voucher_id(), 0u64..=1_000_000_000, instant()).prop_map(|(voucher_id, winners, purchase_until)| {
+            Event::DrawWinnersSelected(DrawWinnersSelected { voucher_id, winners, purchase_until })
+        }),
+        (voucher_id(), user_id(), rank.clone(), instant()).prop_map(|(voucher_id, user_id, rank, purchase_until)| {
+            Event::DrawWinnerPromoted(DrawWinnerPromoted { voucher_id, user_id, rank, purchase_until })
+        }),
+        (voucher_id(), user_id(), rank, order_id()).prop_map(|(voucher_id, user_id, rank, order_id)| {
+            Event::DrawWinUsed(DrawWinUsed { voucher_id, user_id, rank, order_id })
+        }),
+    ]
+    .boxed()
+}
+
 /// Every one of the eighteen event types, each with in-range fields. Each arm is
 /// boxed: unboxed, the arms' value trees are moved around as one value
 /// that overflows a test thread's 2 MiB stack in a debug build.
@@ -358,6 +397,7 @@ pub(crate) fn valid_event() -> BoxedStrategy<Event> {
         refund_requested().boxed(),
         payment_refunded().boxed(),
         queue_event(),
+        draw_event(),
     ]
     .boxed()
 }

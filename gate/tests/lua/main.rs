@@ -11,6 +11,7 @@
 mod admin_requests;
 mod admission;
 mod buckets;
+mod draw;
 mod expiry;
 mod failover;
 mod restore;
@@ -135,6 +136,8 @@ pub(crate) fn definition(
         price: 0,
         currency: None,
         queue: None,
+        draw: None,
+        challenge_bits: 0,
     }
 }
 

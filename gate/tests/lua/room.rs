@@ -12,7 +12,7 @@ use futures::future::join_all;
 use seckill_core::event::{Event, OrderAccepted, QueueEntryIssued, VoucherCreated};
 use seckill_core::queue::{self, QueueSettings};
 use seckill_core::{Envelope, UserId, VoucherId};
-use seckill_gate::{Admission, Joined, Ledger, PlaceState, Rejection, RestoreMode, RoomState};
+use seckill_gate::{Admission, Joined, Ledger, PlaceState, Presented, Rejection, RestoreMode, RoomState};
 
 use crate::{definition, on_single_and_cluster, user, Harness};
 
@@ -47,7 +47,7 @@ async fn open(h: &Harness, definition: &VoucherCreated) -> String {
     assert!(h.gate.load_voucher(definition).await.expect("loads"));
     let room = h.gate.open_room(definition).await.expect("opens").expect("a queue-mode voucher");
     assert!(!room.committed);
-    let early = h.gate.join_queue(definition.voucher_id, &user("early")).await.expect("answers");
+    let early = h.gate.join_queue(definition.voucher_id, &user("early"), None).await.expect("answers");
     assert!(matches!(early, Joined::NotOpen { .. }), "no join before the commitment is in the log: {early:?}");
     h.gate.seed_committed(definition.voucher_id, &room.seed).await.expect("marks");
     let again = h.gate.open_room(definition).await.expect("opens").expect("a room");
@@ -69,7 +69,7 @@ async fn begin(h: &Harness, voucher: VoucherId) {
 }
 
 /// The room's records in the outbox, in the order the scripts wrote them.
-async fn records(h: &Harness, voucher: VoucherId) -> Vec<Event> {
+pub(crate) async fn records(h: &Harness, voucher: VoucherId) -> Vec<Event> {
     let reply: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
         .arg(h.outbox_of(voucher))
         .arg("-")
@@ -86,6 +86,11 @@ async fn records(h: &Harness, voucher: VoucherId) -> Vec<Event> {
         })
         .filter(|event| event.voucher_id() == voucher)
         .collect()
+}
+
+/// What an order presenting the waiting room's `entry` sends.
+fn with_entry(entry: u64) -> Presented {
+    Presented { entry: Some(entry), ..Presented::default() }
 }
 
 fn issued(events: &[Event]) -> Vec<QueueEntryIssued> {
@@ -113,7 +118,7 @@ async fn the_pre_queue_is_served_in_the_committed_shuffle_then_first_come(h: &Ha
     let seed = open(h, &definition).await;
     let arrivals: Vec<UserId> = (0..200).map(|i| user(&format!("early-{i:03}"))).collect();
     for arrival in &arrivals {
-        assert_eq!(h.gate.join_queue(voucher, arrival).await.expect("joins"), Joined::Placed { attempt: 1 });
+        assert_eq!(h.gate.join_queue(voucher, arrival, None).await.expect("joins"), Joined::Placed { attempt: 1 });
     }
     let before = h.gate.advance_room(voucher).await.expect("advances");
     assert_eq!((before.state, before.cursor, before.places), (RoomState::Before, 0, 200));
@@ -123,7 +128,7 @@ async fn the_pre_queue_is_served_in_the_committed_shuffle_then_first_come(h: &Ha
     begin(h, voucher).await;
     let late: Vec<UserId> = (0..3).map(|i| user(&format!("late-{i}"))).collect();
     for arrival in &late {
-        h.gate.join_queue(voucher, arrival).await.expect("joins");
+        h.gate.join_queue(voucher, arrival, None).await.expect("joins");
     }
     let summary = advance_until_quiet(h, voucher).await;
     assert_eq!((summary.cursor, summary.issued, summary.pre_queued), (203, 203, Some(200)));
@@ -155,7 +160,7 @@ async fn a_join_retried_concurrently_keeps_one_place(h: &Harness) {
     let voucher = definition.voucher_id;
     open(h, &definition).await;
     let alice = user("alice");
-    let answers = join_all((0..10).map(|_| h.gate.join_queue(voucher, &alice))).await;
+    let answers = join_all((0..10).map(|_| h.gate.join_queue(voucher, &alice, None))).await;
     let placed = answers.iter().filter(|a| matches!(a, Ok(Joined::Placed { .. }))).count();
     let held = answers.iter().filter(|a| matches!(a, Ok(Joined::Held { attempt: 1 }))).count();
     assert_eq!((placed, held), (1, 9));
@@ -172,7 +177,7 @@ async fn entries_never_exceed_the_units_left_times_the_factor(h: &Harness) {
     open(h, &definition).await;
     let users: Vec<UserId> = (0..100).map(|i| user(&format!("u{i}"))).collect();
     for u in &users {
-        h.gate.join_queue(voucher, u).await.expect("joins");
+        h.gate.join_queue(voucher, u, None).await.expect("joins");
     }
     begin(h, voucher).await;
     let summary = advance_until_quiet(h, voucher).await;
@@ -181,7 +186,7 @@ async fn entries_never_exceed_the_units_left_times_the_factor(h: &Harness) {
     let entries = issued(&records(h, voucher).await);
     for entry in entries.iter().take(4) {
         let order = OrderAccepted::now(voucher, entry.user_id.clone(), 1);
-        let admission = h.gate.admit_entry(&order, None, Some(entry.entry)).await.expect("answers");
+        let admission = h.gate.admit_presenting(&order, None, &with_entry(entry.entry)).await.expect("answers");
         assert!(matches!(admission, Admission::Admitted { .. }), "{admission:?}");
     }
     let summary = advance_until_quiet(h, voucher).await;
@@ -195,7 +200,7 @@ async fn an_entry_admits_one_order(h: &Harness) {
     let voucher = definition.voucher_id;
     open(h, &definition).await;
     let (alice, bob) = (user("alice"), user("bob"));
-    h.gate.join_queue(voucher, &alice).await.expect("joins");
+    h.gate.join_queue(voucher, &alice, None).await.expect("joins");
     let without = h.gate.admit_order(&OrderAccepted::now(voucher, alice.clone(), 1), None).await.expect("answers");
     assert_eq!(without, Admission::Rejected(Rejection::NotStarted), "the window is checked first");
     begin(h, voucher).await;
@@ -207,12 +212,13 @@ async fn an_entry_admits_one_order(h: &Harness) {
     else {
         panic!("alice's turn came");
     };
-    let wrong = h.gate.admit_entry(&OrderAccepted::now(voucher, bob.clone(), 1), None, Some(entry)).await;
+    let wrong = h.gate.admit_presenting(&OrderAccepted::now(voucher, bob.clone(), 1), None, &with_entry(entry)).await;
     assert_eq!(wrong.expect("answers"), Admission::Rejected(Rejection::EntryInvalid), "bob cannot use alice's entry");
 
     // The same entry through two callers at once (two ingresses): one order.
     let orders: Vec<OrderAccepted> = (0..2).map(|_| OrderAccepted::now(voucher, alice.clone(), 1)).collect();
-    let answers = join_all(orders.iter().map(|order| h.gate.admit_entry(order, None, Some(entry)))).await;
+    let presented = with_entry(entry);
+    let answers = join_all(orders.iter().map(|order| h.gate.admit_presenting(order, None, &presented))).await;
     let admitted: Vec<usize> =
         (0..2).filter(|&i| matches!(answers[i], Ok(Admission::Admitted { .. }))).collect::<Vec<_>>();
     assert_eq!(admitted.len(), 1, "{answers:?}");
@@ -237,8 +243,8 @@ async fn idle_places_are_skipped_and_may_be_taken_again(h: &Harness) {
     open(h, &definition).await;
     let (gone, here) = (user("gone"), user("here"));
     // "gone" joins first but stops watching: its last sighting is long past.
-    h.gate.join_queue(voucher, &gone).await.expect("joins");
-    h.gate.join_queue(voucher, &here).await.expect("joins");
+    h.gate.join_queue(voucher, &gone, None).await.expect("joins");
+    h.gate.join_queue(voucher, &here, None).await.expect("joins");
     begin(h, voucher).await;
     let _: () = redis::cmd("HSET")
         .arg(h.gate.keys(voucher).seen)
@@ -254,7 +260,7 @@ async fn idle_places_are_skipped_and_may_be_taken_again(h: &Harness) {
     assert_eq!(issued(&events).iter().map(|e| e.user_id.clone()).collect::<Vec<_>>(), vec![here]);
     assert_eq!(h.gate.place(voucher, &gone).await.expect("reads").expect("joined").state, PlaceState::Expired);
     // Back again: a new place at the back, served next.
-    assert_eq!(h.gate.join_queue(voucher, &gone).await.expect("joins"), Joined::Placed { attempt: 2 });
+    assert_eq!(h.gate.join_queue(voucher, &gone, None).await.expect("joins"), Joined::Placed { attempt: 2 });
     let summary = advance_until_quiet(h, voucher).await;
     assert_eq!((summary.cursor, summary.issued), (3, 2));
     let place = h.gate.place(voucher, &gone).await.expect("reads").expect("joined");
@@ -266,8 +272,8 @@ async fn sold_out_then_units_returned_reopen_the_room(h: &Harness) {
     let definition = queue_definition(1, 1, 100);
     let voucher = definition.voucher_id;
     open(h, &definition).await;
-    h.gate.join_queue(voucher, &user("first")).await.expect("joins");
-    h.gate.join_queue(voucher, &user("second")).await.expect("joins");
+    h.gate.join_queue(voucher, &user("first"), None).await.expect("joins");
+    h.gate.join_queue(voucher, &user("second"), None).await.expect("joins");
     begin(h, voucher).await;
     advance_until_quiet(h, voucher).await;
     // Both joined before the start: the shuffle decides who is served first.
@@ -275,7 +281,10 @@ async fn sold_out_then_units_returned_reopen_the_room(h: &Harness) {
     assert_eq!(served.len(), 1, "one unit, one entry");
     let (buyer, next) = if served[0].user_id == user("first") { ("first", "second") } else { ("second", "first") };
     let order = OrderAccepted::now(voucher, user(buyer), 1);
-    assert!(matches!(h.gate.admit_entry(&order, None, Some(served[0].entry)).await, Ok(Admission::Admitted { .. })));
+    assert!(matches!(
+        h.gate.admit_presenting(&order, None, &with_entry(served[0].entry)).await,
+        Ok(Admission::Admitted { .. })
+    ));
     let summary = advance_until_quiet(h, voucher).await;
     assert_eq!((summary.state, summary.issued), (RoomState::SoldOut, 1));
     assert!(h.gate.release(voucher, &user(buyer), 1, order.order_id, None).await.expect("releases"));
@@ -295,7 +304,7 @@ async fn a_queue_voucher_redis_lost_is_restored_queue_mode_with_an_empty_room(h:
     let definition = queue_definition(3, 1, 100);
     let voucher = definition.voucher_id;
     open(h, &definition).await;
-    h.gate.join_queue(voucher, &user("alice")).await.expect("joins");
+    h.gate.join_queue(voucher, &user("alice"), None).await.expect("joins");
     // Redis loses everything of the voucher, its room included.
     let keys = h.gate.keys(voucher);
     for key in keys

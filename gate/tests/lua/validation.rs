@@ -12,6 +12,9 @@ fn script(name: &str) -> Script {
         "admit.lua" => include_str!("../../../lua/admit.lua"),
         "freeze_transfers.lua" => include_str!("../../../lua/freeze_transfers.lua"),
         "load_voucher.lua" => include_str!("../../../lua/load_voucher.lua"),
+        "draw_advance.lua" => include_str!("../../../lua/draw_advance.lua"),
+        "draw_enter.lua" => include_str!("../../../lua/draw_enter.lua"),
+        "draw_status.lua" => include_str!("../../../lua/draw_status.lua"),
         "queue_advance.lua" => include_str!("../../../lua/queue_advance.lua"),
         "queue_join.lua" => include_str!("../../../lua/queue_join.lua"),
         "queue_open.lua" => include_str!("../../../lua/queue_open.lua"),
@@ -51,6 +54,9 @@ async fn bad_arguments_are_refused_by_name_and_change_nothing(h: &Harness) {
     let prefix = unique_prefix();
     let arity = [
         "admit.lua",
+        "draw_advance.lua",
+        "draw_enter.lua",
+        "draw_status.lua",
         "freeze_transfers.lua",
         "load_voucher.lua",
         "release.lua",
@@ -70,17 +76,25 @@ async fn bad_arguments_are_refused_by_name_and_change_nothing(h: &Harness) {
     }
 
     // The right counts, values that make no sense.
-    let cases: [(&str, usize, Vec<&str>, &str); 15] = [
+    let cases: [(&str, usize, Vec<&str>, &str); 18] = [
         (
             "admit.lua",
-            8,
-            vec!["u", "0", "o", "", "r", "v", "10", "1000", "1", "", ""],
+            10,
+            vec!["u", "0", "o", "", "r", "v", "10", "1000", "1", "", "", "", "0", "0", "0", "1", "", "0", "1"],
             "quantity must be a positive integer",
         ),
         ("release.lua", 5, vec!["u", "-1", "o", "", "1000"], "quantity must be a positive integer"),
-        ("load_voucher.lua", 10, vec!["5", "0", "x", "1", "0", "1000", "1", "5", "0", "", "fcfs"], "must be numbers"),
-        ("queue_open.lua", 2, vec!["reopen"], "ARGV[1] must be open or committed"),
-        ("queue_join.lua", 6, vec!["u"], "expects 6 KEYS and 4 ARGV"),
+        (
+            "load_voucher.lua",
+            10,
+            vec!["5", "0", "x", "1", "0", "1000", "1", "5", "0", "", "fcfs", "0"],
+            "must be numbers",
+        ),
+        ("queue_open.lua", 2, vec!["reopen"], "ARGV[1] must be open, open_draw or committed"),
+        ("queue_join.lua", 6, vec!["u"], "expects 7 KEYS and 7 ARGV"),
+        ("draw_enter.lua", 5, vec!["u"], "expects 6 KEYS and 7 ARGV"),
+        ("draw_advance.lua", 7, vec!["id"], "expects 7 KEYS and 5 ARGV"),
+        ("draw_status.lua", 1, vec!["u"], "expects 2 KEYS and 1 ARGV"),
         ("queue_advance.lua", 7, vec!["id"], "expects 7 KEYS and 5 ARGV"),
         ("update_voucher.lua", 10, vec!["id", "", "", "0", "0", "0", "0"], "the TTL must be a number, at least 1"),
         ("update_voucher.lua", 10, vec!["id", "2", "", "0", "1000", "0", "0"], "paused must be 1, 0 or empty"),

@@ -100,6 +100,16 @@ pub(crate) fn reading_client_address(
     )
 }
 
+/// The client's address as the limits count it (see `client_address`),
+/// for the admission buckets `admit.lua` keeps.
+pub(crate) fn counted_client_address(
+    access: Arc<Access>,
+) -> impl Filter<Extract = (Option<IpAddr>,), Error = std::convert::Infallible> + Clone {
+    seckill_web::peer_address()
+        .and(warp::header::headers_cloned())
+        .map(move |peer: Option<SocketAddr>, headers: HeaderMap| access.limits.client_address(peer, &headers))
+}
+
 /// Passes while the client's address is under its rate.
 pub(crate) fn per_client_address(access: Arc<Access>) -> impl Filter<Extract = (), Error = Rejection> + Clone {
     seckill_web::peer_address()

@@ -168,8 +168,12 @@ struct LiveVoucher {
     voucher_id: VoucherId,
     /// As of the rebuild (the clock fields are written per response).
     phase: Phase,
-    /// `fcfs`, or `queue`: orders go through the waiting room.
+    /// `fcfs`; `queue`: orders go through the waiting room; `draw`: only
+    /// the draw's winners order.
     mode: &'static str,
+    /// Leading zero bits of the proof of work each order, join or entry
+    /// needs (`GET …/challenge`); 0: none.
+    challenge_bits: u32,
     stock: u64,
     /// Units admission still has: what a new order can get.
     available: u64,
@@ -220,7 +224,8 @@ impl LiveVoucher {
         Some(Self {
             voucher_id,
             phase,
-            mode: if sale.is_some_and(|s| s.queue) { "queue" } else { "fcfs" },
+            mode: sale.map_or("fcfs", |s| s.mode),
+            challenge_bits: sale.map_or(0, |s| s.challenge_bits),
             stock,
             available,
             remaining: view.map_or(stock, |v| v.remaining),
@@ -450,7 +455,8 @@ mod tests {
             per_user_limit: 2,
             paused: false,
             hold_seconds: Some(30),
-            queue: false,
+            mode: "fcfs",
+            challenge_bits: 0,
         }
     }
 

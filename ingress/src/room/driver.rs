@@ -13,6 +13,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use seckill_core::draw::RANK_CHUNK;
 use seckill_gate::{RoomState, RoomSummary, MOST_PLACES_PER_ADVANCE};
 use tokio_util::sync::CancellationToken;
 
@@ -27,6 +28,9 @@ const DISCOVER_EVERY: Duration = Duration::from_secs(1);
 const MARK_WATCHED_EVERY: Duration = Duration::from_secs(2);
 /// Most advance calls per room per tick.
 const MOST_CALLS_PER_TICK: u32 = 10;
+/// Most advance calls per draw per tick: a draw of many entries is ranked
+/// and logged a chunk a call, all at `draw_at`, and its winners wait for it.
+const MOST_DRAW_CALLS_PER_TICK: u32 = 1_000;
 /// How often a room whose sale is over is looked at (its keys outlive the
 /// sale by `redis.ended_sale_ttl_seconds`, a week by default; an admin may
 /// still move the end later).
@@ -56,7 +60,7 @@ impl Rooms {
                     continue;
                 }
                 if let Some(summary) = self.advance(handle).await {
-                    if !matches!(summary.state, RoomState::Ended | RoomState::Before) {
+                    if !handle.draw && !matches!(summary.state, RoomState::Ended | RoomState::Before) {
                         waiting += summary.places.saturating_sub(summary.cursor);
                     }
                     open += summary.open;
@@ -106,8 +110,19 @@ impl Rooms {
     /// Moves `handle`'s room on; its last summary, unless it is gone.
     async fn advance(&self, handle: &RoomHandle) -> Option<RoomSummary> {
         let mut last = None;
-        for _ in 0..MOST_CALLS_PER_TICK {
-            let summary = match self.gate.advance_room(handle.voucher).await {
+        let (calls, full_call) = if handle.draw {
+            (MOST_DRAW_CALLS_PER_TICK, RANK_CHUNK as u64)
+        } else {
+            (MOST_CALLS_PER_TICK, MOST_PLACES_PER_ADVANCE)
+        };
+        for _ in 0..calls {
+            let before = handle.view.borrow().serving;
+            let advanced = if handle.draw {
+                self.gate.advance_draw(handle.voucher).await
+            } else {
+                self.gate.advance_room(handle.voucher).await
+            };
+            let summary = match advanced {
                 Ok(summary) => summary,
                 Err(error) => {
                     tracing::warn!(%error, voucher = %handle.voucher, "Could not move a waiting room on; retrying.");
@@ -128,10 +143,14 @@ impl Rooms {
                 }
                 _ => {}
             }
-            self.metrics.entries_issued.inc_by(summary.served_now);
-            self.metrics.places_expired.inc_by(summary.skipped_now);
+            if handle.draw {
+                self.metrics.wins.inc_by(summary.cursor.saturating_sub(before));
+            } else {
+                self.metrics.entries_issued.inc_by(summary.served_now);
+                self.metrics.places_expired.inc_by(summary.skipped_now);
+            }
             handle.update(&summary);
-            let more = summary.served_now + summary.skipped_now >= MOST_PLACES_PER_ADVANCE;
+            let more = summary.served_now + summary.skipped_now >= full_call;
             last = Some(summary);
             if !more {
                 break;

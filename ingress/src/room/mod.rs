@@ -10,6 +10,7 @@
 //! side is, and asks Redis only for its own place when the serving number
 //! reaches it. Entry tokens are signed with the room's key ([`token`]).
 
+pub(crate) mod draw;
 pub(crate) mod driver;
 pub(crate) mod token;
 
@@ -18,7 +19,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, SecondsFormat, Utc};
-use seckill_core::event::{Event, QueueSeedCommitted};
+use seckill_core::event::{DrawSeedCommitted, Event, QueueSeedCommitted};
 use seckill_core::metrics::QueueMetrics;
 use seckill_core::topics::Topics;
 use seckill_core::{queue, Envelope, OrderId, UserId, VoucherId};
@@ -61,6 +62,8 @@ pub(crate) struct Rooms {
 #[derive(Debug)]
 pub(crate) struct RoomHandle {
     pub(crate) voucher: VoucherId,
+    /// A draw's, not a waiting room's.
+    pub(crate) draw: bool,
     token_key: String,
     view: watch::Sender<RoomView>,
     /// Users with a stream open on this ingress, and how many each.
@@ -83,11 +86,13 @@ pub(crate) struct RoomView {
     pub(crate) remaining: u64,
     /// Places passed per second, measured; None until measured.
     pub(crate) rate: Option<f64>,
+    /// A draw's winners at the draw (None before it).
+    pub(crate) selected: Option<u64>,
 }
 
 impl RoomView {
     fn unknown() -> Self {
-        Self { state: RoomState::Before, serving: 0, places: 0, remaining: 0, rate: None }
+        Self { state: RoomState::Before, serving: 0, places: 0, remaining: 0, rate: None, selected: None }
     }
 
     /// Whether a waiter would see anything new (the rate alone is not news).
@@ -161,6 +166,7 @@ impl Rooms {
         }
         let handle = Arc::new(RoomHandle {
             voucher,
+            draw: room.draw,
             token_key: room.token_key,
             view: watch::Sender::new(RoomView::unknown()),
             watchers: Mutex::default(),
@@ -174,13 +180,15 @@ impl Rooms {
     /// Logs the commitment to `room`'s seed, then lets the room take joins.
     /// Several ingresses may do so at once: they log the same hash.
     async fn commit(&self, voucher: VoucherId, room: &Room) -> Result<(), RoomError> {
-        let commitment = Envelope::new(Event::QueueSeedCommitted(QueueSeedCommitted {
-            voucher_id: voucher,
-            seed_hash: queue::seed_commitment(&room.seed),
-        }));
+        let seed_hash = queue::seed_commitment(&room.seed);
+        let commitment = Envelope::new(if room.draw {
+            Event::DrawSeedCommitted(DrawSeedCommitted { voucher_id: voucher, seed_hash })
+        } else {
+            Event::QueueSeedCommitted(QueueSeedCommitted { voucher_id: voucher, seed_hash })
+        });
         self.producer.send(&self.topics.sales, &commitment).await.map_err(|e| RoomError::Log(e.to_string()))?;
         self.gate.seed_committed(voucher, &room.seed).await?;
-        tracing::info!(%voucher, "Waiting room open: its seed's hash is in the log.");
+        tracing::info!(%voucher, draw = room.draw, "Waiting room or draw open: its seed's hash is in the log.");
         Ok(())
     }
 
@@ -190,8 +198,16 @@ impl Rooms {
             tracing::warn!(%error, %voucher, "The waiting room could not be read.");
             ApiError::unavailable("the waiting room could not be reached; retry")
         };
-        if let Some(handle) = self.handle(voucher).await.map_err(unreachable)? {
-            return Ok(handle);
+        match self.handle(voucher).await.map_err(unreachable)? {
+            Some(handle) if !handle.draw => return Ok(handle),
+            Some(_) => {
+                return Err(ApiError::new(
+                    StatusCode::CONFLICT,
+                    "not_queue_mode",
+                    "this sale is a draw: enter it (POST /api/v1/vouchers/{id}/entries)",
+                ))
+            }
+            None => {}
         }
         match self.gate.layout(voucher).await.map_err(|e| unreachable(e.into()))? {
             Some(_) => Err(ApiError::new(
@@ -203,7 +219,12 @@ impl Rooms {
         }
     }
 
-    fn known(&self) -> Vec<Arc<RoomHandle>> {
+    /// Whether `voucher` is a draw this ingress knows.
+    pub(crate) fn has_draw(&self, voucher: VoucherId) -> bool {
+        self.rooms.lock().expect("rooms lock").get(&voucher).is_some_and(|handle| handle.draw)
+    }
+
+    pub(crate) fn known(&self) -> Vec<Arc<RoomHandle>> {
         self.rooms.lock().expect("rooms lock").values().cloned().collect()
     }
 
@@ -255,6 +276,7 @@ impl RoomHandle {
             places: summary.places,
             remaining: summary.remaining,
             rate,
+            selected: summary.selected,
         };
         // A new state wakes the waiters at once; a serving number moving
         // on, at most every PUBLISH_MOVES_EVERY: a fast room would
@@ -271,6 +293,7 @@ impl RoomHandle {
                 current.places = view.places;
                 current.remaining = view.remaining;
                 current.rate = view.rate;
+                current.selected = view.selected;
             }
             news
         });

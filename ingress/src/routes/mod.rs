@@ -3,6 +3,8 @@
 
 mod admin_retries;
 mod body;
+mod challenge;
+mod draw;
 pub(crate) mod openapi;
 mod order_actions;
 mod orders;
@@ -36,6 +38,10 @@ const ROUTES: &[&str] = &[
     "/api/v1/vouchers/{id}/queue",
     "/api/v1/vouchers/{id}/queue/me",
     "/api/v1/vouchers/{id}/queue/me/stream",
+    "/api/v1/vouchers/{id}/entries",
+    "/api/v1/vouchers/{id}/entries/me",
+    "/api/v1/vouchers/{id}/entries/me/stream",
+    "/api/v1/vouchers/{id}/challenge",
     "/api/v1/orders/{id}",
     "/api/v1/orders/{id}/cancel",
     "/api/v1/orders/{id}/confirm",
@@ -68,8 +74,26 @@ pub(crate) struct Ingress {
     pub(crate) admin_retry_ttl: std::time::Duration,
     /// The payment provider; None when payments are off.
     pub(crate) payments: Option<crate::payments::Payments>,
-    /// The waiting rooms of queue-mode sales.
+    /// The waiting rooms of queue-mode sales, and the draws.
     pub(crate) rooms: Arc<crate::room::Rooms>,
+    /// The proof of work of vouchers with `challenge_bits`.
+    pub(crate) challenges: crate::challenge::Challenges,
+    /// The per-user and per-address admission buckets of the order route
+    /// (kept by `admit.lua`, per voucher, for every ingress at once).
+    pub(crate) pace: crate::config::RateLimitConfig,
+}
+
+impl Ingress {
+    /// The buckets an order from `address` is held to.
+    pub(crate) fn pace(&self, address: Option<std::net::IpAddr>) -> seckill_gate::Pace {
+        seckill_gate::Pace {
+            user_per_second: self.pace.per_user_per_second,
+            user_burst: self.pace.per_user_burst,
+            address: address.map(|address| address.to_string()),
+            address_per_second: self.pace.per_ip_per_second,
+            address_burst: self.pace.per_ip_burst,
+        }
+    }
 }
 
 /// Every route, with errors mapped and requests measured.
@@ -89,6 +113,8 @@ pub(crate) fn routes(
         .or(payment::create(Arc::clone(&ingress)))
         .or(webhook::receive(Arc::clone(&ingress)))
         .or(queue::join(Arc::clone(&ingress)))
+        .or(draw::enter(Arc::clone(&ingress)))
+        .or(challenge::issue(Arc::clone(&ingress)))
         .or(live::http::routes(Arc::new(Reading {
             live: Arc::clone(&ingress.live),
             access: Arc::clone(&ingress.access),

@@ -11,6 +11,7 @@
 //! the script had admitted the order, `503` only if it had not.
 
 use std::convert::Infallible;
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -18,13 +19,13 @@ use seckill_core::event::{OrderAccepted, MAX_QUANTITY};
 use seckill_core::{OrderId, UserId, VoucherId};
 use seckill_web::ApiError;
 use serde::Deserialize;
-use warp::http::StatusCode;
+use warp::http::{HeaderMap, StatusCode};
 use warp::{Filter, Rejection, Reply};
 
 use super::{body, Ingress};
-use crate::access::limits;
+use crate::access::{auth, limits};
 use crate::error::rejection_error;
-use seckill_gate::{Admission, Rejection as GateRejection, RetryKey, Settlement};
+use seckill_gate::{Admission, Presented, Rejection as GateRejection, RetryKey, Settlement};
 
 /// The answer when the gate settled a request as not admitted.
 const NOT_ADMITTED: &str = "the admission call failed; nothing was admitted, retry the request";
@@ -66,9 +67,10 @@ pub(super) fn place(
 ) -> impl Filter<Extract = (impl Reply,), Error = Rejection> + Clone {
     warp::path!("api" / "v1" / "vouchers" / String / "orders")
         .and(warp::post())
-        .and(limits::per_client_address(Arc::clone(&ingress.access)))
-        .and(limits::rate_limited_user(Arc::clone(&ingress.access)))
+        .and(limits::counted_client_address(Arc::clone(&ingress.access)))
+        .and(auth::user(Arc::clone(&ingress.access)))
         .and(warp::header::optional::<String>("idempotency-key"))
+        .and(warp::header::headers_cloned())
         .and(body::bounded(max_body_bytes))
         .and(warp::any().map(move || Arc::clone(&ingress)))
         .and_then(handle)
@@ -79,21 +81,32 @@ pub(super) fn place(
 /// that answers a sell-out storm.
 async fn handle(
     voucher: String,
+    address: Option<IpAddr>,
     user: UserId,
     idempotency_key: Option<String>,
+    headers: HeaderMap,
     raw: bytes::Bytes,
     ingress: Arc<Ingress>,
 ) -> Result<warp::reply::Response, Infallible> {
-    Ok(place_order(voucher, user, idempotency_key, raw, ingress).await.unwrap_or_else(Reply::into_response))
+    let request = Request { voucher, address, user, idempotency_key, headers };
+    Ok(place_order(request, raw, ingress).await.unwrap_or_else(Reply::into_response))
+}
+
+/// What the route read of a request besides its body.
+struct Request {
+    voucher: String,
+    address: Option<IpAddr>,
+    user: UserId,
+    idempotency_key: Option<String>,
+    headers: HeaderMap,
 }
 
 async fn place_order(
-    voucher: String,
-    user: UserId,
-    idempotency_key: Option<String>,
+    request: Request,
     raw: bytes::Bytes,
     ingress: Arc<Ingress>,
 ) -> Result<warp::reply::Response, ApiError> {
+    let Request { voucher, address, user, idempotency_key, headers } = request;
     let voucher: VoucherId = voucher.parse().map_err(|e| ApiError::invalid(format!("voucher_id: {e}")))?;
     let request: PlaceOrder = body::parse_or_default(&raw)?;
     if !(1..=MAX_QUANTITY).contains(&request.quantity) {
@@ -116,8 +129,12 @@ async fn place_order(
         Some(token) => Some(entry_of(&ingress, voucher, &user, token).await?),
         None => None,
     };
+    let proof = ingress.challenges.proof(voucher, &user, &headers).inspect_err(|error| {
+        ingress.metrics.outcomes.with_label_values(&[error.code]).inc();
+    })?;
+    let presented = Presented { entry, proof, pace: ingress.pace(address) };
     let order = OrderAccepted::now(voucher, user, request.quantity);
-    let admission = match ingress.gate.admit_entry(&order, retry.as_ref(), entry).await {
+    let admission = match ingress.gate.admit_presenting(&order, retry.as_ref(), &presented).await {
         Ok(admission) => admission,
         Err(error) => return settle(&ingress, &order, &error).await,
     };
@@ -125,8 +142,8 @@ async fn place_order(
         Admission::Admitted { remaining } => {
             if remaining == 0 {
                 ingress.live.voucher_changed(voucher);
-                // A waiting room tells its crowd the sell-out now.
-                if entry.is_some() {
+                // A waiting room (or a draw) tells its crowd the sell-out now.
+                if entry.is_some() || ingress.rooms.has_draw(voucher) {
                     ingress.rooms.nudge();
                 }
             }

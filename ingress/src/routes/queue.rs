@@ -14,11 +14,12 @@ use std::sync::Arc;
 use seckill_core::{UserId, VoucherId};
 use seckill_gate::{Joined, RetryKey};
 use seckill_web::ApiError;
-use warp::http::StatusCode;
+use warp::http::{HeaderMap, StatusCode};
 use warp::{Filter, Rejection, Reply};
 
 use super::Ingress;
 use crate::access::limits;
+use crate::error::rejection_error;
 
 pub(super) fn join(ingress: Arc<Ingress>) -> impl Filter<Extract = (impl Reply,), Error = Rejection> + Clone {
     warp::path!("api" / "v1" / "vouchers" / String / "queue")
@@ -26,6 +27,7 @@ pub(super) fn join(ingress: Arc<Ingress>) -> impl Filter<Extract = (impl Reply,)
         .and(limits::per_client_address(Arc::clone(&ingress.access)))
         .and(limits::rate_limited_user(Arc::clone(&ingress.access)))
         .and(warp::header::optional::<String>("idempotency-key"))
+        .and(warp::header::headers_cloned())
         .and(warp::any().map(move || Arc::clone(&ingress)))
         .and_then(handle)
 }
@@ -34,6 +36,7 @@ async fn handle(
     raw: String,
     user: UserId,
     idempotency_key: Option<String>,
+    headers: HeaderMap,
     ingress: Arc<Ingress>,
 ) -> Result<warp::reply::Response, Rejection> {
     let voucher: VoucherId = raw.parse().map_err(|e| ApiError::invalid(format!("voucher_id: {e}")))?;
@@ -41,7 +44,8 @@ async fn handle(
         RetryKey::new(&user, key).map_err(ApiError::invalid)?;
     }
     let handle = ingress.rooms.room_of(voucher).await?;
-    let joined = ingress.rooms.gate().join_queue(voucher, &user).await.map_err(|error| {
+    let proof = ingress.challenges.proof(voucher, &user, &headers)?;
+    let joined = ingress.rooms.gate().join_queue(voucher, &user, proof.as_ref()).await.map_err(|error| {
         tracing::warn!(%error, %voucher, "A join could not reach the waiting room.");
         ApiError::unavailable("the waiting room could not be reached; nothing changed, retry")
     })?;
@@ -67,6 +71,7 @@ async fn handle(
             .into());
         }
         Joined::Ended => return Err(ApiError::new(StatusCode::CONFLICT, "ended", "the sale has ended").into()),
+        Joined::Challenge(rejection) => return Err(rejection_error(rejection).into()),
     };
     let answer = ingress.rooms.status(&handle, &user).await.map_err(|error| {
         tracing::warn!(%error, %voucher, "A joined place could not be read back.");

@@ -16,6 +16,7 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
+use seckill_core::draw::DrawSettings;
 use seckill_core::event::{Event, VoucherCreated, VoucherUpdated, MAX_STOCK};
 use seckill_core::money::Currency;
 use seckill_core::queue::QueueSettings;
@@ -75,6 +76,19 @@ struct CreateVoucher {
     /// How long an entry token admits (default 120).
     #[serde(default)]
     queue_token_seconds: Option<u32>,
+    /// The draw's settings (`draw` mode only): entries are taken from
+    /// `entries_open_at` (default: now) until `draw_at` (required).
+    #[serde(default)]
+    entries_open_at: Option<DateTime<Utc>>,
+    #[serde(default)]
+    draw_at: Option<DateTime<Utc>>,
+    /// How long a winner may order once they win (default 600).
+    #[serde(default)]
+    purchase_seconds: Option<u32>,
+    /// Leading zero bits of the proof of work each order, queue join or
+    /// draw entry needs (0, the default, asks for none; at most 28).
+    #[serde(default)]
+    challenge_bits: u32,
 }
 
 /// How a sale admits.
@@ -84,6 +98,7 @@ enum SaleMode {
     #[default]
     Fcfs,
     Queue,
+    Draw,
 }
 
 impl CreateVoucher {
@@ -95,7 +110,7 @@ impl CreateVoucher {
             || self.queue_entry_rate.is_some()
             || self.queue_idle_seconds.is_some()
             || self.queue_token_seconds.is_some();
-        if self.mode == SaleMode::Fcfs {
+        if self.mode != SaleMode::Queue {
             if given {
                 return Err(ApiError::invalid("queue_* settings need \"mode\": \"queue\""));
             }
@@ -112,6 +127,28 @@ impl CreateVoucher {
             entry_rate: self.queue_entry_rate.unwrap_or(QueueSettings::DEFAULT_ENTRY_RATE),
             idle_seconds: self.queue_idle_seconds.unwrap_or(QueueSettings::DEFAULT_IDLE_SECONDS),
             token_seconds: self.queue_token_seconds.unwrap_or(QueueSettings::DEFAULT_TOKEN_SECONDS),
+        }))
+    }
+}
+
+impl CreateVoucher {
+    /// The draw's settings, the defaults filled in; None for another mode
+    /// (which takes none of them).
+    fn draw(&self) -> Result<Option<DrawSettings>, ApiError> {
+        let given = self.entries_open_at.is_some() || self.draw_at.is_some() || self.purchase_seconds.is_some();
+        if self.mode != SaleMode::Draw {
+            if given {
+                return Err(ApiError::invalid("entries_open_at, draw_at and purchase_seconds need \"mode\": \"draw\""));
+            }
+            return Ok(None);
+        }
+        let Some(draw_at) = self.draw_at else {
+            return Err(ApiError::invalid("a draw needs draw_at: when entries close and the draw is made"));
+        };
+        Ok(Some(DrawSettings {
+            entries_open_at: self.entries_open_at.unwrap_or_else(|| Utc::now().min(draw_at)),
+            draw_at,
+            purchase_seconds: self.purchase_seconds.unwrap_or(DrawSettings::DEFAULT_PURCHASE_SECONDS),
         }))
     }
 }
@@ -175,6 +212,7 @@ async fn handle_create(
 ) -> Result<warp::reply::Response, Rejection> {
     let request: CreateVoucher = body::parse(&raw)?;
     let queue = request.queue()?;
+    let draw = request.draw()?;
     let definition = VoucherCreated {
         voucher_id: VoucherId::generate(),
         stock: request.stock,
@@ -188,6 +226,8 @@ async fn handle_create(
         price: request.price,
         currency: request.currency,
         queue,
+        draw,
+        challenge_bits: request.challenge_bits,
     };
     definition.validate().map_err(|e| ApiError::invalid(e.to_string().replace("event is out of range: ", "")))?;
     if definition.price > 0 && ingress.payments.is_none() {
@@ -222,6 +262,15 @@ async fn handle_create(
         if request.queue_opens_at.is_none() {
             asked["create"]["queue"]["opens_at"] = serde_json::Value::Null;
         }
+    }
+    if let Some(draw) = &definition.draw {
+        asked["create"]["draw"] = serde_json::to_value(draw).expect("settings serialize");
+        if request.entries_open_at.is_none() {
+            asked["create"]["draw"]["entries_open_at"] = serde_json::Value::Null;
+        }
+    }
+    if request.challenge_bits != 0 {
+        asked["create"]["challenge_bits"] = request.challenge_bits.into();
     }
     let retry = AdminRetry::new(&ingress, key, asked)?;
     let mut change = Envelope::new(Event::VoucherCreated(definition));
@@ -265,8 +314,8 @@ async fn handle_create(
         .with_detail("voucher_id", voucher_id.to_string())
     })?;
     ingress.live.voucher_changed(voucher_id);
-    if definition.queue.is_some() {
-        // Commit the room's seed now, so it takes joins from the answer on;
+    if definition.queue.is_some() || definition.draw.is_some() {
+        // Commit the room's (or the draw's) seed now, so it takes joins from the answer on;
         // failing that, every ingress's room driver does it shortly.
         if let Err(error) = ingress.rooms.handle(voucher_id).await {
             tracing::warn!(%error, %voucher_id, "The waiting room will open shortly (its seed is not committed yet).");

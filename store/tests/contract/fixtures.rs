@@ -20,6 +20,8 @@ pub fn voucher(stock: u64) -> VoucherCreated {
         price: 0,
         currency: None,
         queue: None,
+        draw: None,
+        challenge_bits: 0,
     }
 }
 

@@ -1,6 +1,7 @@
 //! The read side's routes.
 
 mod conditional;
+mod draw;
 pub(crate) mod orders;
 mod page;
 mod queue;
@@ -35,6 +36,8 @@ pub(crate) fn routes(reading: Arc<Reading>) -> impl Filter<Extract = (impl Reply
         .or(streams::user(Arc::clone(&reading)))
         .or(queue::me(Arc::clone(&reading)))
         .or(queue::stream(Arc::clone(&reading)))
+        .or(draw::me(Arc::clone(&reading)))
+        .or(draw::stream(Arc::clone(&reading)))
         .or(streams::voucher(reading))
         .or(page::routes())
 }

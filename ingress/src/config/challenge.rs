@@ -1,0 +1,41 @@
+//! `[challenge]`: the proof of work a voucher with `challenge_bits` asks of
+//! each order, queue join and draw entry, and how its difficulty rises with
+//! the rate of requests.
+
+use seckill_core::challenge::MAX_BITS;
+use seckill_core::config::{ensure, ConfigError};
+use serde::{Deserialize, Serialize};
+
+/// How challenges are issued. The voucher's `challenge_bits` is the floor;
+/// while one ingress hands out more than `raise_above_per_second`
+/// challenges a second for a voucher, each doubling of the rate adds a bit
+/// (each bit doubles a solver's work), at most `max_extra_bits`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ChallengeConfig {
+    /// How long a challenge may be solved and spent.
+    pub seconds: u32,
+    /// Challenges per second per voucher (on this ingress) above which the
+    /// difficulty rises; 0 never raises it.
+    pub raise_above_per_second: u32,
+    /// Most bits the rate adds to a voucher's own.
+    pub max_extra_bits: u32,
+}
+
+impl Default for ChallengeConfig {
+    fn default() -> Self {
+        Self { seconds: 120, raise_above_per_second: 2_000, max_extra_bits: 6 }
+    }
+}
+
+impl ChallengeConfig {
+    pub(crate) fn validate(&self) -> Result<(), ConfigError> {
+        ensure((10..=3_600).contains(&self.seconds), "challenge.seconds", "must be 10 to 3600")?;
+        ensure(
+            self.raise_above_per_second <= 1_000_000,
+            "challenge.raise_above_per_second",
+            "must be at most 1000000",
+        )?;
+        ensure(self.max_extra_bits <= MAX_BITS, "challenge.max_extra_bits", format!("must be 0 to {MAX_BITS}"))
+    }
+}

@@ -1,0 +1,30 @@
+//! `GET /api/v1/vouchers/{voucher_id}/challenge`: a proof-of-work challenge
+//! for the caller (`crate::challenge`). Nothing is stored: the challenge is
+//! signed, bound to the user, the voucher and its expiry.
+
+use std::sync::Arc;
+
+use seckill_core::{UserId, VoucherId};
+use seckill_web::ApiError;
+use warp::{Filter, Rejection, Reply};
+
+use super::Ingress;
+use crate::access::auth;
+
+pub(super) fn issue(ingress: Arc<Ingress>) -> impl Filter<Extract = (impl Reply,), Error = Rejection> + Clone {
+    warp::path!("api" / "v1" / "vouchers" / String / "challenge")
+        .and(warp::get())
+        .and(auth::user(Arc::clone(&ingress.access)))
+        .and(warp::any().map(move || Arc::clone(&ingress)))
+        .and_then(handle)
+}
+
+async fn handle(raw: String, user: UserId, ingress: Arc<Ingress>) -> Result<warp::reply::Response, Rejection> {
+    let voucher: VoucherId = raw.parse().map_err(|e| ApiError::invalid(format!("voucher_id: {e}")))?;
+    let Some(issued) = ingress.challenges.issue(&ingress.gate, voucher, &user).await? else {
+        return Err(ApiError::unknown_voucher(voucher).into());
+    };
+    let mut response = warp::reply::json(&issued).into_response();
+    response.headers_mut().insert(warp::http::header::CACHE_CONTROL, warp::http::HeaderValue::from_static("no-store"));
+    Ok(response)
+}

@@ -1,0 +1,207 @@
+-- draw_advance.lua: moves a draw on. Any ingress may call it at any time, as
+-- often as it likes: every step is kept in the room hash, so several
+-- callers share the work rather than repeat it, and none does more than
+-- ARGV[4] users' worth per call (the caller calls again while a call used
+-- all of it).
+--
+-- KEYS[1]  voucher hash <prefix>:{v:<id>}:voucher  fields read: remaining, ends_ms, paused
+-- KEYS[2]  room hash    <prefix>:{v:<id>}:room     (queue_open.lua "open_draw")
+-- KEYS[3]  line zset    <prefix>:{v:<id>}:line     user -> seq (draw_enter.lua)
+-- KEYS[4]  places hash  <prefix>:{v:<id>}:places   (draw_enter.lua)
+-- KEYS[5]  ranks zset   <prefix>:{v:<id>}:ranks    user -> key (core's draw.rs step 2): the ranking
+-- KEYS[6]  holds zset   <prefix>:{v:<id>}:holds    rank -> window end (ms): wins open (admit.lua removes
+--                                                  a used one)
+-- KEYS[7]  outbox stream (admit.lua's KEYS[6])
+-- ARGV[1]  a fresh UUID: the records written get it with the last four hex digits replaced by a count
+-- ARGV[2]  voucher id: the records' voucher and Kafka key
+-- ARGV[3]  outbox bound: at this many entries nothing is written
+-- ARGV[4]  most users keyed, ranked or passed in one call; also the users per DrawRanked record
+-- ARGV[5]  the event schema version the records are written in
+--
+-- The phases (the room's "phase"), each taken up by whichever call comes:
+--   entering    until draw_ms (the Redis clock). Then entries close and the
+--               seed is revealed (DrawSeedRevealed, with the entry count and
+--               the list's hash);
+--   ranking     each entrant's key, in seq order, into the ranks zset;
+--   publishing  the ranking, ARGV[4] users per DrawRanked record, each
+--               user's place marked with its rank;
+--   drawn       the wins. At the first call here ranks 1..W win, W =
+--               min(units left, entries), all until now + purchase_ms
+--               (DrawWinnersSelected); afterwards, while fewer wins are
+--               open than units left, the next rank wins (DrawWinnerPromoted)
+--               until the ranks run out. Nothing is won while the sale is
+--               paused or over, or while the outbox is full.
+--
+-- Returns {state, cursor, entries, issued, open, remaining, "", worked, 0, now_ms, selected}, all
+-- strings (the shape of queue_advance.lua's answer); state is one of
+-- "unknown", "uncommitted", "before" (entries not open yet), "entering", "ranking" (entries closed,
+-- the ranking not all logged yet), "open", "sold_out", "paused", "ended", "backlog".
+-- cursor: ranks passed (won); issued: the same; open: wins open now; worked: users keyed, ranked or
+-- passed by this call; selected: W ("" before it is fixed).
+if #KEYS ~= 7 or #ARGV ~= 5 then
+  return redis.error_reply("draw_advance.lua: expects 7 KEYS and 5 ARGV")
+end
+local voucher = redis.call("HMGET", KEYS[1], "remaining", "ends_ms", "paused")
+local room = redis.call("HMGET", KEYS[2], "seed", "committed", "entries_ms", "draw_ms", "purchase_ms", "phase",
+  "entries", "chain", "ranked", "published", "cursor", "selected", "selected_until")
+local clock = redis.call("TIME")
+local now_ms = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+if not voucher[1] or not room[1] or not room[6] then
+  return {"unknown", "0", "0", "0", "0", "0", "", "0", "0", tostring(now_ms), ""}
+end
+local phase = room[6]
+local entries = tonumber(room[7])
+local ranked, published, cursor = tonumber(room[9]), tonumber(room[10]), tonumber(room[11])
+local selected = tonumber(room[12] or "")
+local remaining = tonumber(voucher[1])
+local worked, open = 0, 0
+local function summary(state)
+  return {state, tostring(cursor), tostring(entries), tostring(cursor), tostring(open), tostring(remaining), "",
+    tostring(worked), "0", tostring(now_ms), selected and tostring(selected) or ""}
+end
+if room[2] ~= "1" then
+  return summary("uncommitted")
+end
+if now_ms < tonumber(room[3]) then
+  return summary("before")
+end
+if phase == "entering" and now_ms < tonumber(room[4]) then
+  return summary("entering")
+end
+if redis.call("XLEN", KEYS[7]) >= tonumber(ARGV[3]) then
+  return summary("backlog")
+end
+
+-- Unix milliseconds as RFC 3339 (days to civil date: H. Hinnant's algorithm).
+local function rfc3339(ms)
+  local seconds = math.floor(ms / 1000)
+  local days = math.floor(seconds / 86400)
+  local of_day = seconds - days * 86400
+  local z = days + 719468
+  local era = math.floor(z / 146097)
+  local doe = z - era * 146097
+  local yoe = math.floor((doe - math.floor(doe / 1460) + math.floor(doe / 36524) - math.floor(doe / 146096)) / 365)
+  local doy = doe - (365 * yoe + math.floor(yoe / 4) - math.floor(yoe / 100))
+  local mp = math.floor((5 * doy + 2) / 153)
+  local day = doy - math.floor((153 * mp + 2) / 5) + 1
+  local month = mp < 10 and mp + 3 or mp - 9
+  local year = yoe + era * 400 + (month <= 2 and 1 or 0)
+  return string.format("%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", year, month, day, math.floor(of_day / 3600),
+    math.floor(of_day % 3600 / 60), of_day % 60, ms % 1000)
+end
+local written = 0
+local stamp = rfc3339(now_ms)
+local function emit(kind, fields)
+  written = written + 1
+  local id = string.sub(ARGV[1], 1, 32) .. string.format("%04x", written)
+  local record = string.format('{"schema":%s,"event_id":"%s","emitted_at":"%s","type":"%s","voucher_id":"%s"%s}',
+    ARGV[5], id, stamp, kind, ARGV[2], fields)
+  redis.call("XADD", KEYS[7], "*", "key", ARGV[2], "record", record)
+end
+local most = tonumber(ARGV[4])
+
+if phase == "entering" then
+  phase = "ranking"
+  redis.call("HSET", KEYS[2], "phase", phase)
+  emit("DrawSeedRevealed", string.format(',"seed":"%s","entries":%d,"entries_hash":"%s"', room[1], entries, room[8]))
+end
+
+if phase == "ranking" then
+  local prefix = room[1] .. ":" .. room[8] .. ":"
+  local batch = redis.call("ZRANGE", KEYS[3], ranked, ranked + most - 1)
+  for _, user in ipairs(batch) do
+    local key = tonumber(string.sub(redis.sha1hex(prefix .. user), 1, 13), 16)
+    redis.call("ZADD", KEYS[5], string.format("%d", key), user)
+  end
+  ranked = ranked + #batch
+  worked = #batch
+  if ranked >= entries then
+    phase = "publishing"
+  end
+  redis.call("HSET", KEYS[2], "ranked", ranked, "phase", phase)
+  local expires = redis.call("PEXPIRETIME", KEYS[2])
+  if expires > 0 then
+    redis.call("PEXPIREAT", KEYS[5], expires)
+  end
+  if phase ~= "publishing" or worked > 0 then
+    return summary("ranking")
+  end
+end
+
+if phase == "publishing" then
+  -- Equal keys are ordered by member (the user id's bytes): step 3.
+  local batch = redis.call("ZRANGE", KEYS[5], published, published + most - 1)
+  if #batch > 0 then
+    local names = {}
+    for i, user in ipairs(batch) do
+      redis.call("HSET", KEYS[4], user, string.format("1|r|%d|", published + i))
+      names[i] = '"' .. user .. '"'
+    end
+    local chunks = math.ceil(entries / most)
+    emit("DrawRanked", string.format(',"chunk":%d,"chunks":%d,"first_rank":%d,"users":[%s]',
+      math.floor(published / most), chunks, published + 1, table.concat(names, ",")))
+    published = published + #batch
+    worked = #batch
+  end
+  if published >= entries then
+    phase = "drawn"
+  end
+  redis.call("HSET", KEYS[2], "published", published, "phase", phase)
+  if phase ~= "drawn" or worked > 0 then
+    return summary("ranking")
+  end
+end
+
+-- Windows past their end no longer hold a unit.
+redis.call("ZREMRANGEBYSCORE", KEYS[6], "-inf", now_ms)
+open = redis.call("ZCARD", KEYS[6])
+local state = "open"
+if voucher[3] == "1" then
+  state = "paused"
+elseif now_ms >= tonumber(voucher[2]) then
+  state = "ended"
+end
+if state ~= "open" then
+  return summary(state)
+end
+local purchase_ms = tonumber(room[5])
+local until_ms = tonumber(room[13] or "")
+if not selected then
+  selected = math.min(math.max(remaining, 0), entries)
+  until_ms = now_ms + purchase_ms
+  redis.call("HSET", KEYS[2], "selected", selected, "selected_until", until_ms)
+  emit("DrawWinnersSelected", string.format(',"winners":%d,"purchase_until":"%s"', selected, rfc3339(until_ms)))
+end
+-- Ranks 1..selected won at the draw; past them, a rank wins while fewer
+-- wins are open than units left.
+while worked < most and cursor < entries do
+  local rank = cursor + 1
+  if rank > selected and open >= remaining then
+    break
+  end
+  local user = redis.call("ZRANGE", KEYS[5], cursor, cursor)[1]
+  local ends = until_ms
+  if rank > selected then
+    ends = now_ms + purchase_ms
+    emit("DrawWinnerPromoted", string.format(',"user_id":"%s","rank":%d,"purchase_until":"%s"', user, rank,
+      rfc3339(ends)))
+  end
+  redis.call("HSET", KEYS[4], user, string.format("1|s|%d|%d", rank, ends))
+  if ends > now_ms then
+    redis.call("ZADD", KEYS[6], ends, tostring(rank))
+    open = open + 1
+  end
+  cursor = rank
+  worked = worked + 1
+end
+if worked > 0 then
+  redis.call("HSET", KEYS[2], "cursor", cursor)
+  local expires = redis.call("PEXPIRETIME", KEYS[2])
+  if expires > 0 then
+    redis.call("PEXPIREAT", KEYS[6], expires)
+  end
+end
+if remaining <= 0 and cursor >= selected then
+  state = "sold_out"
+end
+return summary(state)
