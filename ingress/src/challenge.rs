@@ -102,15 +102,13 @@ impl Challenges {
         headers: &HeaderMap,
     ) -> Result<Option<Proof>, ApiError> {
         let text = |name: &str| headers.get(name).map(|value| value.to_str().unwrap_or("\u{0}"));
-        let (challenge_text, solution) =
-            match (text(CHALLENGE_HEADER), text(SOLUTION_HEADER)) {
-                (None, None) => return Ok(None),
-                (Some(challenge_text), Some(solution)) => (challenge_text, solution),
-                _ => return Err(ApiError::invalid(
-                    "Seckill-Challenge and Seckill-Solution come together: the challenge GET …/challenge gave, and \
-                     its solution",
-                )),
-            };
+        // Half a proof is a wrong one: a missing solution does not solve,
+        // a solution without its challenge solves nothing this server issued.
+        let (challenge_text, solution) = match (text(CHALLENGE_HEADER), text(SOLUTION_HEADER)) {
+            (None, None) => return Ok(None),
+            (Some(challenge_text), solution) => (challenge_text, solution.unwrap_or_default()),
+            (None, Some(_)) => return Err(refusal(ChallengeError::Malformed)),
+        };
         let claims = challenge::verify(&self.key, voucher, user, challenge_text, Utc::now().timestamp_millis())
             .map_err(refusal)?;
         challenge::check_solution(challenge_text, solution, claims.bits).map_err(refusal)?;

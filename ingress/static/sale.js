@@ -5,6 +5,9 @@
 // one claimed; either can be cancelled while unpaid. A queue-mode sale is
 // bought through its waiting room: join (before the start, the pre-queue),
 // follow the place live, and buy with the entry token when it is your turn.
+// A draw sale takes entries until its draw, then lets its winners buy, each
+// within their purchase window. A sale with challenge_bits asks a proof of
+// work of each order, join and entry: solved in a Worker (pow.js).
 // Plain JavaScript, no build step.
 "use strict";
 
@@ -88,14 +91,14 @@ function render() {
   $("limit").textContent = sale.per_user_limit;
   $("quantity").max = sale.per_user_limit;
   $("server-time").textContent = new Date(now).toISOString();
-  if (!renderQueue(phase)) $("buy").disabled = !(phase === "open" && identity());
+  if (!renderQueue(phase) && !renderDraw()) $("buy").disabled = !(phase === "open" && identity());
 }
 
 function followSale() {
   const source = new EventSource(`/api/v1/vouchers/${voucherId}/stream`);
   source.addEventListener("voucher", (event) => {
     sale = JSON.parse(event.data);
-    ensurePlaceFollowed();
+    ensureFollowed();
     render();
   });
   source.onerror = () => say("Reconnecting to the sale…");
@@ -134,11 +137,14 @@ function saveIdentity() {
   sessionStorage.setItem("seckill.identity", JSON.stringify(who));
   $("who").textContent = who.user;
   followOrders();
-  // A place is the user's: the new identity's is read afresh.
+  // A place or an entry is the user's: the new identity's is read afresh.
   place = null;
   placeUser = null;
   joinOpensAt = null;
-  ensurePlaceFollowed();
+  entry = null;
+  entryUser = null;
+  entryOpensAt = null;
+  ensureFollowed();
   render();
 }
 
@@ -233,36 +239,39 @@ async function watchOrder() {
 }
 
 async function buy() {
-  // A queue-mode sale admits the order that carries the place's entry token.
+  // A queue-mode sale admits the order that carries the place's entry token;
+  // a draw, the order of a winner (the server knows the win).
   const queued = queueMode();
+  const drawn = drawMode();
   const entryToken = queued && place ? place.entry_token : null;
   if (queued && !entryToken) return;
+  if (drawn && !mayBuyWin()) return;
   $("buy").disabled = true;
   buying = true;
   try {
     const quantity = Number($("quantity").value) || 1;
     const request = queued ? { quantity, entry_token: entryToken } : { quantity };
-    const response = await fetch(`/api/v1/vouchers/${voucherId}/orders`, {
+    const { response, body } = await postWithProof(`/api/v1/vouchers/${voucherId}/orders`, {
       method: "POST",
       headers: { "content-type": "application/json", ...authHeaders() },
       body: JSON.stringify(request),
     });
-    const body = await response.json();
     if (response.status === 202) {
       rememberOrder(body.order_id);
-      // The entry is spent: the place's stream confirms it shortly.
+      // The entry (or the win) is spent: its stream confirms it shortly.
       if (queued && place) place = { ...place, order_id: body.order_id, entry_token: undefined };
+      if (drawn && entry) entry = { ...entry, order_id: body.order_id };
       say("Order placed.");
       showOrder(body);
       watchOrder();
     } else {
       if (body.order_id) rememberOrder(body.order_id);
-      // The entry admitted an order already (another tab, a retry): show it.
-      if (queued && body.order_id) loadOrder();
+      // The entry or win admitted an order already (another tab, a retry): show it.
+      if ((queued || drawn) && body.order_id) loadOrder();
       say(`${body.error}: ${body.message}`);
     }
-  } catch (_) {
-    say("The order could not be sent; try again.");
+  } catch (error) {
+    say(error instanceof ProofError ? error.message : "The order could not be sent; try again.");
   } finally {
     buying = false;
   }
@@ -434,11 +443,12 @@ function showPlace(status) {
   render();
 }
 
-// Follows the user's place, if this is a queue-mode sale and it is not
-// followed for them yet.
-function ensurePlaceFollowed() {
+// Follows the user's place or entry, if this is a queue-mode or draw sale
+// and it is not followed for them yet.
+function ensureFollowed() {
   const who = identity();
   if (queueMode() && who && placeUser !== who.user) followPlace();
+  if (drawMode() && who && entryUser !== who.user) followEntry();
 }
 
 // (Re)starts the one loop following the place.
@@ -453,20 +463,32 @@ function followPlace() {
   pollPlace(controller.signal);
 }
 
-async function pollPlace(signal) {
-  const url = `/api/v1/vouchers/${voucherId}/queue/me`;
+function pollPlace(signal) {
+  return followStatus(signal, `/api/v1/vouchers/${voucherId}/queue/me`, {
+    show: showPlace,
+    shown: () => Boolean(place),
+    done: () => settled(place),
+  });
+}
+
+// Follows one status of the user at `url` (a place, an entry): its
+// `/stream` read with fetch, or while the stream is refused a long-poll,
+// until `done()`. `show` gets each status (null: there is none, 404);
+// `shown()` says whether the page shows one (a long-poll waits for a
+// change only then).
+async function followStatus(signal, url, { show, shown, done }) {
   let backoff = 1000;
   let streamRefusedAt = -Infinity;
   while (!signal.aborted) {
     try {
       const streaming = Date.now() - streamRefusedAt > 30000;
       const headers = streaming ? { accept: "text/event-stream", ...authHeaders() } : authHeaders();
-      // The long-poll waits for a change only once the page shows a place.
-      const target = streaming ? `${url}/stream` : place ? `${url}?wait=10s` : url;
+      // The long-poll waits for a change only once the page shows a status.
+      const target = streaming ? `${url}/stream` : shown() ? `${url}?wait=10s` : url;
       const response = await fetch(target, { headers, cache: "no-store", signal });
       if (response.status === 404) {
-        // No place (not joined yet): the Join button starts the loop again.
-        showPlace(null);
+        // None yet (not joined): the Join button starts the loop again.
+        show(null);
         return;
       }
       if ([401, 403, 409].includes(response.status)) {
@@ -476,17 +498,17 @@ async function pollPlace(signal) {
       }
       if (!response.ok) {
         if (streaming) streamRefusedAt = Date.now();
-        throw new Error(`the place answered ${response.status}`);
+        throw new Error(`${url} answered ${response.status}`);
       }
       if (streaming) {
         await readEvents(response, (data) => {
-          if (data) showPlace(JSON.parse(data));
+          if (data) show(JSON.parse(data));
         });
       } else {
-        showPlace(await response.json());
+        show(await response.json());
       }
       backoff = 1000;
-      if (settled(place)) return;
+      if (done()) return;
       if (!streaming) continue;
     } catch (_) {
       if (signal.aborted) return;
@@ -501,8 +523,8 @@ async function join() {
   joining = true;
   render();
   try {
-    const response = await fetch(`/api/v1/vouchers/${voucherId}/queue`, { method: "POST", headers: authHeaders() });
-    const body = await response.json().catch(() => ({}));
+    const url = `/api/v1/vouchers/${voucherId}/queue`;
+    const { response, body } = await postWithProof(url, { method: "POST", headers: authHeaders() });
     if (response.ok) {
       joinOpensAt = null;
       say(response.status === 201 ? "You joined the waiting room." : "You hold a place already.");
@@ -516,11 +538,283 @@ async function join() {
       if (response.status === 429) joinOpensAt = serverNow() + 1000 * (Number(response.headers.get("retry-after")) || 1);
       say(`${body.error}: ${body.message}`);
     }
-  } catch (_) {
-    say("The waiting room could not be reached; try again.");
+  } catch (error) {
+    say(error instanceof ProofError ? error.message : "The waiting room could not be reached; try again.");
   } finally {
     joining = false;
     render();
+  }
+}
+
+// ---- the draw (draw-mode sales) --------------------------------------------
+// The user enters between entries_open_at and draw_at; at the draw every
+// entry gets a rank, the first ones (as many as there are units) win and
+// may order, each until their purchase_until. A unit that comes back (an
+// order cancelled, a window lapsed unused) promotes the next rank. The
+// entry is followed like a place: its stream, or a long-poll. The draw's
+// times come with the entry (GET …/entries/me answers before entering too).
+let entry = null; // the user's DrawStatus; null: not read yet
+let entryUser = null; // whose entry the loop follows
+let entryLoop = null; // the loop's AbortController
+let entryOpensAt = null; // server ms before which an entry is refused
+let entering = false;
+
+const drawMode = () => Boolean(sale && sale.mode === "draw");
+const winning = () => Boolean(entry && (entry.state === "won" || entry.state === "promoted"));
+const entrySettled = (status) => Boolean(status && (status.state === "lapsed" || status.order_id));
+
+// A win not spent yet, within its window on the server's clock.
+function mayBuyWin() {
+  return winning() && !entry.order_id && Boolean(entry.purchase_until)
+    && Date.parse(entry.purchase_until) > serverNow();
+}
+
+// A server instant on the buyer's wall clock (the local clock may be off
+// the server's): HH:MM:SS.
+function clockTime(serverMs) {
+  const at = new Date(serverMs - clockOffsetMs);
+  return `${pad(at.getHours())}:${pad(at.getMinutes())}:${pad(at.getSeconds())}`;
+}
+
+function plural(n, one, many) {
+  return `${n} ${n === 1 ? one : many}`;
+}
+
+// What #draw-status says, and the countdown under it ([label, until] or null).
+function drawText(now) {
+  if (!identity()) return ["Say who is buying (below) to enter the draw.", null];
+  if (!entry) return ["Reading your entry…", null];
+  const opensAt = Math.max(Date.parse(entry.entries_open_at), entryOpensAt || 0);
+  const drawAt = Date.parse(entry.draw_at);
+  const until = entry.purchase_until ? Date.parse(entry.purchase_until) : 0;
+  switch (entry.state) {
+    case "not_entered":
+      if (now < opensAt) return [`Entries open in ${duration(opensAt - now)}`, ["Entries open in", opensAt]];
+      if (now < drawAt) return ["Entries are open: enter the draw for a chance to buy", ["Draw in", drawAt]];
+      return ["Entries are closed: the draw was made", null];
+    case "entered":
+      if (now < drawAt) return [`You are in the draw (${plural(entry.entries, "entry", "entries")})`, ["Draw in", drawAt]];
+      return ["The draw is being made…", null];
+    case "won":
+    case "promoted": {
+      const how = entry.state === "won" ? "You won" : "Promoted: a unit came back to you";
+      if (entry.order_id) return [`${how} — your order is placed`, null];
+      if (until <= now) return [`${how} — your purchase window is over`, null];
+      return [`${how} — buy before ${clockTime(until)}`, ["Buy within", until]];
+    }
+    case "not_selected":
+      if (entry.ranks_ahead == null) return ["Not selected — you may still be promoted if units come back", null];
+      return [
+        `Not selected — ${plural(entry.ranks_ahead, "rank", "ranks")} ahead of you; you may still be promoted`,
+        null,
+      ];
+    case "lapsed":
+      return ["Your purchase window closed unused", null];
+    default:
+      return [`Your entry: ${entry.state}`, null];
+  }
+}
+
+function drawDetail() {
+  if (!entry) return "";
+  const at = `the draw at ${clockTime(Date.parse(entry.draw_at))}`;
+  if (entry.rank == null) return `${plural(entry.entries, "entry", "entries")} so far · ${at}`;
+  return `Rank ${entry.rank} of ${entry.entries} · ${entry.winners} won at the draw, ${entry.won_through} so far`;
+}
+
+// Renders the draw of a draw sale; false for any other sale.
+function renderDraw() {
+  const drawn = drawMode();
+  $("draw").hidden = !drawn;
+  if (!drawn) return false;
+  const now = serverNow();
+  const status = $("draw-status");
+  status.dataset.state = entry ? entry.state : "none";
+  status.dataset.order = entry && entry.order_id ? entry.order_id : "";
+  const [text, countdown] = drawText(now);
+  status.textContent = text;
+  $("draw-detail").textContent = drawDetail();
+  $("draw-line").hidden = !countdown;
+  if (countdown) {
+    $("draw-countdown-label").textContent = countdown[0];
+    $("draw-countdown").textContent = duration(countdown[1] - now);
+  }
+  const open = entry && entry.state === "not_entered"
+    && now >= Math.max(Date.parse(entry.entries_open_at), entryOpensAt || 0) && now < Date.parse(entry.draw_at);
+  const mayEnter = !entry || (entry.state === "not_entered" && now < Date.parse(entry.draw_at));
+  $("draw-enter").hidden = !mayEnter;
+  $("draw-enter").disabled = !(open && identity() && !entering);
+  // Buying needs a win: the Buy button is there only while it lasts.
+  const win = winning() && !entry.order_id;
+  $("buy").hidden = !win;
+  $("quantity-line").hidden = !win;
+  $("buy").disabled = !(mayBuyWin() && identity() && !buying);
+  return true;
+}
+
+function showEntry(status) {
+  entry = status;
+  // An order the win placed (in another tab, say) is shown as well.
+  if (entry && entry.order_id && entry.order_id !== orderId) {
+    rememberOrder(entry.order_id);
+    loadOrder();
+  }
+  render();
+}
+
+// (Re)starts the one loop following the entry.
+function followEntry() {
+  if (entryLoop) entryLoop.abort();
+  entryLoop = null;
+  const who = identity();
+  entryUser = who ? who.user : null;
+  if (!who || !drawMode()) return;
+  const controller = new AbortController();
+  entryLoop = controller;
+  followStatus(controller.signal, `/api/v1/vouchers/${voucherId}/entries/me`, {
+    show: showEntry,
+    shown: () => Boolean(entry),
+    done: () => entrySettled(entry),
+  });
+}
+
+async function enterDraw() {
+  entering = true;
+  render();
+  try {
+    const url = `/api/v1/vouchers/${voucherId}/entries`;
+    const { response, body } = await postWithProof(url, { method: "POST", headers: authHeaders() });
+    if (response.ok) {
+      entryOpensAt = null;
+      say(response.status === 201 ? "You entered the draw." : "You are in the draw already.");
+      showEntry(body);
+      // The loop followed a user not entered yet: it follows the entry now.
+      followEntry();
+    } else if (body.error === "draw_not_open") {
+      // Before entries open (or while the draw's seed is being committed).
+      const opens = body.entries_open_at ? Date.parse(body.entries_open_at) : 0;
+      entryOpensAt = Math.max(opens, serverNow() + 1000);
+      say("Entries are not open yet.");
+    } else {
+      if (response.status === 429) {
+        entryOpensAt = serverNow() + 1000 * (Number(response.headers.get("retry-after")) || 1);
+      }
+      say(`${body.error}: ${body.message}`);
+    }
+  } catch (error) {
+    say(error instanceof ProofError ? error.message : "The draw could not be reached; try again.");
+  } finally {
+    entering = false;
+    render();
+  }
+}
+
+// ---- the proof of work (sales with challenge_bits) --------------------------
+// Each order, join or entry of such a sale carries a solved challenge: one
+// fetched just before the request (it expires, and pays for one request),
+// solved in a Worker so that the page keeps counting down meanwhile.
+class ProofError extends Error {}
+
+// A spent or expired challenge (a slow solve, a retry), a difficulty raised
+// meanwhile, or a sale that asks for a proof since the page last heard:
+// worth one more request with a new challenge.
+const NEW_CHALLENGE = ["challenge_used", "challenge_expired", "challenge_too_easy", "challenge_required"];
+let solves = 0;
+let solver = null; // { worker, reject } of the solve under way
+
+function showProof(state, text, fraction, extra = {}) {
+  $("pow").hidden = false;
+  const bar = $("pow-progress");
+  bar.dataset.state = state;
+  bar.value = fraction;
+  Object.assign(bar.dataset, extra);
+  $("pow-text").textContent = text;
+}
+
+function solveInWorker(challenge, bits) {
+  if (solver) {
+    solver.worker.terminate();
+    solver.reject(new ProofError("A newer proof of work replaced this one."));
+  }
+  const expected = 2 ** bits;
+  const tried = (hashes) => `${hashes.toLocaleString()} of ~${expected.toLocaleString()} hashes expected (2^${bits})`;
+  return new Promise((resolve, reject) => {
+    let worker;
+    try {
+      worker = new Worker("/sale/assets/pow.js");
+    } catch (_) {
+      reject(new ProofError("This browser cannot run the proof of work this sale asks for."));
+      return;
+    }
+    const current = { worker, reject };
+    solver = current;
+    const end = () => {
+      worker.terminate();
+      if (solver === current) solver = null;
+    };
+    showProof("working", `Proving this is not a bot: ${tried(0)}`, 0, { bits: String(bits), hashes: "0", ms: "" });
+    worker.onmessage = (event) => {
+      const message = event.data;
+      if (message.type === "progress") {
+        showProof("working", `Proving this is not a bot: ${tried(message.hashes)}`,
+          Math.min(message.hashes / expected, 1), { hashes: String(message.hashes) });
+      } else if (message.type === "done") {
+        end();
+        solves += 1;
+        const took = message.ms < 1000 ? `${Math.round(message.ms)} ms` : `${(message.ms / 1000).toFixed(1)} s`;
+        showProof("done", `Proof of work done: ${tried(message.hashes)}, in ${took}`, 1, {
+          hashes: String(message.hashes),
+          ms: String(message.ms),
+          solved: String(solves),
+        });
+        resolve(message.solution);
+      } else {
+        end();
+        showProof("failed", `The proof of work failed: ${message.message}`, 0);
+        reject(new ProofError(`The proof of work failed: ${message.message}`));
+      }
+    };
+    worker.onerror = (event) => {
+      end();
+      showProof("failed", "The proof of work failed to run.", 0);
+      reject(new ProofError(`The proof of work failed to run: ${event.message || "worker error"}`));
+    };
+    worker.postMessage({ challenge, bits });
+  });
+}
+
+// A solved challenge for the user on this sale; null when the sale asks
+// for none.
+async function proveWork() {
+  const response = await fetch(`/api/v1/vouchers/${voucherId}/challenge`, {
+    headers: authHeaders(),
+    cache: "no-store",
+  });
+  const body = await response.json().catch(() => ({}));
+  if (!response.ok) throw new ProofError(`No challenge to solve: ${body.error}: ${body.message}`);
+  if (!body.required) return null;
+  return { challenge: body.challenge, solution: await solveInWorker(body.challenge, body.bits) };
+}
+
+// POSTs with a proof of work when the sale asks for one (once more, with a
+// new challenge, when the first is refused as such): the response and its
+// body.
+async function postWithProof(url, init) {
+  let prove = Boolean(sale && sale.challenge_bits > 0);
+  for (let attempt = 0; ; attempt++) {
+    const headers = { ...init.headers };
+    const solved = prove ? await proveWork() : null;
+    if (solved) {
+      headers["seckill-challenge"] = solved.challenge;
+      headers["seckill-solution"] = solved.solution;
+    }
+    const response = await fetch(url, { ...init, headers });
+    const body = await response.json().catch(() => ({ error: `http_${response.status}`, message: "no answer" }));
+    if (attempt === 0 && NEW_CHALLENGE.includes(body.error)) {
+      prove = true;
+      continue;
+    }
+    return { response, body };
   }
 }
 
@@ -529,6 +823,7 @@ $("voucher-id").textContent = voucherId;
 $("save-identity").addEventListener("click", saveIdentity);
 $("buy").addEventListener("click", buy);
 $("join").addEventListener("click", join);
+$("draw-enter").addEventListener("click", enterDraw);
 $("confirm").addEventListener("click", () => act("confirm"));
 $("pay").addEventListener("click", pay);
 $("cancel").addEventListener("click", () => act("cancel"));

@@ -91,19 +91,19 @@ async fn order(h: &Harness, voucher: VoucherId, buyer: &UserId) -> Admission {
 async fn a_draw_ranks_by_the_rule_and_admits_only_its_winners(h: &Harness) {
     let definition = draw_definition(5, 1);
     let voucher = definition.voucher_id;
-    let seed = open(&h, &definition).await;
+    let seed = open(h, &definition).await;
     let entrants: Vec<UserId> = (0..RANK_CHUNK + 200).map(|i| user(&format!("entrant-{i}"))).collect();
-    enter_all(&h, voucher, &entrants).await;
+    enter_all(h, voucher, &entrants).await;
     assert_eq!(h.gate.enter_draw(voucher, &entrants[3], None).await.expect("answers"), Entered::Held);
-    assert_eq!(order(&h, voucher, &entrants[0]).await, Admission::Rejected(Rejection::NotWon), "before the draw");
+    assert_eq!(order(h, voucher, &entrants[0]).await, Admission::Rejected(Rejection::NotWon), "before the draw");
 
-    make_the_draw(&h, voucher).await;
-    let summary = advance_until_quiet(&h, voucher).await;
+    make_the_draw(h, voucher).await;
+    let summary = advance_until_quiet(h, voucher).await;
     assert_eq!((summary.state, summary.cursor, summary.selected), (RoomState::Open, 5, Some(5)));
     let late = h.gate.enter_draw(voucher, &user("late"), None).await.expect("answers");
     assert!(matches!(late, Entered::Closed { .. }), "{late:?}");
 
-    let events = records(&h, voucher).await;
+    let events = records(h, voucher).await;
     let revealed = events
         .iter()
         .find_map(|event| match event {
@@ -133,8 +133,8 @@ async fn a_draw_ranks_by_the_rule_and_admits_only_its_winners(h: &Harness) {
         h.gate.draw_entry(voucher, loser).await.expect("reads").expect("a draw").state,
         Some(EntryState::Ranked { rank: 6 })
     ));
-    assert_eq!(order(&h, voucher, loser).await, Admission::Rejected(Rejection::NotWon));
-    assert_eq!(order(&h, voucher, &user("stranger")).await, Admission::Rejected(Rejection::NotWon));
+    assert_eq!(order(h, voucher, loser).await, Admission::Rejected(Rejection::NotWon));
+    assert_eq!(order(h, voucher, &user("stranger")).await, Admission::Rejected(Rejection::NotWon));
 
     // Concurrent orders of one winner (as from two ingresses): one admitted.
     let winner = &ranked[0];
@@ -155,7 +155,7 @@ async fn a_draw_ranks_by_the_rule_and_admits_only_its_winners(h: &Harness) {
             "{answer:?}"
         );
     }
-    let used = records(&h, voucher).await.into_iter().find_map(|event| match event {
+    let used = records(h, voucher).await.into_iter().find_map(|event| match event {
         Event::DrawWinUsed(used) => Some(used),
         _ => None,
     });
@@ -166,33 +166,33 @@ async fn a_draw_ranks_by_the_rule_and_admits_only_its_winners(h: &Harness) {
 async fn lapsed_wins_and_returned_units_promote_the_next_ranks(h: &Harness) {
     let definition = draw_definition(2, 1);
     let voucher = definition.voucher_id;
-    let seed = open(&h, &definition).await;
+    let seed = open(h, &definition).await;
     let entrants: Vec<UserId> = (0..10).map(|i| user(&format!("e{i}"))).collect();
-    enter_all(&h, voucher, &entrants).await;
+    enter_all(h, voucher, &entrants).await;
     let ranked = draw::ranking(&seed, &entrants);
-    make_the_draw(&h, voucher).await;
-    advance_until_quiet(&h, voucher).await;
+    make_the_draw(h, voucher).await;
+    advance_until_quiet(h, voucher).await;
     // Promoted wins from here on last 300 ms.
-    set_room(&h, voucher, "purchase_ms", 300).await;
+    set_room(h, voucher, "purchase_ms", 300).await;
 
     let first = OrderAccepted::now(voucher, ranked[0].clone(), 1);
     assert!(matches!(h.gate.admit_order(&first, None).await, Ok(Admission::Admitted { .. })));
     // Rank 2 keeps its window (600 s): nothing is promoted yet.
-    assert_eq!(advance_until_quiet(&h, voucher).await.cursor, 2);
+    assert_eq!(advance_until_quiet(h, voucher).await.cursor, 2);
     // Rank 1's order is cancelled: its unit comes back, rank 3 wins.
     assert!(h.gate.release(voucher, &ranked[0], 1, first.order_id, None).await.expect("releases"));
-    assert_eq!(advance_until_quiet(&h, voucher).await.cursor, 3);
+    assert_eq!(advance_until_quiet(h, voucher).await.cursor, 3);
     // Rank 3 lets its window lapse: rank 4 wins.
     tokio::time::sleep(std::time::Duration::from_millis(400)).await;
-    assert_eq!(order(&h, voucher, &ranked[2]).await, Admission::Rejected(Rejection::WindowClosed));
-    assert_eq!(advance_until_quiet(&h, voucher).await.cursor, 4);
-    assert!(matches!(order(&h, voucher, &ranked[3]).await, Admission::Admitted { .. }));
-    assert!(matches!(order(&h, voucher, &ranked[1]).await, Admission::Admitted { remaining: 0 }));
-    let summary = advance_until_quiet(&h, voucher).await;
+    assert_eq!(order(h, voucher, &ranked[2]).await, Admission::Rejected(Rejection::WindowClosed));
+    assert_eq!(advance_until_quiet(h, voucher).await.cursor, 4);
+    assert!(matches!(order(h, voucher, &ranked[3]).await, Admission::Admitted { .. }));
+    assert!(matches!(order(h, voucher, &ranked[1]).await, Admission::Admitted { remaining: 0 }));
+    let summary = advance_until_quiet(h, voucher).await;
     assert_eq!((summary.state, summary.cursor), (RoomState::SoldOut, 4), "sold: nobody else wins");
-    assert_eq!(order(&h, voucher, &ranked[4]).await, Admission::Rejected(Rejection::NotWon));
+    assert_eq!(order(h, voucher, &ranked[4]).await, Admission::Rejected(Rejection::NotWon));
 
-    let promoted: Vec<u64> = records(&h, voucher)
+    let promoted: Vec<u64> = records(h, voucher)
         .await
         .iter()
         .filter_map(|event| match event {
@@ -234,7 +234,7 @@ async fn a_proof_of_work_is_required_and_spent_once(h: &Harness) {
     // The draw's entries ask for it too, a repeat entry does not.
     let mut drawn = draw_definition(1, 1);
     drawn.challenge_bits = 8;
-    open(&h, &drawn).await;
+    open(h, &drawn).await;
     let pay = Proof { nonce: "5".repeat(32), bits: 8, expires_ms: later };
     let entered = h.gate.enter_draw(drawn.voucher_id, &user("a"), None).await.expect("answers");
     assert_eq!(entered, Entered::Challenge(Rejection::ChallengeRequired { bits: 8 }));

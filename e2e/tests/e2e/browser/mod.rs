@@ -2,6 +2,7 @@
 //! headless Chromium from the countdown to a claimed order, and a priced
 //! one paid at the payment provider's checkout (its sandbox).
 
+mod draw;
 mod driver;
 mod queue;
 
@@ -49,6 +50,24 @@ async fn until_text(client: &Client, id: &str, ready: impl Fn(&str) -> bool) -> 
         assert!(tokio::time::Instant::now() < deadline, "#{id} still shows {shown:?}");
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
+}
+
+/// Waits until the button `#id` is displayed and enabled.
+async fn until_enabled(client: &Client, id: &str) -> fantoccini::elements::Element {
+    let button = client.find(Locator::Id(id)).await.unwrap_or_else(|e| panic!("#{id}: {e}"));
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    while !(button.is_displayed().await.expect("shown") && button.is_enabled().await.expect("state")) {
+        assert!(tokio::time::Instant::now() < deadline, "#{id} never enabled");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    button
+}
+
+/// Saves the page as `target/test-artifacts/{name}`.
+async fn screenshot(client: &Client, name: &str) {
+    let path = artifacts().join(name);
+    std::fs::write(&path, client.screenshot().await.expect("a screenshot")).expect("saved");
+    println!("screenshot: {}", path.display());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -17,8 +17,8 @@ use reqwest::StatusCode;
 use seckill_devstack::user_token;
 use serde_json::{json, Value};
 
-use super::driver::{artifacts, Browser};
-use super::{text, until_text};
+use super::driver::Browser;
+use super::{screenshot, text, until_enabled, until_text};
 use crate::helpers::{eventually, Platform, DEADLINE};
 
 const BUYER: &str = "queue-browser";
@@ -75,23 +75,6 @@ async fn until_place(client: &Client, wanted: &str) -> (Option<u64>, String) {
         assert!(tokio::time::Instant::now() < deadline, "the page still shows the place {state:?}: {shown:?}");
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
-}
-
-/// Waits until the button `#id` is displayed and enabled.
-async fn until_enabled(client: &Client, id: &str) -> fantoccini::elements::Element {
-    let button = client.find(Locator::Id(id)).await.unwrap_or_else(|e| panic!("#{id}: {e}"));
-    let deadline = tokio::time::Instant::now() + DEADLINE;
-    while !(button.is_displayed().await.expect("shown") && button.is_enabled().await.expect("state")) {
-        assert!(tokio::time::Instant::now() < deadline, "#{id} never enabled");
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-    button
-}
-
-async fn screenshot(client: &Client, name: &str) {
-    let path = artifacts().join(name);
-    std::fs::write(&path, client.screenshot().await.expect("a screenshot")).expect("saved");
-    println!("screenshot: {}", path.display());
 }
 
 async fn set_paused(platform: &Platform, voucher: &str, paused: bool) {

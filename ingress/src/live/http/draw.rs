@@ -195,11 +195,10 @@ async fn stream_me(
                     () = tokio::time::sleep(REREAD_EVERY) => {}
                 }
                 let view = views.borrow_and_update().clone();
-                match follow.update(&view).await {
-                    Ok(true) => break,
-                    // Nothing new, or Redis unreachable for a moment: keep
-                    // the stream, try again at the next change.
-                    Ok(false) | Err(_) => {}
+                // Nothing new, or Redis unreachable for a moment (an
+                // error): keep the stream, try again at the next change.
+                if follow.update(&view).await.unwrap_or(false) {
+                    break;
                 }
             }
         }

@@ -1,5 +1,6 @@
 //! The sale page: the reference client, plain HTML, CSS and JavaScript
-//! from `ingress/static/`, compiled into the binary.
+//! from `ingress/static/`, compiled into the binary (`pow.js` is the Web
+//! Worker that solves a sale's proof of work).
 
 use seckill_core::VoucherId;
 use seckill_web::ApiError;
@@ -9,6 +10,7 @@ use warp::{Filter, Rejection, Reply};
 const PAGE: &str = include_str!("../../../static/sale.html");
 const SCRIPT: &str = include_str!("../../../static/sale.js");
 const STYLE: &str = include_str!("../../../static/sale.css");
+const POW: &str = include_str!("../../../static/pow.js");
 
 fn asset(body: &'static str, content_type: &'static str) -> warp::reply::Response {
     let mut response = warp::reply::Response::new(body.into());
@@ -18,7 +20,7 @@ fn asset(body: &'static str, content_type: &'static str) -> warp::reply::Respons
     response
 }
 
-/// `GET /sale/{voucher_id}` and its two assets.
+/// `GET /sale/{voucher_id}` and its assets.
 pub(super) fn routes() -> impl Filter<Extract = (impl Reply,), Error = Rejection> + Clone {
     let page = warp::path!("sale" / String).and(warp::get()).and_then(|raw: String| async move {
         // The page itself shows an unknown voucher as such; a malformed id
@@ -31,5 +33,7 @@ pub(super) fn routes() -> impl Filter<Extract = (impl Reply,), Error = Rejection
         .map(|| asset(SCRIPT, "text/javascript; charset=utf-8"));
     let style =
         warp::path!("sale" / "assets" / "sale.css").and(warp::get()).map(|| asset(STYLE, "text/css; charset=utf-8"));
-    script.or(style).or(page)
+    let pow =
+        warp::path!("sale" / "assets" / "pow.js").and(warp::get()).map(|| asset(POW, "text/javascript; charset=utf-8"));
+    script.or(style).or(pow).or(page)
 }

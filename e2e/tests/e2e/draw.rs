@@ -1,0 +1,249 @@
+//! A draw sale end to end, on the real Redis, broker and services, through
+//! two ingresses: 10,000 entries on stock 100; the log commits to the seed
+//! before the first entry and ranks exactly as the rule says from the seed
+//! and the entry list; ranks 1..100 win; nobody else orders, nobody orders
+//! twice, even retrying through both ingresses at once; wins that lapse
+//! promote the next ranks until the stock is sold.
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use chrono::Utc;
+use futures::stream::{self, StreamExt};
+use reqwest::StatusCode;
+use seckill_core::event::Event;
+use seckill_core::{draw, queue, Envelope, UserId};
+use serde_json::{json, Value};
+
+use crate::helpers::{eventually, Platform};
+
+const ENTRIES: usize = 10_000;
+const STOCK: usize = 100;
+/// Winners who buy at once; the others let their window lapse.
+const BUYERS: usize = 60;
+const PURCHASE_SECONDS: i64 = 6;
+
+/// `POST …/entries` as `user` through `base`.
+async fn enter(platform: &Platform, base: &str, voucher: &str, user: &str) -> (StatusCode, Value) {
+    let response = platform
+        .http
+        .post(format!("{base}/api/v1/vouchers/{voucher}/entries"))
+        .header("authorization", Platform::as_user(user))
+        .send()
+        .await
+        .expect("answers");
+    let status = response.status();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+/// `GET …/entries/me` as `user` through `base`, long-polling `wait` if given.
+pub(crate) async fn entry(platform: &Platform, base: &str, voucher: &str, user: &str, wait: Option<&str>) -> Value {
+    let mut url = format!("{base}/api/v1/vouchers/{voucher}/entries/me");
+    if let Some(wait) = wait {
+        url.push_str(&format!("?wait={wait}"));
+    }
+    let response =
+        platform.http.get(url).header("authorization", Platform::as_user(user)).send().await.expect("answers");
+    assert_eq!(response.status(), StatusCode::OK, "{user}'s entry");
+    response.json().await.expect("a status")
+}
+
+/// An order as `user` through `base`, with `key` as its `Idempotency-Key`.
+async fn order(platform: &Platform, base: &str, voucher: &str, user: &str, key: &str) -> (StatusCode, Value) {
+    let response = platform
+        .http
+        .post(format!("{base}/api/v1/vouchers/{voucher}/orders"))
+        .header("authorization", Platform::as_user(user))
+        .header("idempotency-key", key)
+        .send()
+        .await
+        .expect("answers");
+    let status = response.status();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+fn decode(message: &seckill_kafka::OwnedMessage) -> Option<Event> {
+    use seckill_kafka::Message as _;
+    Envelope::decode(message.payload()?).ok().map(|envelope| envelope.event)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_draw_of_ten_thousand_ranks_by_the_log_and_admits_only_its_winners() {
+    let platform = Platform::start().await;
+    let (second, _second_ingress) = platform.another_ingress().await;
+    let now = Utc::now();
+    let draw_at = now + chrono::Duration::seconds(25);
+    let voucher = platform
+        .create_voucher_from(json!({
+            "stock": STOCK, "per_user_limit": 1, "begins_at": now, "ends_at": now + chrono::Duration::hours(1),
+            "mode": "draw", "draw_at": draw_at, "purchase_seconds": PURCHASE_SECONDS,
+        }))
+        .await;
+    let (status, body) = platform.get(&format!("{}/api/v1/vouchers/{voucher}", platform.base)).await;
+    assert_eq!((status, body["mode"].as_str()), (StatusCode::OK, Some("draw")), "{body}");
+    let (status, body) = platform.order(&voucher, "early-bird").await;
+    assert_eq!((status, body["error"].as_str()), (StatusCode::FORBIDDEN, Some("not_a_winner")), "{body}");
+
+    // Entries through both ingresses; a repeat is the same entry.
+    let users: Vec<String> = (0..ENTRIES).map(|i| format!("entrant-{i:05}")).collect();
+    let answers: Vec<(StatusCode, Value)> = stream::iter(users.iter().enumerate())
+        .map(|(i, user)| {
+            let base = if i % 2 == 0 { platform.base.clone() } else { second.clone() };
+            let (platform, voucher) = (&platform, &voucher);
+            async move { enter(platform, &base, voucher, user).await }
+        })
+        .buffer_unordered(64)
+        .collect()
+        .await;
+    for (status, body) in &answers {
+        assert_eq!(*status, StatusCode::CREATED, "{body}");
+        assert_eq!(body["state"], "entered");
+    }
+    assert!(Utc::now() < draw_at, "every entry was taken before the draw (raise draw_at's margin)");
+    let (status, body) = enter(&platform, &second, &voucher, &users[7]).await;
+    assert_eq!((status, body["state"].as_str()), (StatusCode::OK, Some("entered")), "a repeat entry: {body}");
+
+    // The draw: everyone hears the outcome on their long-poll.
+    let first = entry(&platform, &platform.base, &voucher, &users[0], None).await;
+    assert_eq!(first["state"], "entered");
+    let outcome = eventually(|| async {
+        let status = entry(&platform, &second, &voucher, &users[0], Some("10s")).await;
+        (status["state"] != "entered").then_some(status)
+    })
+    .await;
+    assert!(Utc::now() >= draw_at, "no outcome before draw_at");
+    assert_eq!(outcome["winners"], STOCK);
+    let (status, body) = enter(&platform, &platform.base, &voucher, "latecomer").await;
+    assert_eq!((status, body["error"].as_str()), (StatusCode::CONFLICT, Some("draw_closed")), "{body}");
+
+    // The log: the commitment precedes every entry, the revealed seed
+    // matches it, the list hash and the ranking are the rule's.
+    let sales = seckill_core::topics::Topics::with_prefix(&platform.infra.namespace).sales;
+    let chunks = ENTRIES.div_ceil(draw::RANK_CHUNK);
+    let records = platform
+        .read_topic(&sales, |messages| {
+            messages.iter().filter_map(decode).filter(|e| matches!(e, Event::DrawWinnersSelected(_))).count() > 0
+        })
+        .await;
+    let events: Vec<Event> =
+        records.iter().filter_map(decode).filter(|e| e.voucher_id().to_string() == voucher).collect();
+    let committed = events.iter().position(|e| matches!(e, Event::DrawSeedCommitted(_))).expect("a commitment");
+    let first_entry = events.iter().position(|e| matches!(e, Event::DrawEntered(_))).expect("entries");
+    assert!(committed < first_entry, "the seed is committed before the first entry");
+    let mut by_seq: HashMap<u64, UserId> = HashMap::new();
+    for event in &events {
+        if let Event::DrawEntered(entered) = event {
+            by_seq.entry(entered.seq).or_insert_with(|| entered.user_id.clone());
+        }
+    }
+    let entrants: Vec<UserId> = (1..=ENTRIES as u64).map(|seq| by_seq[&seq].clone()).collect();
+    let (Event::DrawSeedCommitted(commitment), Some(Event::DrawSeedRevealed(revealed))) =
+        (&events[committed], events.iter().find(|e| matches!(e, Event::DrawSeedRevealed(_))))
+    else {
+        panic!("the seed is revealed");
+    };
+    assert_eq!(queue::seed_commitment(&revealed.seed), commitment.seed_hash);
+    assert_eq!(
+        (revealed.entries, revealed.entries_hash.as_str()),
+        (ENTRIES as u64, draw::entries_hash(&entrants).as_str())
+    );
+    let mut logged: Vec<(u64, Vec<UserId>)> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::DrawRanked(chunk) => Some((chunk.chunk, chunk.users.clone())),
+            _ => None,
+        })
+        .collect();
+    logged.sort_by_key(|(chunk, _)| *chunk);
+    logged.dedup_by_key(|(chunk, _)| *chunk);
+    assert_eq!(logged.len(), chunks);
+    let ranking: Vec<UserId> = logged.into_iter().flat_map(|(_, users)| users).collect();
+    assert_eq!(ranking, draw::ranking(&revealed.seed, &entrants), "the ranking is reproduced from the log alone");
+    assert_eq!(ranking, draw::ranking(&revealed.seed, &entrants), "and again");
+
+    // Ranks 1..100 won; rank 101 did not.
+    let name = |rank: usize| ranking[rank - 1].as_str().to_owned();
+    let status = entry(&platform, &platform.base, &voucher, &name(1), None).await;
+    assert_eq!((status["state"].as_str(), status["rank"].as_u64()), (Some("won"), Some(1)), "{status}");
+    let status = entry(&platform, &second, &voucher, &name(STOCK + 1), None).await;
+    assert_eq!(status["state"], "not_selected", "{status}");
+    let (status, body) = order(&platform, &platform.base, &voucher, &name(STOCK + 1), "k").await;
+    assert_eq!((status, body["error"].as_str()), (StatusCode::FORBIDDEN, Some("not_a_winner")), "{body}");
+
+    // Winners buy, retrying through both ingresses at once: with the same
+    // key the same order, with another key `win_used`.
+    let buying = (1..=BUYERS).map(|rank| {
+        let (platform, voucher, second) = (&platform, &voucher, &second);
+        let user = name(rank);
+        async move {
+            let (a, b, c) = tokio::join!(
+                order(platform, &platform.base, voucher, &user, "first"),
+                order(platform, second, voucher, &user, "first"),
+                order(platform, second, voucher, &user, "other"),
+            );
+            let accepted: Vec<&Value> =
+                [&a, &b, &c].into_iter().filter(|(s, _)| *s == StatusCode::ACCEPTED).map(|(_, body)| body).collect();
+            let ids: HashSet<String> =
+                accepted.iter().filter_map(|body| body["order_id"].as_str()).map(str::to_owned).collect();
+            assert_eq!(ids.len(), 1, "one order for rank {rank}: {a:?} {b:?} {c:?}");
+            for (status, body) in [&a, &b, &c] {
+                assert!(*status == StatusCode::ACCEPTED || body["error"] == "win_used", "rank {rank}: {status} {body}");
+            }
+            ids
+        }
+    });
+    let mut orders: HashSet<String> = futures::future::join_all(buying).await.into_iter().flatten().collect();
+
+    // The other winners let their windows lapse: the next ranks are
+    // promoted, and buy, until the stock is sold.
+    let lapsed = name(BUYERS + 1);
+    let promoted_ranks = (STOCK + 1)..=(STOCK + STOCK - BUYERS);
+    for rank in promoted_ranks.clone() {
+        let user = name(rank);
+        // A long-poll answers a change from what the caller would read now:
+        // read first, then wait.
+        let status = eventually(|| async {
+            let now = entry(&platform, &platform.base, &voucher, &user, None).await;
+            let status = if now["state"] == "promoted" {
+                now
+            } else {
+                entry(&platform, &second, &voucher, &user, Some("5s")).await
+            };
+            (status["state"] == "promoted").then_some(status)
+        })
+        .await;
+        assert_eq!(status["rank"].as_u64(), Some(rank as u64));
+        let (code, body) = order(&platform, &second, &voucher, &user, "promoted").await;
+        assert_eq!(code, StatusCode::ACCEPTED, "rank {rank}: {body}");
+        orders.insert(body["order_id"].as_str().expect("an order id").to_owned());
+    }
+    let status = entry(&platform, &platform.base, &voucher, &lapsed, None).await;
+    assert_eq!(status["state"], "lapsed", "{status}");
+    let (code, body) = order(&platform, &platform.base, &voucher, &lapsed, "late").await;
+    assert_eq!((code, body["error"].as_str()), (StatusCode::FORBIDDEN, Some("purchase_window_closed")), "{body}");
+    assert_eq!(orders.len(), STOCK);
+    for id in &orders {
+        assert_eq!(platform.wait_final(id).await["status"], "CREATED");
+    }
+    assert_eq!(platform.redis_remaining(&voucher).await, 0);
+    // Sold: nobody further is promoted.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let next = entry(&platform, &second, &voucher, &name(STOCK + STOCK - BUYERS + 1), None).await;
+    assert_eq!(next["state"], "not_selected", "{next}");
+
+    let records = platform
+        .read_topic(&sales, |messages| {
+            messages.iter().filter_map(decode).filter(|e| matches!(e, Event::DrawWinUsed(_))).count() >= STOCK
+        })
+        .await;
+    let promoted: Vec<u64> = records
+        .iter()
+        .filter_map(decode)
+        .filter_map(|e| match e {
+            Event::DrawWinnerPromoted(p) if p.voucher_id.to_string() == voucher => Some(p.rank),
+            _ => None,
+        })
+        .collect();
+    let expected: Vec<u64> = promoted_ranks.map(|rank| rank as u64).collect();
+    assert_eq!(promoted, expected, "the next ranks, in order, once each");
+}
