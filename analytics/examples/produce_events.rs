@@ -57,6 +57,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 price: 0,
                 currency: None,
                 queue: None,
+                draw: None,
+                challenge_bits: 0,
             })
         } else if let Some(order) = pending.take() {
             Event::OrderCreated(OrderCreated {

@@ -155,6 +155,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         price: 0,
         currency: None,
         queue: None,
+        draw: None,
+        challenge_bits: 0,
     }))?;
 
     let mut random = Random(0x5EC0_0C1D_2026_1123);

@@ -27,4 +27,8 @@ pub enum AnalyticsError {
     Chart(String),
     #[error("{what}: {reason}")]
     Live { what: String, reason: String },
+    #[error("voucher {0} is not a draw: its definition has no draw and the log no draw record")]
+    NotADraw(VoucherId),
+    #[error("reading {path}: {error}")]
+    File { path: String, error: std::io::Error },
 }

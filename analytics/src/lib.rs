@@ -4,6 +4,7 @@
 //! group of theirs is touched).
 
 pub mod audit;
+pub mod draw;
 mod error;
 pub mod groups;
 pub mod rebuild;

@@ -24,7 +24,9 @@
 //!   p50 and p99 are nearest-rank percentiles, in milliseconds.
 //!
 //! For queue-mode vouchers, [`Stats::queues`] counts their waiting rooms
-//! ([`QueueStats`]): places taken, served and skipped, entries spent.
+//! ([`QueueStats`]): places taken, served and skipped, entries spent. For
+//! draw-mode vouchers, [`Stats::draws`] counts their draws ([`DrawStats`]):
+//! entries, winners at the draw, promotions, wins spent.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -37,8 +39,10 @@ use uuid::Uuid;
 
 use crate::AnalyticsError;
 
+mod draw;
 mod queue;
 
+pub use draw::DrawStats;
 pub use queue::QueueStats;
 
 /// One voucher's sale as the log tells it. Field names are the `--json`
@@ -89,6 +93,9 @@ pub struct Stats {
     /// The waiting rooms of queue-mode vouchers (defined so, or with room
     /// records in the log).
     queues: HashMap<VoucherId, queue::Room>,
+    /// The draws of draw-mode vouchers (defined so, or with draw records in
+    /// the log).
+    draws: HashMap<VoucherId, draw::Draw>,
 }
 
 /// One voucher's facts, each keyed so that duplicates collapse.
@@ -143,6 +150,9 @@ impl Stats {
                 if created.queue.is_some() {
                     self.queues.entry(created.voucher_id).or_default();
                 }
+                if created.draw.is_some() {
+                    self.draws.entry(created.voucher_id).or_default();
+                }
             }
             Event::VoucherUpdated(update) => {
                 if update.add_stock > 0 {
@@ -196,6 +206,15 @@ impl Stats {
             | Event::QueueEntryUsed(_) => {
                 self.queues.entry(envelope.event.voucher_id()).or_default().apply(envelope);
             }
+            Event::DrawSeedCommitted(_)
+            | Event::DrawEntered(_)
+            | Event::DrawSeedRevealed(_)
+            | Event::DrawRanked(_)
+            | Event::DrawWinnersSelected(_)
+            | Event::DrawWinnerPromoted(_)
+            | Event::DrawWinUsed(_) => {
+                self.draws.entry(envelope.event.voucher_id()).or_default().apply(envelope);
+            }
             Event::CancelRequested(_)
             | Event::ConfirmRequested(_)
             | Event::PaymentReceived(_)
@@ -216,6 +235,13 @@ impl Stats {
     pub fn queues(&self) -> Vec<QueueStats> {
         let sorted: BTreeMap<_, _> = self.queues.iter().collect();
         sorted.into_iter().map(|(id, room)| room.summarise(*id)).collect()
+    }
+
+    /// The draw of each draw-mode voucher seen, ordered by voucher id like
+    /// [`Stats::finish`].
+    pub fn draws(&self) -> Vec<DrawStats> {
+        let sorted: BTreeMap<_, _> = self.draws.iter().collect();
+        sorted.into_iter().map(|(id, draw)| draw.summarise(*id)).collect()
     }
 }
 
@@ -346,6 +372,23 @@ pub async fn stats_and_queues_from_log(
     Ok((stats.finish(), stats.queues()))
 }
 
+/// Everything `seckill stats` shows, from one read of the log.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LogStats {
+    pub vouchers: Vec<VoucherStats>,
+    /// The waiting rooms of the queue-mode vouchers ([`Stats::queues`]).
+    pub queues: Vec<QueueStats>,
+    /// The draws of the draw-mode vouchers ([`Stats::draws`]).
+    pub draws: Vec<DrawStats>,
+}
+
+/// As [`stats_from_log`], with the waiting rooms and the draws from the
+/// same read.
+pub async fn all_stats_from_log(kafka: &KafkaConfig) -> Result<LogStats, AnalyticsError> {
+    let stats = fold_log(kafka).await?;
+    Ok(LogStats { vouchers: stats.finish(), queues: stats.queues(), draws: stats.draws() })
+}
+
 /// The fold of the sales and orders topics as they are now.
 async fn fold_log(kafka: &KafkaConfig) -> Result<Stats, AnalyticsError> {
     let topics = kafka.topics();
@@ -408,6 +451,8 @@ mod tests {
                 price: 0,
                 currency: None,
                 queue: None,
+                draw: None,
+                challenge_bits: 0,
             }));
             sale
         }

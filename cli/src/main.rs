@@ -11,6 +11,7 @@
 //! seckill token alice            # a signed user token for curl (the local run's secret)
 //! seckill report --voucher ID --output sale.html   # a sale's charts and tables, from the log
 //! seckill audit --voucher ID --live                # whether its books balance (exit status 1 if not)
+//! seckill draw verify --voucher ID --from draw.jsonl   # a draw recomputed from a copy of the log
 //! seckill groups                 # the consumer groups: state, members, partitions, lag
 //! ```
 
@@ -18,6 +19,7 @@ mod audit;
 mod dead_letters;
 mod dev;
 mod dev_servers;
+mod draw;
 mod group_args;
 mod groups;
 mod loadgen;
@@ -80,6 +82,10 @@ enum Command {
     /// order, limits, returns), and with --live against the view, the
     /// persistent stock and Redis; exit status 1 on any failed rule.
     Audit(audit::AuditArgs),
+    /// Verifies a draw-mode sale from the log alone (`draw verify`): the
+    /// ranking recomputed from the revealed seed and the entries, the
+    /// winners and every order; exit status 1 on any failed check.
+    Draw(draw::DrawArgs),
     /// Lists the platform's topics: partitions, watermarks, and the
     /// services' consumer groups' committed offsets and lag.
     Topics(topics::TopicsArgs),
@@ -109,6 +115,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Replay(args) => replay::run(args).await,
         Command::Report(args) => report::run(args).await,
         Command::Audit(args) => audit::run(args).await,
+        Command::Draw(args) => draw::run(args).await,
         Command::Topics(args) => topics::run(args).await,
         Command::Groups(args) => groups::run(args).await,
         Command::Loadgen(args) => loadgen::run(args).await,

@@ -5,15 +5,16 @@
 //! and paid, units sold against the stock, when the last unit went and
 //! how long after the first order and the sale's start, and the accept →
 //! decision latency; then, for queue-mode sales, their waiting rooms (places
-//! taken before and after the start, served, skipped, entries spent). See
-//! `seckill_analytics::stats` for the definitions.
+//! taken before and after the start, served, skipped, entries spent), and
+//! for draw-mode sales their draws (entries, winners at the draw, promoted,
+//! wins used). See `seckill_analytics::stats` for the definitions.
 
 use std::path::PathBuf;
 
 use crate::tool_config::ToolConfig;
 use anyhow::Context;
 use clap::Args;
-use seckill_analytics::stats::{stats_and_queues_from_log, QueueStats, VoucherStats};
+use seckill_analytics::stats::{all_stats_from_log, DrawStats, LogStats, QueueStats, VoucherStats};
 use seckill_analytics::table::write_aligned;
 use seckill_core::config;
 use seckill_core::VoucherId;
@@ -47,22 +48,27 @@ pub(crate) struct StatsArgs {
 
 pub(crate) async fn run(args: StatsArgs) -> anyhow::Result<()> {
     let config: ToolConfig = config::load(args.config.as_deref()).context("loading the config")?;
-    let (mut stats, mut rooms) =
-        stats_and_queues_from_log(&config.kafka).await.context("reading the sales and orders topics")?;
+    let LogStats { vouchers: mut stats, queues: mut rooms, mut draws } =
+        all_stats_from_log(&config.kafka).await.context("reading the sales and orders topics")?;
     if let Some(voucher) = args.voucher {
         stats.retain(|s| s.voucher_id == voucher);
         rooms.retain(|room| room.voucher_id == voucher);
+        draws.retain(|draw| draw.voucher_id == voucher);
         anyhow::ensure!(!stats.is_empty(), "voucher {voucher} does not appear in the log");
     }
     if args.json {
         // The array of vouchers stays what it was; the rooms are in the
-        // queue-mode vouchers' own `waiting_room` member.
+        // queue-mode vouchers' own `waiting_room` member, the draws in the
+        // draw-mode vouchers' `draw` member.
         let mut json = serde_json::to_value(&stats).context("encoding the statistics")?;
         if let Some(vouchers) = json.as_array_mut() {
             for voucher in vouchers {
                 let id = voucher["voucher_id"].as_str().unwrap_or_default().to_owned();
                 if let Some(room) = rooms.iter().find(|room| room.voucher_id.to_string() == id) {
                     voucher["waiting_room"] = serde_json::to_value(room).context("encoding a waiting room")?;
+                }
+                if let Some(draw) = draws.iter().find(|draw| draw.voucher_id.to_string() == id) {
+                    voucher["draw"] = serde_json::to_value(draw).context("encoding a draw")?;
                 }
             }
         }
@@ -74,9 +80,32 @@ pub(crate) async fn run(args: StatsArgs) -> anyhow::Result<()> {
             out.push('\n');
             out.push_str(&rooms_table(&rooms));
         }
+        if !draws.is_empty() {
+            out.push('\n');
+            out.push_str(&draws_table(&draws));
+        }
         crate::output::emit(&out)?;
     }
     Ok(())
+}
+
+/// The draws of draw-mode sales, one row each (`-`: no winners selected
+/// yet).
+fn draws_table(draws: &[DrawStats]) -> String {
+    let header = ["draw of", "entries", "winners at draw", "promoted", "wins used"];
+    let mut rows = vec![header.map(str::to_owned).to_vec()];
+    rows.extend(draws.iter().map(|draw| {
+        vec![
+            draw.voucher_id.to_string(),
+            draw.entries.to_string(),
+            draw.winners.map_or_else(|| "-".to_owned(), |winners| winners.to_string()),
+            draw.promoted.to_string(),
+            draw.wins_used.to_string(),
+        ]
+    }));
+    let mut out = String::new();
+    write_aligned(&mut out, &rows);
+    out
 }
 
 /// The waiting rooms of queue-mode sales, one row each.
@@ -188,6 +217,26 @@ fn duration(ms: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_draws_table_has_a_row_per_draw() {
+        let drawn = DrawStats {
+            voucher_id: VoucherId::generate(),
+            entries: 2_000,
+            winners: Some(20),
+            promoted: 3,
+            wins_used: 19,
+        };
+        let open =
+            DrawStats { voucher_id: VoucherId::generate(), entries: 5, winners: None, promoted: 0, wins_used: 0 };
+        let text = draws_table(&[drawn.clone(), open]);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 3, "{text}");
+        assert!(lines[0].trim_start().starts_with("draw of") && lines[0].contains("winners at draw"), "{text}");
+        let cells: Vec<&str> = lines[1].split_whitespace().collect();
+        assert_eq!(cells, [drawn.voucher_id.to_string().as_str(), "2000", "20", "3", "19"], "{text}");
+        assert!(lines[2].split_whitespace().nth(2) == Some("-"), "{text}");
+    }
 
     #[test]
     fn durations_read_naturally() {

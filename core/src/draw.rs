@@ -39,8 +39,10 @@ use sha1::{Digest, Sha1};
 
 use crate::ids::UserId;
 
-/// Users per `DrawRanked` record (and per step of the ranking in Redis).
-pub const RANK_CHUNK: usize = 1_000;
+/// Users per `DrawRanked` record (and per step of the ranking in Redis):
+/// 500 user ids of the longest kind (64 characters) stay well inside a
+/// record's 64 KiB bound.
+pub const RANK_CHUNK: usize = 500;
 /// Bounds of a winner's purchase window.
 pub const PURCHASE_SECONDS: std::ops::RangeInclusive<u32> = 2..=86_400;
 

@@ -839,7 +839,7 @@ impl Event {
             Self::DrawRanked(r) => {
                 check(r.chunk < r.chunks, "chunk must be below chunks")?;
                 check(r.first_rank >= 1, "first_rank starts at 1")?;
-                check(!r.users.is_empty() && r.users.len() <= draw::RANK_CHUNK, "a chunk ranks 1 to 1000 users")
+                check(!r.users.is_empty() && r.users.len() <= draw::RANK_CHUNK, "a chunk ranks 1 to 500 users")
             }
             Self::DrawWinnersSelected(w) => {
                 check(w.winners <= MAX_STOCK, "winners exceeds the largest stock")?;

@@ -47,6 +47,20 @@
 //!   entry spent was issued to the user who spent it, and every accepted
 //!   order has an entry spent on it.
 //!
+//! For a draw-mode sale ([`VoucherLog::draw_mode`]), also from the log,
+//! the checks of `seckill draw verify` ([`crate::draw`]) in three rules:
+//! - `draw_seed_committed`: a `DrawSeedCommitted` precedes every entry
+//!   and the reveal, the SHA-256 of the revealed seed is its hash, and the
+//!   reveal was emitted at or after `draw_at`, with no entry after it and
+//!   the whole ranking between it and the winners;
+//! - `draw_ranking_reproduced`: the entries' seqs are 1..N, each once; the
+//!   SHA-1 chain over them is the revealed hash and their count the
+//!   revealed one; the `DrawRanked` chunks are the ranking recomputed from
+//!   the revealed seed and the logged entries;
+//! - `draw_orders_by_winners`: winners at most the stock and the entries,
+//!   promotions to the next rank each time, and every accepted order spent
+//!   a win of its own user's rank, no win twice.
+//!
 //! With [`LiveFigures`] (`--live`), also: `view_matches_log`,
 //! `stock_matches_log` and `gate_matches_log`. See [`crate::sale::Books`]
 //! for how each figure is computed.
@@ -57,6 +71,7 @@
 //! the sale's orders is missing from the log, and paid and refunded sums
 //! per currency are equal on both sides.
 
+mod draw;
 pub mod live;
 mod payments;
 pub mod provider;
@@ -172,6 +187,9 @@ pub fn audit_voucher_against(
         rules.push(queue::seed_committed(log));
         rules.push(queue::served_in_shuffle(log));
         rules.push(queue::entries_single_use(log));
+    }
+    if log.draw_mode() {
+        rules.extend(draw::rules(log));
     }
     if let Some(live) = live {
         rules.push(rules::view_matches_log(&books, live));

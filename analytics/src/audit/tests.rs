@@ -14,6 +14,7 @@ fn failing(audit: &VoucherAudit) -> Vec<&'static str> {
     audit.failed().map(|rule| rule.rule).collect()
 }
 
+mod draw;
 mod payments;
 mod provider;
 mod queue;

@@ -15,6 +15,7 @@ use seckill_core::money::Currency;
 use seckill_core::{Envelope, Event};
 use uuid::Uuid;
 
+use super::draw::DrawLog;
 pub use super::position::Position;
 use super::queue::QueueLog;
 
@@ -184,6 +185,8 @@ pub struct VoucherLog {
     payments_of: HashMap<OrderId, BTreeSet<String>>,
     /// The waiting room's records (queue-mode sales; empty otherwise).
     pub queue: QueueLog,
+    /// The draw's records (draw-mode sales; empty otherwise).
+    pub draw: DrawLog,
 }
 
 /// Everything the log says about one payment.
@@ -318,6 +321,7 @@ impl VoucherLog {
             payments: BTreeMap::new(),
             payments_of: HashMap::new(),
             queue: QueueLog::default(),
+            draw: DrawLog::default(),
         }
     }
 
@@ -371,6 +375,13 @@ impl VoucherLog {
             | Event::QueueEntryIssued(_)
             | Event::QueuePlaceExpired(_)
             | Event::QueueEntryUsed(_) => self.queue.apply(envelope, position),
+            Event::DrawSeedCommitted(_)
+            | Event::DrawEntered(_)
+            | Event::DrawSeedRevealed(_)
+            | Event::DrawRanked(_)
+            | Event::DrawWinnersSelected(_)
+            | Event::DrawWinnerPromoted(_)
+            | Event::DrawWinUsed(_) => self.draw.apply(envelope, position),
             Event::PaymentReceived(received) => {
                 let payment = self.payment(&received.payment_id, received.order_id);
                 payment.amount = received.amount;
@@ -452,6 +463,13 @@ impl VoucherLog {
     /// queue rules and the report's waiting room apply to these.
     pub fn queue_mode(&self) -> bool {
         self.definition.as_ref().is_some_and(|definition| definition.queue.is_some()) || !self.queue.is_empty()
+    }
+
+    /// Whether the sale is draw mode: its definition has a draw, or the log
+    /// has records of one (so draw records on a voucher defined otherwise
+    /// are audited, not ignored). The draw rules apply to these.
+    pub fn draw_mode(&self) -> bool {
+        self.definition.as_ref().is_some_and(|definition| definition.draw.is_some()) || !self.draw.is_empty()
     }
 
     /// Where, in the processor's reading of the sales topic, it decided the

@@ -11,9 +11,12 @@
 //! - [`VoucherLog::revenue`]: money paid and refunded, per currency, and
 //!   what became of each payment ([`Revenue`]);
 //! - [`VoucherLog::queue`]: a queue-mode sale's waiting room ([`QueueLog`]),
-//!   and [`Room::of`] its figures and waits for the report.
+//!   and [`Room::of`] its figures and waits for the report;
+//! - [`VoucherLog::draw`]: a draw-mode sale's draw ([`DrawLog`]), which
+//!   [`crate::draw`] verifies.
 
 mod books;
+mod draw;
 mod fold;
 mod position;
 mod queue;
@@ -25,6 +28,7 @@ mod users;
 
 pub(crate) use books::signed;
 pub use books::{Books, ChangeKind, Resale, StockChange};
+pub use draw::DrawLog;
 pub use fold::{
     FinalStatus, OrderLog, Outcome, OutcomeKind, PaymentLog, Position, RefundDone, RefundRequest, Settlement,
     StockUpdate, VoucherLog,
@@ -36,6 +40,8 @@ pub use room::{Room, Wait};
 pub use timeline::{Buckets, LatencyBin, LatencyPoint, Step, Timeline, MAX_BUCKETS};
 pub use users::{Buyers, UserOrders, TOP_USERS};
 
+#[cfg(test)]
+pub(crate) mod draw_script;
 #[cfg(test)]
 pub(crate) mod queue_script;
 #[cfg(test)]

@@ -232,7 +232,7 @@ fn keep<T>(map: &mut BTreeMap<Uuid, Logged<T>>, id: Uuid, emitted_at: DateTime<U
 
 /// A map's records by position (event id breaks ties, which only
 /// hand-made logs have).
-fn in_log_order<T>(map: &BTreeMap<Uuid, Logged<T>>) -> Vec<&Logged<T>> {
+pub(super) fn in_log_order<T>(map: &BTreeMap<Uuid, Logged<T>>) -> Vec<&Logged<T>> {
     let mut records: Vec<(&Uuid, &Logged<T>)> = map.iter().collect();
     records.sort_by_key(|(id, logged)| (logged.position, **id));
     records.into_iter().map(|(_, logged)| logged).collect()

@@ -9,7 +9,7 @@ use seckill_core::ids::UserId;
 use seckill_core::queue::{self, QueueSettings};
 use seckill_core::{Envelope, Event};
 
-use super::script::{at, Script};
+use super::script::{at, Mode, Script};
 
 /// Users who join before the start in [`queue_sale`].
 pub(crate) const PRE_QUEUE: u64 = 20;
@@ -35,7 +35,7 @@ impl Script {
             idle_seconds: QueueSettings::DEFAULT_IDLE_SECONDS,
             token_seconds: QueueSettings::DEFAULT_TOKEN_SECONDS,
         };
-        Self::defined(stock, limit, 0, 0, None, Some(settings))
+        Self::defined(stock, limit, 0, 0, None, Mode::Queue(settings))
     }
 
     /// `event` on the sales topic, emitted at `ms`.

@@ -2,6 +2,7 @@
 //! processor's stock kept as the processor would.
 
 use chrono::{DateTime, TimeDelta, Utc};
+use seckill_core::draw::DrawSettings;
 use seckill_core::event::{
     CancelReason, FailReason, OrderAccepted, OrderCancelled, OrderCreated, OrderFailed, OrderPaid, OrderRequest,
     PaymentReceived, PaymentRefunded, PaymentSource, RefundReason, RefundRequested, VoucherCreated, VoucherUpdated,
@@ -17,6 +18,13 @@ use crate::stats::Stats;
 /// `ms` milliseconds into the scripted sale.
 pub(crate) fn at(ms: i64) -> DateTime<Utc> {
     DateTime::from_timestamp_millis(1_800_000_000_000 + ms).expect("in range")
+}
+
+/// How a scripted voucher is sold.
+pub(crate) enum Mode {
+    FirstCome,
+    Queue(QueueSettings),
+    Draw(DrawSettings),
 }
 
 /// A sale being scripted.
@@ -44,18 +52,16 @@ impl Script {
     /// A voucher selling each unit for `price` minor units of `currency`,
     /// orders payable within `hold` seconds.
     pub(crate) fn priced(stock: u64, limit: u32, hold: u32, price: u64, currency: Option<&str>) -> Self {
-        Self::defined(stock, limit, hold, price, currency, None)
+        Self::defined(stock, limit, hold, price, currency, Mode::FirstCome)
     }
 
-    /// A voucher as [`Script::priced`], in queue mode when `queue` is given.
-    pub(crate) fn defined(
-        stock: u64,
-        limit: u32,
-        hold: u32,
-        price: u64,
-        currency: Option<&str>,
-        queue: Option<QueueSettings>,
-    ) -> Self {
+    /// A voucher as [`Script::priced`], sold in `mode`.
+    pub(crate) fn defined(stock: u64, limit: u32, hold: u32, price: u64, currency: Option<&str>, mode: Mode) -> Self {
+        let (queue, draw) = match mode {
+            Mode::FirstCome => (None, None),
+            Mode::Queue(queue) => (Some(queue), None),
+            Mode::Draw(draw) => (None, Some(draw)),
+        };
         let currency = currency.map(|code| Currency::parse(code).expect("a currency"));
         let voucher = VoucherId::generate();
         let mut script = Self {
@@ -82,6 +88,8 @@ impl Script {
             price,
             currency,
             queue,
+            draw,
+            challenge_bits: 0,
         }));
         script
     }

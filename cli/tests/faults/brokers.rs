@@ -143,6 +143,6 @@ async fn a_full_outbox_is_answered_503_over_http_and_orders_are_admitted_again_o
         tally.promised.push(Promised { order, voucher: voucher.clone(), user, quantity: 1 });
     }
     tally.requests = (tally.promised.len() as u64) + tally.unavailable;
-    let vouchers = [Voucher { id: voucher, limit: 1, holds: false, priced: false, queued: false }];
+    let vouchers = [Voucher { id: voucher, limit: 1, holds: false, priced: false, queued: false, drawn: false }];
     settle_tally(&mut cluster, &vouchers, tally, fault).await;
 }

@@ -46,6 +46,8 @@ pub struct Voucher {
     pub priced: bool,
     /// Its orders need the waiting room's entry token (`mode` queue).
     pub queued: bool,
+    /// A draw: only its winners order (`mode` draw).
+    pub drawn: bool,
 }
 
 /// One outcome as the orders topic has it.
@@ -113,7 +115,10 @@ pub async fn check(cluster: &Cluster, vouchers: &[Voucher], tally: &Tally, fault
         audit_with_provider(cluster, voucher, fault);
     }
     for voucher in vouchers.iter().filter(|voucher| voucher.queued && room_kept(fault)) {
-        audit_room(cluster, voucher, fault);
+        audit_room(cluster, voucher, fault, "queue_");
+    }
+    for voucher in vouchers.iter().filter(|voucher| voucher.drawn && room_kept(fault)) {
+        audit_room(cluster, voucher, fault, "draw_");
     }
     check_stats_and_rebuild(cluster, vouchers).await;
     let outbox = poll(deadline, "the outbox drained", || async {
@@ -348,25 +353,27 @@ fn room_kept(fault: &str) -> bool {
     !(fault.contains("SIGKILL") && fault.contains("Redis") || fault.contains("data loss"))
 }
 
-/// `seckill audit` of a queue-mode sale from the log: its waiting room's
-/// rules PASS (committed seed, places served in the shuffle's order, one
-/// order per entry), like every other rule.
-fn audit_room(cluster: &Cluster, voucher: &Voucher, fault: &str) {
+/// `seckill audit` of a queue-mode sale or a draw from the log: its rules
+/// (named `prefix…`: for a waiting room a committed seed, places served in
+/// the shuffle's order, one order per entry; for a draw a committed seed,
+/// the ranking reproduced from the log, orders by winners only, once each)
+/// PASS, like every other rule.
+fn audit_room(cluster: &Cluster, voucher: &Voucher, fault: &str, prefix: &str) {
     let args = ["audit", "--voucher", &voucher.id, "--json"];
     let output = tokio::task::block_in_place(|| cluster.command(Service::Ingress, &args).output()).expect("audit runs");
     let report: Value = serde_json::from_slice(&output.stdout).unwrap_or(Value::Null);
     let rules = report.pointer("/vouchers/0/rules").and_then(Value::as_array).cloned().unwrap_or_default();
     let room: Vec<&Value> =
-        rules.iter().filter(|rule| rule["rule"].as_str().is_some_and(|name| name.starts_with("queue_"))).collect();
+        rules.iter().filter(|rule| rule["rule"].as_str().is_some_and(|name| name.starts_with(prefix))).collect();
     assert!(
-        output.status.success() && report["pass"] == true && room.len() == 3,
-        "[{fault}] seckill audit of the queue-mode sale {}:\n{}\n{}",
+        output.status.success() && report["pass"] == true && room.len() >= 3,
+        "[{fault}] seckill audit of the {prefix}… rules of sale {}:\n{}\n{}",
         voucher.id,
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
-    let served = room.iter().find(|rule| rule["rule"] == "queue_served_in_shuffle").map(|rule| rule["detail"].clone());
-    println!("[{fault}] seckill audit of the waiting room: {} rules PASS ({})", room.len(), served.unwrap_or_default());
+    let details: Vec<String> = room.iter().map(|rule| format!("{}: {}", rule["rule"], rule["detail"])).collect();
+    println!("[{fault}] seckill audit: {} {prefix}… rules PASS ({})", room.len(), details.join("; "));
 }
 
 /// Waits until the outbox is empty and every promised order is final.

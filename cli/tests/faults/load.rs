@@ -13,7 +13,9 @@
 //! a user first takes a place in its waiting room, watches it (long-polls)
 //! until the turn comes, and orders with the entry token (retried with the
 //! same `Idempotency-Key` as any order; a place that expires is taken
-//! again). An admin keeps adding stock to the small voucher and pausing and
+//! again). On a draw, users enter while entries are open, read their
+//! entry, and order only once they won (or were promoted as wins lapsed and
+//! units came back). An admin keeps adding stock to the small voucher and pausing and
 //! resuming the big one, with an `Idempotency-Key` each.
 
 use std::collections::{HashMap, HashSet};
@@ -110,6 +112,8 @@ struct Client {
     priced: Arc<HashSet<String>>,
     /// The vouchers whose orders need the waiting room's entry token.
     queued: Arc<HashSet<String>>,
+    /// The draws: only their winners order.
+    drawn: Arc<HashSet<String>>,
     tally: Arc<Mutex<Tally>>,
 }
 
@@ -183,6 +187,33 @@ impl Client {
             seen = body;
         }
         None
+    }
+
+    /// Whether `user` holds an unused win of draw `voucher`, as an entrant
+    /// reading their entry sees it; one not entered yet enters (while
+    /// entries are open: after, the draw refuses it with `draw_closed`).
+    async fn won(&self, voucher: &str, user: &str) -> bool {
+        let authorization = format!("Bearer {}", user_token(user));
+        let url = format!("{}/api/v1/vouchers/{voucher}/entries/me", self.base);
+        let (status, seen) = self.send(self.http.get(url).header("authorization", &authorization)).await;
+        if status != StatusCode::OK {
+            assert!(matches!(status.as_u16(), 429 | 502 | 503), "entries/me answered {status}: {seen}");
+            return false;
+        }
+        match seen["state"].as_str() {
+            Some("not_entered") => {
+                let enter = self.http.post(format!("{}/api/v1/vouchers/{voucher}/entries", self.base));
+                let (status, body) = self.send(enter.header("authorization", &authorization)).await;
+                let closed = status == StatusCode::CONFLICT && body["error"] == "draw_closed";
+                assert!(
+                    matches!(status.as_u16(), 200 | 201 | 429 | 502 | 503) || closed,
+                    "an entry answered {status}: {body}"
+                );
+                false
+            }
+            Some("won" | "promoted") => seen["order_id"].is_null(),
+            _ => false,
+        }
     }
 
     /// The owner reads `order` at once: never `404` from its `202` on,
@@ -307,6 +338,10 @@ impl Client {
             } else {
                 None
             };
+            if self.drawn.contains(voucher) && !self.won(voucher, &user).await {
+                tokio::time::sleep(pause).await;
+                continue;
+            }
             let seen = self.order(voucher, &user, quantity, key.as_deref(), entry.as_deref()).await;
             let order = record(&self.tally, voucher, &user, quantity, seen);
             if let (Some(order), Some(key)) = (&order, &key) {
@@ -401,6 +436,7 @@ impl Load {
         let tally = Arc::new(Mutex::new(Tally::default()));
         let priced = Arc::new(vouchers.iter().filter(|v| v.priced).map(|v| v.id.clone()).collect());
         let queued = Arc::new(vouchers.iter().filter(|v| v.queued).map(|v| v.id.clone()).collect());
+        let drawn = Arc::new(vouchers.iter().filter(|v| v.drawn).map(|v| v.id.clone()).collect());
         let vouchers: Vec<String> = vouchers.iter().map(|v| v.id.clone()).collect();
         let client = Client {
             http: http.clone(),
@@ -408,6 +444,7 @@ impl Load {
             sandbox: sandbox.to_owned(),
             priced,
             queued,
+            drawn,
             tally: Arc::clone(&tally),
         };
         let mut actors = JoinSet::new();

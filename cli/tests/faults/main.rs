@@ -51,8 +51,11 @@ const RECOVERY_BOUND: Duration = Duration::from_secs(90);
 /// after 2 s, paused and resumed by the admin), one small that sells out and
 /// gets stock added (limit 2), and one priced (EUR 2.50, limit 2), whose
 /// orders are paid through the provider's sandbox or expire unpaid after
-/// 3 s, and one queue-mode (limit 2, unclaimed orders expire after 2 s)
-/// whose buyers come through its waiting room.
+/// 3 s, one queue-mode (limit 2, unclaimed orders expire after 2 s)
+/// whose buyers come through its waiting room, and one draw (stock 10,
+/// limit 1, unclaimed orders expire after 2 s) whose users enter in the
+/// first seconds and whose winners buy, cancel, or let their windows lapse,
+/// promoting the next ranks.
 async fn under_load() -> (Cluster, Vec<Voucher>, Load) {
     under_load_on(tokio::task::block_in_place(Cluster::start)).await
 }
@@ -62,10 +65,12 @@ async fn under_load_on(cluster: Cluster) -> (Cluster, Vec<Voucher>, Load) {
     let mut vouchers = Vec::new();
     for (stock, limit, hold_seconds, price) in [(1_000_000, 3, 2, 0), (40, 2, 0, 0), (1_000, 2, 3, 250)] {
         let id = create_priced_voucher(&cluster, stock, limit, hold_seconds, price).await;
-        vouchers.push(Voucher { id, limit, holds: hold_seconds > 0, priced: price > 0, queued: false });
+        vouchers.push(Voucher { id, limit, holds: hold_seconds > 0, priced: price > 0, queued: false, drawn: false });
     }
     let id = create_queue_voucher(&cluster, 300, 2, 2).await;
-    vouchers.push(Voucher { id, limit: 2, holds: true, priced: false, queued: true });
+    vouchers.push(Voucher { id, limit: 2, holds: true, priced: false, queued: true, drawn: false });
+    let id = create_draw_voucher(&cluster, 10, 2).await;
+    vouchers.push(Voucher { id, limit: 1, holds: true, priced: false, queued: false, drawn: true });
     let load = Load::start(&cluster.http, cluster.entry(), "a", &vouchers, CLIENTS, PAUSE);
     (cluster, vouchers, load)
 }
@@ -179,6 +184,18 @@ async fn create_queue_voucher(cluster: &Cluster, stock: u64, limit: u32, hold_se
         "begins_at": now - chrono::Duration::seconds(1), "ends_at": now + chrono::Duration::hours(1),
         "mode": "queue", "queue_factor": 1.5, "queue_entry_rate": 200, "queue_idle_seconds": 5,
         "queue_token_seconds": 5,
+    });
+    create_voucher_from(cluster, &body).await
+}
+
+/// A draw open now for an hour: entries for the first 4 s, winners have
+/// 3 s to order (so lapsed wins promote the next ranks during the load).
+async fn create_draw_voucher(cluster: &Cluster, stock: u64, hold_seconds: u32) -> String {
+    let now = chrono::Utc::now();
+    let body = json!({
+        "stock": stock, "per_user_limit": 1, "payment_seconds": hold_seconds,
+        "begins_at": now - chrono::Duration::seconds(1), "ends_at": now + chrono::Duration::hours(1),
+        "mode": "draw", "draw_at": now + chrono::Duration::seconds(4), "purchase_seconds": 3,
     });
     create_voucher_from(cluster, &body).await
 }

@@ -25,7 +25,7 @@ const PRICE: u64 = 250;
 /// A priced voucher of `stock` units, one per user, `payment_seconds` to pay.
 async fn priced(cluster: &Cluster, stock: u64, payment_seconds: u32) -> Voucher {
     let id = create_priced_voucher(cluster, stock, 1, payment_seconds, PRICE).await;
-    Voucher { id, limit: 1, holds: true, priced: true, queued: false }
+    Voucher { id, limit: 1, holds: true, priced: true, queued: false, drawn: false }
 }
 
 /// An order of `user`, once created: its id and `pay_by`.

@@ -76,7 +76,7 @@ pub(crate) fn broken_rule(envelope: &Envelope) -> Option<&'static str> {
         Event::DrawRanked(r) => rules.extend([
             (r.chunk < r.chunks, "chunk < chunks"),
             (r.first_rank >= 1, "first_rank >= 1"),
-            (!r.users.is_empty() && r.users.len() <= 1_000, "1 to 1000 users"),
+            (!r.users.is_empty() && r.users.len() <= 500, "1 to 500 users"),
         ]),
         Event::DrawWinnersSelected(w) => rules.extend([
             (w.winners <= MAX_STOCK, "winners <= MAX_STOCK"),

@@ -11,6 +11,7 @@ use std::time::Duration;
 use chrono::Utc;
 use futures::stream::{self, StreamExt};
 use reqwest::StatusCode;
+use seckill_analytics::draw::{read_kafka, read_lines};
 use seckill_core::event::Event;
 use seckill_core::{draw, queue, Envelope, UserId};
 use serde_json::{json, Value};
@@ -246,4 +247,35 @@ async fn a_draw_of_ten_thousand_ranks_by_the_log_and_admits_only_its_winners() {
         .collect();
     let expected: Vec<u64> = promoted_ranks.map(|rank| rank as u64).collect();
     assert_eq!(promoted, expected, "the next ranks, in order, once each");
+
+    // `seckill draw verify`: PASS from the log, the same twice; a copy of
+    // the log with one entry changed FAILs.
+    let id = voucher.parse().expect("voucher id");
+    let verified = |read: seckill_analytics::draw::DrawRead| {
+        seckill_analytics::draw::verify(&read.log).expect("a draw").read_from(read.source)
+    };
+    let first = verified(read_kafka(&platform.kafka, id, false).await.expect("the log is read"));
+    assert!(first.pass, "{}", first.text());
+    assert_eq!((first.entries, first.winners, first.wins_used), (ENTRIES as u64, Some(STOCK as u64), STOCK as u64));
+    let again = verified(read_kafka(&platform.kafka, id, false).await.expect("the log is read"));
+    assert_eq!(again.checks, first.checks, "the verification is reproducible");
+    let mut copy = Vec::new();
+    let mut changed = false;
+    for message in &records {
+        use seckill_kafka::Message as _;
+        let Some(payload) = message.payload() else { continue };
+        let mut envelope = Envelope::decode(payload).expect("the platform writes valid records");
+        if let Event::DrawEntered(entered) = &mut envelope.event {
+            if !changed && entered.voucher_id == id && entered.seq == 7 {
+                entered.user_id = UserId::parse("mallory").expect("valid");
+                changed = true;
+            }
+        }
+        copy.extend_from_slice(&envelope.encode());
+        copy.push(b'\n');
+    }
+    assert!(changed, "the copy has the seventh entry");
+    let tampered = verified(read_lines(copy.as_slice(), "a doctored copy", id).expect("the copy is read"));
+    let failed: Vec<&str> = tampered.failed().map(|check| check.check).collect();
+    assert!(!tampered.pass && failed.contains(&"entries_hash") && failed.contains(&"ranking"), "{}", tampered.text());
 }
