@@ -79,7 +79,8 @@
 --   {"not_won", ""}                        a draw voucher and the user holds no win (yet)
 --   {"window_closed", ends_ms}             the user's purchase window is over
 --   {"win_used", order_id}                 the win admitted this order before; nothing changed
---   {"rate_limited", retry_after_ms}       the user's or the address's bucket is empty; nothing changed
+--   {"rate_limited", "<ms>|user"}          the user's bucket ("|address": the address's) is empty: a
+--                                          token comes in <ms>; nothing changed
 --   {"challenge_required", bits}           the voucher asks for a proof of work and none was presented
 --   {"challenge_too_easy", bits}           the solution has fewer bits than the voucher asks
 --   {"challenge_expired", expires_ms}      the challenge's time is over (the Redis clock)
@@ -172,10 +173,11 @@ local function pace(field, rate, burst)
   paces[#paces + 1] = {field, string.format("%.3f|%d", tokens - 1, now_ms)}
   return 0
 end
-local wait = math.max(pace("u:" .. ARGV[1], tonumber(ARGV[15]), tonumber(ARGV[16])),
-  pace("a:" .. ARGV[17], tonumber(ARGV[18]), tonumber(ARGV[19])))
-if wait > 0 then
-  return {"rate_limited", tostring(wait)}
+local user_wait = pace("u:" .. ARGV[1], tonumber(ARGV[15]), tonumber(ARGV[16]))
+local address_wait = pace("a:" .. ARGV[17], tonumber(ARGV[18]), tonumber(ARGV[19]))
+if user_wait > 0 or address_wait > 0 then
+  local by = user_wait >= address_wait and "user" or "address"
+  return {"rate_limited", tostring(math.max(user_wait, address_wait)) .. "|" .. by}
 end
 for _, taken in ipairs(paces) do
   redis.call("HSET", KEYS[10], taken[1], taken[2])

@@ -264,7 +264,13 @@ impl Gate {
             "not_won" => rejected(Rejection::NotWon),
             "window_closed" => rejected(Rejection::WindowClosed),
             "win_used" => rejected(Rejection::WinUsed { order: detail.parse().ok() }),
-            "rate_limited" => rejected(Rejection::RateLimited { retry_after_ms: detail.parse().unwrap_or(1_000) }),
+            "rate_limited" => {
+                let (wait, by) = detail.split_once('|').unwrap_or((detail.as_str(), "user"));
+                rejected(Rejection::RateLimited {
+                    retry_after_ms: wait.parse().unwrap_or(1_000),
+                    by_address: by == "address",
+                })
+            }
             "challenge_required" => rejected(Rejection::ChallengeRequired { bits: detail.parse().unwrap_or_default() }),
             "challenge_too_easy" => rejected(Rejection::ChallengeTooEasy { bits: detail.parse().unwrap_or_default() }),
             "challenge_expired" => rejected(Rejection::ChallengeExpired),

@@ -97,9 +97,11 @@ pub enum Rejection {
     WinUsed {
         order: Option<OrderId>,
     },
-    /// The user's or the address's admission bucket is empty.
+    /// The user's (or, `by_address`, the address's) admission bucket is
+    /// empty.
     RateLimited {
         retry_after_ms: u64,
+        by_address: bool,
     },
     /// The voucher asks for a proof of work of `bits` and none came.
     ChallengeRequired {

@@ -75,9 +75,13 @@ pub(crate) fn rejection_error(rejection: Rejection) -> ApiError {
                     None => error,
                 }
             }
-            Rejection::RateLimited { retry_after_ms } => ApiError::rate_limited(
+            Rejection::RateLimited { retry_after_ms, by_address } => ApiError::rate_limited(
                 std::time::Duration::from_millis(retry_after_ms),
-                "too many order requests from this user or address for this sale; slow down",
+                if by_address {
+                    "too many order requests from this address for this sale; slow down"
+                } else {
+                    "too many order requests from this user for this sale; slow down"
+                },
             ),
             Rejection::ChallengeRequired { .. }
             | Rejection::ChallengeTooEasy { .. }

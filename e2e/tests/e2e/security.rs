@@ -191,7 +191,7 @@ async fn floods_over_the_rate_limits_get_429_and_everyone_else_still_buys() {
     assert!(by_status.get(&429).copied().unwrap_or(0) >= 15, "{by_status:?}");
     assert!(admitted_crowd >= 25, "the address's burst was served: {by_status:?}");
 
-    // Refused requests never reached the gate: only the admitted took stock.
+    // Refused requests changed nothing in the gate: only the admitted took stock.
     let admitted = 2 + u64::from(admitted_crowd);
     assert_eq!(platform.redis_remaining(&voucher).await, 100 - admitted);
     let metrics = platform.http.get(format!("{}/metrics", platform.base)).send().await.expect("metrics");

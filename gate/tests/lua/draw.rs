@@ -268,7 +268,7 @@ async fn the_admission_buckets_are_shared_and_atomic(h: &Harness) {
     let admitted = answers.iter().filter(|answer| matches!(answer, Ok(Admission::Admitted { .. }))).count();
     let limited = answers
         .iter()
-        .filter(|answer| matches!(answer, Ok(Admission::Rejected(Rejection::RateLimited { retry_after_ms })) if *retry_after_ms > 0))
+        .filter(|answer| matches!(answer, Ok(Admission::Rejected(Rejection::RateLimited { retry_after_ms, by_address: false })) if *retry_after_ms > 0))
         .count();
     assert_eq!((admitted, limited), (3, 7), "{answers:?}");
     // Other users behind the same address share its bucket: 2 more fit.
@@ -279,7 +279,10 @@ async fn the_admission_buckets_are_shared_and_atomic(h: &Harness) {
         neighbours.push(h.gate.admit_presenting(&order, None, &presented).await.expect("answers"));
     }
     assert!(matches!(neighbours[..2], [Admission::Admitted { .. }, Admission::Admitted { .. }]), "{neighbours:?}");
-    assert!(matches!(neighbours[2], Admission::Rejected(Rejection::RateLimited { .. })), "{neighbours:?}");
+    assert!(
+        matches!(neighbours[2], Admission::Rejected(Rejection::RateLimited { by_address: true, .. })),
+        "{neighbours:?}"
+    );
     // A refused request took nothing: the stock and the user's count agree.
     let sale = h.gate.sales(&[voucher]).await.expect("reads").remove(0).expect("a sale");
     assert_eq!(sale.available, 100 - 5);

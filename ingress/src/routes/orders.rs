@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use seckill_core::event::{OrderAccepted, MAX_QUANTITY};
+use seckill_core::metrics::RefusalReason;
 use seckill_core::{OrderId, UserId, VoucherId};
 use seckill_web::ApiError;
 use serde::Deserialize;
@@ -171,6 +172,10 @@ async fn place_order(
             return Ok(accepted_reply(first));
         }
         Admission::Rejected(rejection) => {
+            if let GateRejection::RateLimited { by_address, .. } = rejection {
+                let reason = if by_address { RefusalReason::RateLimitedIp } else { RefusalReason::RateLimitedUser };
+                ingress.access.metrics.refused.with_label_values(&[reason.as_str()]).inc();
+            }
             if rejection == (GateRejection::SoldOut { remaining: 0 }) {
                 ingress.live.voucher_changed(voucher);
                 remember_sell_out(&ingress, voucher).await;
