@@ -9,17 +9,25 @@ use seckill_web::ApiError;
 use warp::{Filter, Rejection, Reply};
 
 use super::Ingress;
-use crate::access::auth;
+use crate::access::{auth, reading_client_address};
 
 pub(super) fn issue(ingress: Arc<Ingress>) -> impl Filter<Extract = (impl Reply,), Error = Rejection> + Clone {
     warp::path!("api" / "v1" / "vouchers" / String / "challenge")
         .and(warp::get())
+        .and(reading_client_address(Arc::clone(&ingress.access)))
         .and(auth::user(Arc::clone(&ingress.access)))
         .and(warp::any().map(move || Arc::clone(&ingress)))
         .and_then(handle)
 }
 
-async fn handle(raw: String, user: UserId, ingress: Arc<Ingress>) -> Result<warp::reply::Response, Rejection> {
+/// Counted like the order reads: a challenge is cheap to hand out, but a
+/// flood of them would raise the voucher's difficulty for everyone.
+async fn handle(
+    raw: String,
+    _address: Option<std::net::IpAddr>,
+    user: UserId,
+    ingress: Arc<Ingress>,
+) -> Result<warp::reply::Response, Rejection> {
     let voucher: VoucherId = raw.parse().map_err(|e| ApiError::invalid(format!("voucher_id: {e}")))?;
     let Some(issued) = ingress.challenges.issue(&ingress.gate, voucher, &user).await? else {
         return Err(ApiError::unknown_voucher(voucher).into());

@@ -16,13 +16,14 @@ use warp::http::{HeaderMap, StatusCode};
 use warp::{Filter, Rejection, Reply};
 
 use super::Ingress;
-use crate::access::auth;
+use crate::access::limits;
 use crate::error::rejection_error;
 
 pub(super) fn enter(ingress: Arc<Ingress>) -> impl Filter<Extract = (impl Reply,), Error = Rejection> + Clone {
     warp::path!("api" / "v1" / "vouchers" / String / "entries")
         .and(warp::post())
-        .and(auth::user(Arc::clone(&ingress.access)))
+        .and(limits::per_client_address(Arc::clone(&ingress.access)))
+        .and(limits::rate_limited_user(Arc::clone(&ingress.access)))
         .and(warp::header::headers_cloned())
         .and(warp::any().map(move || Arc::clone(&ingress)))
         .and_then(handle)
