@@ -44,7 +44,9 @@
 -- ARGV[11] the encoded QueueEntryUsed record appended with the order when ARGV[10] is spent; on a
 --          draw voucher the DrawWinUsed record without its rank (the script adds it); "" when none
 -- ARGV[12] the solved challenge's nonce, "" when none was presented (the caller checked the signature
---          and the solution)
+--          and the solution); "again:<nonce>" in a later round of one request (the caller borrowed
+--          units from another bucket, or learned the bucket count, and calls again): the first round
+--          spent it, and took from the buckets, so this one does neither
 -- ARGV[13] leading zero bits the solution has
 -- ARGV[14] the challenge's expiry (Unix ms, as signed)
 -- ARGV[15] requests per second one user may make on this voucher (a token bucket; 0: no limit)
@@ -198,22 +200,29 @@ end
 
 -- The proof of work: spent here, once.
 local bits = tonumber(voucher[11] or "0") or 0
+local nonce = ARGV[12]
+local again = string.sub(nonce, 1, 6) == "again:"
+if again then
+  nonce = string.sub(nonce, 7)
+end
 if bits > 0 then
-  if ARGV[12] == "" then
+  if nonce == "" then
     return {"challenge_required", tostring(bits)}
   end
   if tonumber(ARGV[13]) < bits then
     return {"challenge_too_easy", tostring(bits)}
   end
-  if now_ms >= tonumber(ARGV[14]) then
-    return {"challenge_expired", ARGV[14]}
+  if not again then
+    if now_ms >= tonumber(ARGV[14]) then
+      return {"challenge_expired", ARGV[14]}
+    end
+    if redis.call("ZSCORE", KEYS[9], nonce) then
+      return {"challenge_used", ""}
+    end
+    redis.call("ZREMRANGEBYSCORE", KEYS[9], "-inf", now_ms)
+    redis.call("ZADD", KEYS[9], ARGV[14], nonce)
+    redis.call("PEXPIREAT", KEYS[9], keys_expire)
   end
-  if redis.call("ZSCORE", KEYS[9], ARGV[12]) then
-    return {"challenge_used", ""}
-  end
-  redis.call("ZREMRANGEBYSCORE", KEYS[9], "-inf", now_ms)
-  redis.call("ZADD", KEYS[9], ARGV[14], ARGV[12])
-  redis.call("PEXPIREAT", KEYS[9], keys_expire)
 end
 
 -- A waiting room's entry: checked here, spent below with the admission, so

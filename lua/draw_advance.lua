@@ -32,12 +32,12 @@
 --               until the ranks run out. Nothing is won while the sale is
 --               paused or over, or while the outbox is full.
 --
--- Returns {state, cursor, entries, issued, open, remaining, "", worked, 0, now_ms, selected}, all
+-- Returns {state, cursor, entries, issued, open, remaining, "", worked, won, now_ms, selected}, all
 -- strings (the shape of queue_advance.lua's answer); state is one of
 -- "unknown", "uncommitted", "before" (entries not open yet), "entering", "ranking" (entries closed,
 -- the ranking not all logged yet), "open", "sold_out", "paused", "ended", "backlog".
 -- cursor: ranks passed (won); issued: the same; open: wins open now; worked: users keyed, ranked or
--- passed by this call; selected: W ("" before it is fixed).
+-- passed by this call; won: wins this call gave; selected: W ("" before it is fixed).
 if #KEYS ~= 7 or #ARGV ~= 5 then
   return redis.error_reply("draw_advance.lua: expects 7 KEYS and 5 ARGV")
 end
@@ -54,10 +54,10 @@ local entries = tonumber(room[7])
 local ranked, published, cursor = tonumber(room[9]), tonumber(room[10]), tonumber(room[11])
 local selected = tonumber(room[12] or "")
 local remaining = tonumber(voucher[1])
-local worked, open = 0, 0
+local worked, won, open = 0, 0, 0
 local function summary(state)
   return {state, tostring(cursor), tostring(entries), tostring(cursor), tostring(open), tostring(remaining), "",
-    tostring(worked), "0", tostring(now_ms), selected and tostring(selected) or ""}
+    tostring(worked), tostring(won), tostring(now_ms), selected and tostring(selected) or ""}
 end
 if room[2] ~= "1" then
   return summary("uncommitted")
@@ -193,6 +193,7 @@ while worked < most and cursor < entries do
   end
   cursor = rank
   worked = worked + 1
+  won = won + 1
 end
 if worked > 0 then
   redis.call("HSET", KEYS[2], "cursor", cursor)

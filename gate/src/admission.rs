@@ -120,11 +120,16 @@ impl Gate {
         let mut layout = known.clone().unwrap_or_else(|| Arc::new(Layout::new(voucher, 1)));
         let mut rounds = 0;
         let mut recounted = false;
+        // A later round of this request (after a recount or a borrow) has
+        // paid its proof and its pace in the first.
+        let mut again = false;
         loop {
             let bucket = layout.home(&order.user_id);
             // Read before the call: a borrow finished after it is news.
             let seen = self.borrowers.epoch(voucher, bucket);
-            let admission = match self.admit_in(&layout, bucket, order, retry, presented).await? {
+            let call = self.admit_in(&layout, bucket, order, retry, presented, again).await;
+            again = true;
+            let admission = match call? {
                 Reply::WrongShards(shards) if !recounted => {
                     recounted = true;
                     layout = self.layouts.learn(voucher, shards);
@@ -178,6 +183,7 @@ impl Gate {
         order: &OrderAccepted,
         retry: Option<&RetryKey>,
         presented: &Presented,
+        again: bool,
     ) -> redis::RedisResult<Reply> {
         let keys = layout.keys(&self.prefix, bucket);
         let outbox = self.outbox_of(&keys);
@@ -193,11 +199,11 @@ impl Gate {
             // Used only if the voucher is a draw, which adds the rank.
             None => win_used_without_rank(order)?,
         };
-        let (nonce, bits, expires) = presented
-            .proof
-            .as_ref()
-            .map_or((String::new(), 0, 0), |proof| (proof.nonce.clone(), proof.bits, proof.expires_ms));
-        let pace = &presented.pace;
+        let (nonce, bits, expires) = presented.proof.as_ref().map_or((String::new(), 0, 0), |proof| {
+            (if again { format!("again:{}", proof.nonce) } else { proof.nonce.clone() }, proof.bits, proof.expires_ms)
+        });
+        let unpaced = Pace::default();
+        let pace = if again { &unpaced } else { &presented.pace };
         let mut invocation = self.scripts.admit.prepare_invoke();
         invocation
             .key(&keys.voucher)

@@ -122,7 +122,8 @@ pub struct RoomSummary {
     /// Places taken before the start (None before it).
     pub pre_queued: Option<u64>,
     /// Served and skipped by this call (for a draw, `served_now` counts
-    /// the users this call keyed, ranked or passed).
+    /// the users this call keyed, ranked or passed, `skipped_now` the wins
+    /// it gave).
     pub served_now: u64,
     pub skipped_now: u64,
     /// The Redis clock.

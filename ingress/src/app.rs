@@ -136,7 +136,7 @@ impl App {
             topics.clone(),
             QueueMetrics::register(&deps.registry),
         ));
-        let challenges = Challenges::new(&gate, config.challenge.clone()).await?;
+        let challenges = Arc::new(Challenges::new(&gate, config.challenge.clone()).await?);
         let ingress = Arc::new(Ingress {
             rooms,
             challenges,
@@ -194,6 +194,13 @@ impl App {
         let rooms = tokio_util::task::AbortOnDropHandle::new(tokio::spawn(
             Arc::clone(&self.ingress.rooms).drive(live.closing.clone()),
         ));
+        let challenge_key = {
+            let (challenges, gate) = (Arc::clone(&self.ingress.challenges), self.ingress.gate.clone());
+            let closing = live.closing.clone();
+            tokio_util::task::AbortOnDropHandle::new(tokio::spawn(async move {
+                challenges.follow_key(gate, closing).await;
+            }))
+        };
         // Waiters are answered and streams end as soon as shutdown begins,
         // so their connections drain with the others.
         let closing = {
@@ -211,6 +218,7 @@ impl App {
         let _ = clock.await;
         let _ = watch.await;
         let _ = rooms.await;
+        let _ = challenge_key.await;
         relay_stop.cancel();
         let _ = relay.await;
         self.ingress.producer.flush(Duration::from_secs(5));

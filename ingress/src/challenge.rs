@@ -31,6 +31,9 @@ use crate::config::ChallengeConfig;
 /// The request headers a proof travels in.
 pub(crate) const CHALLENGE_HEADER: &str = "seckill-challenge";
 pub(crate) const SOLUTION_HEADER: &str = "seckill-solution";
+/// How often the shared key is read again: an ingress started after Redis
+/// lost it drew a new one, which every other ingress must take up.
+const KEY_REREAD_EVERY: Duration = Duration::from_secs(5);
 /// How long a voucher's `challenge_bits` read from Redis is trusted.
 const BITS_FRESH_FOR: Duration = Duration::from_secs(1);
 /// Most vouchers whose rate and bits are kept (a flood of made-up voucher
@@ -63,14 +66,37 @@ struct Tracked {
 /// Issues and checks the challenges of this ingress.
 #[derive(Debug)]
 pub(crate) struct Challenges {
-    key: Vec<u8>,
+    key: std::sync::RwLock<Vec<u8>>,
     config: ChallengeConfig,
     tracked: Mutex<HashMap<VoucherId, Tracked>>,
 }
 
 impl Challenges {
     pub(crate) async fn new(gate: &Gate, config: ChallengeConfig) -> redis::RedisResult<Self> {
-        Ok(Self { key: gate.challenge_key().await?, config, tracked: Mutex::default() })
+        let key = std::sync::RwLock::new(gate.challenge_key().await?);
+        Ok(Self { key, config, tracked: Mutex::default() })
+    }
+
+    /// Follows the shared key in Redis until `closing`.
+    pub(crate) async fn follow_key(&self, gate: Gate, closing: tokio_util::sync::CancellationToken) {
+        let mut every = tokio::time::interval(KEY_REREAD_EVERY);
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                () = closing.cancelled() => return,
+                _ = every.tick() => {}
+            }
+            match gate.challenge_key().await {
+                Ok(key) => {
+                    let mut current = self.key.write().expect("key lock");
+                    if *current != key {
+                        tracing::warn!("The shared challenge key changed in Redis (it was lost and drawn again).");
+                        *current = key;
+                    }
+                }
+                Err(error) => tracing::debug!(%error, "Could not read the shared challenge key; keeping the last."),
+            }
+        }
     }
 
     /// A new challenge for `user` on `voucher` at the voucher's current
@@ -86,7 +112,13 @@ impl Challenges {
         let expires = Utc::now() + chrono::Duration::seconds(i64::from(self.config.seconds));
         Ok(Some(IssuedChallenge {
             required: base_bits > 0,
-            challenge: challenge::issue(&self.key, voucher, user, expires.timestamp_millis(), bits),
+            challenge: challenge::issue(
+                &self.key.read().expect("key lock"),
+                voucher,
+                user,
+                expires.timestamp_millis(),
+                bits,
+            ),
             bits,
             expires_at: expires.to_rfc3339_opts(SecondsFormat::Millis, true),
             algorithm: "sha256-leading-zero-bits",
@@ -109,7 +141,8 @@ impl Challenges {
             (Some(challenge_text), solution) => (challenge_text, solution.unwrap_or_default()),
             (None, Some(_)) => return Err(refusal(ChallengeError::Malformed)),
         };
-        let claims = challenge::verify(&self.key, voucher, user, challenge_text, Utc::now().timestamp_millis())
+        let now = Utc::now().timestamp_millis();
+        let claims = challenge::verify(&self.key.read().expect("key lock"), voucher, user, challenge_text, now)
             .map_err(refusal)?;
         challenge::check_solution(challenge_text, solution, claims.bits).map_err(refusal)?;
         Ok(Some(Proof { nonce: claims.nonce, bits: claims.bits, expires_ms: claims.expires_ms }))
@@ -194,10 +227,10 @@ pub(crate) fn rejection_error(rejection: &Rejection) -> Option<ApiError> {
             "this sale asks for a proof of work: GET /api/v1/vouchers/{id}/challenge, solve it, and send it in the \
              Seckill-Challenge and Seckill-Solution headers",
         )
-        .with_detail("bits", bits.to_string()),
+        .with_detail("bits", *bits),
         Rejection::ChallengeTooEasy { bits } => {
             ApiError::new(StatusCode::FORBIDDEN, code, "the challenge is easier than this sale asks: get a new one")
-                .with_detail("bits", bits.to_string())
+                .with_detail("bits", *bits)
         }
         Rejection::ChallengeExpired => {
             ApiError::new(StatusCode::FORBIDDEN, code, "the challenge expired: get a new one")

@@ -3,8 +3,12 @@
 //! order got past the room without its own entry, spent once.
 //!
 //! The room's records are written by Redis scripts into one outbox stream
-//! per voucher and relayed in order, so log positions (not clocks) say
-//! what came first and in which order places were passed.
+//! per voucher. One relay publishes it in order, but several ingresses'
+//! relays share it and may interleave what they publish, so the order in
+//! which places were passed is the Redis clock's (`emitted_at` of
+//! `queue_advance.lua`'s records), places in one call by number; the
+//! commitment, logged by an ingress before the room takes a join, precedes
+//! every join in the log whatever the relays do.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -80,13 +84,15 @@ pub(super) fn seed_committed(log: &VoucherLog) -> RuleResult {
     )
 }
 
-/// The places passed, in log order, are 1, 2, 3, … without gap or repeat,
+/// The places passed, in the order `queue_advance.lua` passed them, are
+/// 1, 2, 3, … without gap or repeat,
 /// and each went to the holder the revealed seed and the logged joins give
 /// it: the served order is the shuffle, nobody was served out of turn.
 pub(super) fn served_in_shuffle(log: &VoucherLog) -> RuleResult {
     const RULE: (&str, &str) = ("queue_served_in_shuffle", "places served in the shuffle's order, each once");
     let room = &log.queue;
-    let passes = room.passes();
+    let mut passes = room.passes();
+    passes.sort_by_key(|pass| (pass.emitted_at, pass.record.place()));
     let issued = passes.iter().filter(|pass| matches!(pass.record, Pass::Issued(_))).count() as u64;
     let (passed, expired) = (passes.len() as u64, passes.len() as u64 - issued);
     let Some(holders) = room.holders() else {

@@ -74,8 +74,8 @@ async fn a_challenge_pays_for_one_request_and_bad_ones_are_refused_by_name() {
 
     let (status, body) = post_with(&platform, &base, &orders, "alice", None).await;
     assert_eq!(
-        (status, body["error"].as_str(), body["bits"].as_str()),
-        (StatusCode::FORBIDDEN, Some("challenge_required"), Some("8"))
+        (status, body["error"].as_str(), body["bits"].as_u64()),
+        (StatusCode::FORBIDDEN, Some("challenge_required"), Some(8))
     );
     let issued = get_challenge(&platform, &base, &voucher, "alice").await;
     assert_eq!((issued["required"].as_bool(), issued["bits"].as_u64()), (Some(true), Some(8)), "{issued}");

@@ -259,11 +259,13 @@ async fn a_draw_of_ten_thousand_ranks_by_the_log_and_admits_only_its_winners() {
     assert_eq!((first.entries, first.winners, first.wins_used), (ENTRIES as u64, Some(STOCK as u64), STOCK as u64));
     let again = verified(read_kafka(&platform.kafka, id, false).await.expect("the log is read"));
     assert_eq!(again.checks, first.checks, "the verification is reproducible");
-    let mut copy = Vec::new();
+    let (mut original, mut copy) = (Vec::new(), Vec::new());
     let mut changed = false;
     for message in &records {
         use seckill_kafka::Message as _;
         let Some(payload) = message.payload() else { continue };
+        original.extend_from_slice(payload);
+        original.push(b'\n');
         let mut envelope = Envelope::decode(payload).expect("the platform writes valid records");
         if let Event::DrawEntered(entered) = &mut envelope.event {
             if !changed && entered.voucher_id == id && entered.seq == 7 {
@@ -278,4 +280,26 @@ async fn a_draw_of_ten_thousand_ranks_by_the_log_and_admits_only_its_winners() {
     let tampered = verified(read_lines(copy.as_slice(), "a doctored copy", id).expect("the copy is read"));
     let failed: Vec<&str> = tampered.failed().map(|check| check.check).collect();
     assert!(!tampered.pass && failed.contains(&"entries_hash") && failed.contains(&"ranking"), "{}", tampered.text());
+
+    // The written rule alone (docs/EVENTS.md), reimplemented apart from the
+    // platform's code, agrees: the log passes, the doctored copy fails.
+    let files = tempfile::tempdir().expect("a temporary directory");
+    for (name, bytes, expected) in [("log.jsonl", &original, 0), ("doctored.jsonl", &copy, 1)] {
+        let path = files.path().join(name);
+        std::fs::write(&path, bytes).expect("written");
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/draw-ranking.py");
+        let output = std::process::Command::new("python3")
+            .arg(script)
+            .args(["--voucher", &voucher])
+            .arg(&path)
+            .output()
+            .expect("python3 runs");
+        let printed = String::from_utf8_lossy(&output.stdout);
+        assert_eq!(
+            output.status.code(),
+            Some(expected),
+            "{name}: {printed}{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
 }

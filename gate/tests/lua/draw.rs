@@ -231,6 +231,22 @@ async fn a_proof_of_work_is_required_and_spent_once(h: &Harness) {
     let answers = join_all((0..5).map(|i| admit(["c", "d", "e", "f", "g"][i], proof(&"4".repeat(32), 8, later)))).await;
     assert_eq!(answers.iter().filter(|answer| matches!(answer, Admission::Admitted { .. })).count(), 1, "{answers:?}");
 
+    // A split voucher whose user's bucket is dry borrows and calls again in
+    // the same request: the proof paid once is not "used" by its own retry.
+    let mut split = crate::split(definition(1, 1, crate::open_window()), 2);
+    split.challenge_bits = 8;
+    assert!(h.gate.load_voucher(&split).await.expect("loads"));
+    let mut answers = Vec::new();
+    for (i, buyer) in ["s1", "s2", "s3", "s4"].iter().enumerate() {
+        let order = OrderAccepted::now(split.voucher_id, user(buyer), 1);
+        let paid = proof(&format!("{:032x}", 0xabc0 + i), 8, later);
+        answers.push(h.gate.admit_presenting(&order, None, &paid).await.expect("answers"));
+    }
+    let admitted = answers.iter().filter(|answer| matches!(answer, Admission::Admitted { .. })).count();
+    let sold_out =
+        answers.iter().filter(|answer| matches!(answer, Admission::Rejected(Rejection::SoldOut { .. }))).count();
+    assert_eq!((admitted, sold_out), (1, 3), "{answers:?}");
+
     // The draw's entries ask for it too, a repeat entry does not.
     let mut drawn = draw_definition(1, 1);
     drawn.challenge_bits = 8;

@@ -116,7 +116,6 @@ impl Rooms {
             (MOST_CALLS_PER_TICK, MOST_PLACES_PER_ADVANCE)
         };
         for _ in 0..calls {
-            let before = handle.view.borrow().serving;
             let advanced = if handle.draw {
                 self.gate.advance_draw(handle.voucher).await
             } else {
@@ -144,13 +143,16 @@ impl Rooms {
                 _ => {}
             }
             if handle.draw {
-                self.metrics.wins.inc_by(summary.cursor.saturating_sub(before));
+                // Wins this call gave: each counted once, by the ingress
+                // whose call gave it.
+                self.metrics.wins.inc_by(summary.skipped_now);
             } else {
                 self.metrics.entries_issued.inc_by(summary.served_now);
                 self.metrics.places_expired.inc_by(summary.skipped_now);
             }
             handle.update(&summary);
-            let more = summary.served_now + summary.skipped_now >= full_call;
+            let worked = if handle.draw { summary.served_now } else { summary.served_now + summary.skipped_now };
+            let more = worked >= full_call;
             last = Some(summary);
             if !more {
                 break;

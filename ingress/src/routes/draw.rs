@@ -9,6 +9,7 @@
 
 use std::sync::Arc;
 
+use chrono::SecondsFormat;
 use seckill_core::{UserId, VoucherId};
 use seckill_gate::Entered;
 use seckill_web::ApiError;
@@ -58,7 +59,7 @@ async fn handle(
         Entered::NotOpen { opens_at } => {
             let error = ApiError::new(StatusCode::CONFLICT, "draw_not_open", "entries to this draw are not open yet");
             return Err(match opens_at {
-                Some(at) => error.with_detail("entries_open_at", at.to_rfc3339()),
+                Some(at) => error.with_detail("entries_open_at", at.to_rfc3339_opts(SecondsFormat::Millis, true)),
                 None => error,
             }
             .into());
@@ -66,7 +67,7 @@ async fn handle(
         Entered::Closed { draw_at } => {
             let error = ApiError::new(StatusCode::CONFLICT, "draw_closed", "entries closed: the draw was made");
             return Err(match draw_at {
-                Some(at) => error.with_detail("draw_at", at.to_rfc3339()),
+                Some(at) => error.with_detail("draw_at", at.to_rfc3339_opts(SecondsFormat::Millis, true)),
                 None => error,
             }
             .into());

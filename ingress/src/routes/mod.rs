@@ -77,7 +77,7 @@ pub(crate) struct Ingress {
     /// The waiting rooms of queue-mode sales, and the draws.
     pub(crate) rooms: Arc<crate::room::Rooms>,
     /// The proof of work of vouchers with `challenge_bits`.
-    pub(crate) challenges: crate::challenge::Challenges,
+    pub(crate) challenges: Arc<crate::challenge::Challenges>,
     /// The per-user and per-address admission buckets of the order route
     /// (kept by `admit.lua`, per voucher, for every ingress at once).
     pub(crate) pace: crate::config::RateLimitConfig,
