@@ -2,6 +2,7 @@
 """Turns one bench/run's results into BENCHMARKS.md (printed to stdout).
 
 Usage: bench/report.py RESULTS_DIR TUNING_NOTES.md
+       bench/report.py --hot|--payments|--queue|--draw|--challenge RESULTS_DIR   (one section)
 
 Each scenario's figure is shown with its target and its ratio to the ceiling
 measured in the same run, on the same machine.
@@ -249,6 +250,240 @@ def waiting_room(w, results, floor):
     w("")
 
 
+def load_json(path):
+    """A JSON result, if the scenario wrote it."""
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def draws_and_bots(w, results, floor, admit):
+    """Scenarios 13 (a draw of many entries: entered, made, verified) and 14
+    (orders with proofs of work against the same orders without; the
+    client's solving apart). Absent from older runs."""
+    draw = load_json(results / "draw.json")
+    solve = load_json(results / "challenge_solve.json")
+    off = [load_json(p) for p in sorted(results.glob("challenge_off.*.json"))]
+    on = [load_json(p) for p in sorted(results.glob("challenge_on.*.json"))]
+    if not (draw or solve or off or on):
+        return
+    cpu = cpu_rows(results)
+    w("## Draws and the cost for bots")
+    w("")
+    if draw:
+        draw_section(w, results, draw, cpu, floor)
+    if solve or off or on:
+        challenge_section(w, results, solve, off, on, cpu, floor, admit)
+
+
+def after(seen, key):
+    """`seen[key]` (ms after draw_at) as text, or why there is none."""
+    return f"{seen[key]:,.0f} ms" if seen and seen.get(key) is not None else "not seen"
+
+
+def draw_section(w, results, draw, cpu, floor):
+    """Scenario 13: the entries, the time to rank, the verification."""
+    verify = load_json(results / "draw_verify.json") or {}
+    verify_run = load_json(results / "draw_verify_run.json") or {}
+    rss_path = results / "draw_rss.jsonl"
+    rss = json.loads(rss_path.read_text().splitlines()[0])["peak_rss_kb"] if rss_path.exists() else None
+    selected, revealed, last = draw.get("winners_selected"), draw.get("revealed"), draw.get("last_chunk")
+    # The chunk is the gate's (seckill_core::draw::RANK_CHUNK): read it from the records.
+    chunk = f"{round(draw['ranked_users'] / draw['chunks']):,}" if draw["chunks"] else "?"
+    w(f"### Scenario 13: a draw of {draw['entrants']:,} entrants")
+    w("")
+    w(f"A draw-mode sale (one unit per user). `live-probe draw` enters {draw['entrants']:,} users in its entry window")
+    # live-probe opens a connection per 150 requests of the larger of the two crowds, and spreads both over them.
+    connections = -(-max(draw["concurrency"], draw["waiters"]) // 150)
+    w(f"(`POST /api/v1/vouchers/{{id}}/entries`, {draw['concurrency']} at once over {connections} HTTP/2 connections,")
+    w(f"as the waiting room's joins), then parks {draw['waiters']:,} of them, spread over the entry order, on")
+    w("`GET …/entries/me?wait=10s` (asked again until it answers an outcome) and follows the sales topic. At `draw_at`")
+    w("the ingress's driver (one ingress, ticking every 100 ms) closes the entries and logs the seed, keys the entries")
+    w(f"in Redis {chunk} a call (`lua/draw_advance.lua`: SHA-1 of seed, list hash and user into a sorted set), logs the")
+    w(f"ranking {chunk} users per `DrawRanked` record and selects the winners (`DrawWinnersSelected`). The time to rank")
+    w("is measured from `draw_at` three ways: the `emitted_at` the script stamps on each record (the Redis clock: the")
+    w("gate's work and the driver's calls), when the probe's follower of the sales topic received it (plus the relay")
+    w("from the Redis outbox to Kafka and the fetch), and when the waiting entrants' long-polls answered `won` or")
+    w("`not_selected` (plus the ingress waking them and reading their entry). One machine, one clock. Then")
+    w("`seckill draw verify --voucher ID` reads the voucher's log from Kafka (the services stopped) and checks it,")
+    w("recomputing the ranking from the revealed seed and the entries.")
+    w("")
+    w("| measured | figure | ratio to ceiling |")
+    w("|---|---|---|")
+    others = ", ".join(f"{code} {n:,}" for code, n in draw["entry_statuses"].items() if code != "201") or "none"
+    entry = draw["entry_ms"]
+    ratio = f"{draw['entries_per_s'] / floor['rate']:.3f} × warp floor" if floor else "-"
+    w(f"| entries in the entry window | {draw['entered']:,} of {draw['entrants']:,} in {draw['entry_seconds']:.1f} s: "
+      f"**{draw['entries_per_s']:,.0f}/s**; answer p50 {ms(entry['p50'])}, p99 {ms(entry['p99'])}; other answers: "
+      f"{others} | {ratio} |")
+    w(f"| entries closed, seed revealed (`DrawSeedRevealed`) | stamped {after(revealed, 'emitted_after_draw_ms')} "
+      f"after `draw_at` ({draw.get('revealed_entries') or 0:,} entries) | - |")
+    w(f"| entrants keyed: the first `DrawRanked` record | stamped {after(draw.get('first_chunk'), 'emitted_after_draw_ms')} "
+      f"after `draw_at` (every key computed by then) | - |")
+    w(f"| ranking logged: the last of {draw['chunks']:,} `DrawRanked` records ({draw['ranked_users']:,} users) | "
+      f"stamped {after(last, 'emitted_after_draw_ms')} after `draw_at`, in the log {after(last, 'seen_after_draw_ms')} "
+      f"| - |")
+    w(f"| **time to rank**: winners selected (`DrawWinnersSelected`, {draw.get('winners') or 0:,} winners) | stamped "
+      f"**{after(selected, 'emitted_after_draw_ms')}** after `draw_at`; in the log **"
+      f"{after(selected, 'seen_after_draw_ms')}** | - |")
+    heard = draw["outcome_heard_after_draw_ms"]
+    outcomes = ", ".join(f"{state} {n:,}" for state, n in draw["waiter_outcomes"].items()) or "none"
+    w(f"| outcome heard by entrants long-polling `entries/me` | {draw['waiters_answered']:,} of {draw['waiters']:,} "
+      f"({outcomes}): p50 {heard['p50']:,.0f} ms, p90 {heard['p90']:,.0f} ms, max {heard['max']:,.0f} ms after "
+      f"`draw_at` | - |")
+    if verify_run:
+        verdict_text = "PASS" if verify.get("pass") else ("FAIL" if verify else "no verdict")
+        source = verify.get("source") or {}
+        read = f"log read {source['read_ms'] / 1000:.2f} s ({source.get('records', 0):,} records), " if "read_ms" in source else ""
+        checks = f"checks {verify['verify_ms'] / 1000:.2f} s; " if "verify_ms" in verify else ""
+        checks_run = verify.get("checks") or []
+        passed = sum(1 for check in checks_run if check.get("pass"))
+        seen = (f"{verify.get('entries', 0):,} entries, {verify.get('winners') or 0:,} winners, {passed} of "
+                f"{len(checks_run)} checks passed" if verify else "see verify.log")
+        w(f"| `seckill draw verify --voucher ID` (from Kafka) | **{verdict_text}** (exit status "
+          f"{verify_run['exit_status']}) in {verify_run['wall_s']:.2f} s wall: {read}{checks}{seen} | - |")
+    entering = {p: row for p in PROCESSES for row in cpu if row["scenario"] == "draw_entries" and row["process"] == p}
+    drawing = {p: row for p in PROCESSES for row in cpu if row["scenario"] == "draw_ranking" and row["process"] == p}
+    if "redis" in entering and "redis" in drawing:
+        per_entry = entering["redis"]["cpu_s"] / draw["entered"] * 1e6 if draw["entered"] else 0
+        w(f"| Redis CPU | entries: {entering['redis']['cpu_s']:.2f} s over {entering['redis']['wall_s']:.1f} s "
+          f"({entering['redis']['cpu_s'] / entering['redis']['wall_s']:.2f} cores, {per_entry:.0f} µs per entry); "
+          f"the draw (from 1 s before `draw_at` until every waiter heard): {drawing['redis']['cpu_s']:.2f} s over "
+          f"{drawing['redis']['wall_s']:.1f} s | - |")
+    for label, rows in (("entries", entering), ("the draw", drawing)):
+        if rows:
+            wall = next(iter(rows.values()))["wall_s"]
+            w(f"| cores used over {label} ({wall:.1f} s) | " + ", ".join(
+                f"{p} {row['cpu_s'] / row['wall_s']:.2f}" for p, row in rows.items() if row["wall_s"]) + " | - |")
+    if rss is not None:
+        w(f"| ingress peak RSS | {rss / 1024:,.0f} MiB | - |")
+    w("")
+
+
+def m_rate_off(off):
+    """The median round's rate without proofs (None without rounds)."""
+    rates = sorted(run["admitted_per_s"] for run in off)
+    return rates[len(rates) // 2] if rates else None
+
+
+PROCESSES = ("ingress", "processor", "projector", "kafka", "redis")
+
+
+def challenge_section(w, results, solve, off, on, cpu, floor, admit):
+    """Scenario 14: the order route with and without proofs of work, and
+    the client's solving."""
+    prepare = load_json(results / "challenge_prepare.json") or {}
+    bits = solve["bits"] if solve else next(iter(prepare.get("bits", {})), "?")
+    w(f"### Scenario 14: a proof of work on each order ({bits} bits)")
+    w("")
+    if off or on:
+        orders = (off or on)[0]["orders"]
+        w("Two first-come vouchers on the same freshly started services, stock 1,000,000, 100 units per user, one with")
+        w(f"`challenge_bits` 0 (no proof asked), one with {bits}; the ingress runs with `[challenge]")
+        w("raise_above_per_second = 0`, so the difficulty stays the voucher's. Before the timed runs `live-probe")
+        w("challenges` fetches one challenge per order (`GET …/challenge`, the storm's 10,000 users in turn) and solves")
+        w(f"them all on both cores. The timed runs (`live-probe order-rate`: {orders:,} orders, 64 at once on 64")
+        w("keep-alive HTTP/1.1 connections, as `seckill loadgen` sends them) alternate, off then on, "
+          f"{max(len(off), len(on))} rounds, a")
+        w("2 s pause before each; the figures are the median round's, the CPU per order is over all rounds. With a")
+        w("proof each order carries `Seckill-Challenge` and `Seckill-Solution`: the ingress checks the HMAC")
+        w("signature, the expiry and the solution (one SHA-256) before Redis, and `admit.lua` spends the challenge")
+        w("(a sorted set of spent nonces) in the same call as the admission. So the difference is the server's cost")
+        w("of a proof, without the client's.")
+        w("")
+
+        def median_run(runs):
+            ordered = sorted(runs, key=lambda run: run["admitted_per_s"])
+            return ordered[len(ordered) // 2] if ordered else None
+
+        def cost(kind, process):
+            rows = [row for row in cpu if row["scenario"].startswith(f"challenge_{kind}_") and row["process"] == process]
+            runs = off if kind == "off" else on
+            requests = sum(run["orders"] for run in runs)
+            return sum(row["cpu_s"] for row in rows) / requests * 1e6 if rows and requests else None
+
+        m_off, m_on = median_run(off), median_run(on)
+
+        def rate(run):
+            return f"**{run['admitted_per_s']:,.0f}/s**" if run else "-"
+
+        def rounds(runs):
+            return ", ".join(f"{run['admitted_per_s']:,.0f}" for run in runs)
+
+        def ratio(a, b, digits=3):
+            return f"{a / b:.{digits}f}" if a and b else "-"
+
+        def answers(runs):
+            total = {}
+            for run in runs:
+                for code, n in run["statuses"].items():
+                    total[code] = total.get(code, 0) + n
+                for error, n in run["errors"].items():
+                    total[error] = total.get(error, 0) + n
+            return ", ".join(f"{code} {n:,}" for code, n in total.items()) or "-"
+
+        def latency(run):
+            if not run:
+                return "-"
+            lat = run["latency_ms"]
+            return f"{ms(lat['p50'])} / {ms(lat['p99'])}"
+
+        off_rate = m_off["admitted_per_s"] if m_off else None
+        on_rate = m_on["admitted_per_s"] if m_on else None
+        w(f"| measured | challenges off (bits 0) | on ({bits} bits) | on / off |")
+        w("|---|---|---|---|")
+        w(f"| orders admitted per second (median round; each round) | {rate(m_off)} ({rounds(off)}) | {rate(m_on)} "
+          f"({rounds(on)}) | **{ratio(on_rate, off_rate)}** |")
+        pairs = [on_run["admitted_per_s"] / off_run["admitted_per_s"] for off_run, on_run in zip(off, on)]
+        if pairs:
+            w(f"| on / off round by round (each round off, then on) | | | "
+              f"{', '.join(f'{pair:.3f}' for pair in pairs)} |")
+        if admit:
+            w(f"| × the `admit.lua` ceiling ({admit['rate']:,.0f} calls/s) | {ratio(off_rate, admit['rate'], 2)} | "
+              f"{ratio(on_rate, admit['rate'], 2)} | |")
+        if floor:
+            w(f"| × the warp floor ({floor['rate']:,.0f} requests/s) | {ratio(off_rate, floor['rate'], 3)} | "
+              f"{ratio(on_rate, floor['rate'], 3)} | |")
+        w(f"| POST latency p50 / p99 (median round) | {latency(m_off)} | {latency(m_on)} | |")
+        w(f"| answers, all rounds | {answers(off)} | {answers(on)} | |")
+        totals = [0.0, 0.0]
+        for process in ("ingress", "redis", "kafka", "processor", "projector"):
+            a, b = cost("off", process), cost("on", process)
+            if a is not None and b is not None:
+                totals = [totals[0] + a, totals[1] + b]
+                label = "**ingress**" if process == "ingress" else process
+                w(f"| {label} CPU per order | {a:.1f} µs | {b:.1f} µs | {ratio(b, a, 2)} ({b - a:+.1f} µs) |")
+        if totals[0]:
+            w(f"| the five server processes' CPU per order | {totals[0]:.1f} µs | {totals[1]:.1f} µs | "
+              f"{ratio(totals[1], totals[0], 2)} ({totals[1] - totals[0]:+.1f} µs) |")
+        w("")
+    if solve or prepare:
+        w("The client's side, apart: `live-probe solve-time` solves challenges as a client does, one after another on one")
+        w("core (`seckill_core::challenge::solve`: counting up from 0, the challenge's prefix hashed once), with the")
+        w("platform down and nothing else running; each attempt is one SHA-256 of the challenge, `:` and the number.")
+        w("")
+        w("| measured | figure |")
+        w("|---|---|")
+    if solve:
+        t = solve["solve_ms"]
+        w(f"| solving one {bits}-bit challenge on one core ({solve['solves']:,} challenges of "
+          f"{solve['challenge_length']} characters) | p50 **{ms(t['p50'])}**, p90 **{ms(t['p90'])}**, p99 {ms(t['p99'])}, "
+          f"max {ms(t['max'])}; mean {ms(solve['mean_ms'])} |")
+        w(f"| hash rate, one core | **{solve['hashes_per_s'] / 1e6:.2f} million SHA-256/s** ({solve['hashes']:,} hashes "
+          f"for {solve['solves']:,} solves: {solve['hashes'] / solve['solves']:,.0f} each, 2^{bits} = "
+          f"{solve['expected_hashes']:,.0f} expected) |")
+    if solve and m_rate_off(off):
+        rate_off = m_rate_off(off)
+        # The long-run mean solve: 2^bits hashes at the measured rate.
+        mean_s = solve["expected_hashes"] / solve["hashes_per_s"]
+        w(f"| a client solving as fast as the route admits without proofs ({rate_off:,.0f} orders/s) | "
+          f"{rate_off * mean_s:,.1f} such cores (2^{bits} hashes a solve on average: {mean_s * 1e3:.2f} ms) |")
+    if prepare:
+        w(f"| fetching and pre-solving the timed runs' proofs | {prepare['challenges']:,} challenges fetched at "
+          f"{prepare['fetched_per_s']:,.0f}/s (64 at once), solved in {prepare['solve_seconds']:.1f} s on "
+          f"{prepare['solve_threads']} threads |")
+    if solve or prepare:
+        w("")
+
+
 def cpu_rows(results):
     """Every row of cpu.jsonl: CPU seconds of one process over one scenario's wall time."""
     path = results / "cpu.jsonl"
@@ -366,9 +601,11 @@ def main():
     results, notes = Path(sys.argv[1]), Path(sys.argv[2])
     machine = dict(line.split("=", 1) for line in (results / "machine.env").read_text().splitlines())
     load = {p.stem: json.loads(p.read_text()) for p in results.glob("*.json")}
-    # The payments and waiting-room probes' reports are not a load generator's.
+    # The payments, waiting-room, draw and proof-of-work probes' reports are
+    # not a load generator's.
     load.pop("payments", None)
     load.pop("queue", None)
+    load = {name: run for name, run in load.items() if not name.startswith(("draw", "challenge"))}
     rss = [json.loads(line) for line in (results / "peak_rss.jsonl").read_text().splitlines()]
     admit = redis_benchmark(results / "redis_admit.csv")
     sold_out_script = redis_benchmark(results / "redis_sold_out.csv")
@@ -458,6 +695,7 @@ def main():
     read_side(w, results, floor)
     payments(w, results, floor)
     waiting_room(w, results, floor)
+    draws_and_bots(w, results, floor, admit)
     cpu = cpu_rows(results)
     kafka_idle(w, cpu)
     fsync_diagnostic(w, load, cpu, burst, e2e)
@@ -507,7 +745,7 @@ def main():
             generator = "none (no traffic)"
         elif own:
             generator = ", ".join(f"{run['loadgen_cores']:.2f}" for run in own if run)
-        elif scenario in ("waiters", "streams_idle", "payments", "queue"):
+        elif scenario in ("waiters", "streams_idle", "payments", "queue") or scenario.startswith(("draw", "challenge")):
             generator = "live-probe (not measured)"
         else:
             generator = "wrk (not measured)"
@@ -538,6 +776,17 @@ def queue_only():
     print("\n".join(out))
 
 
+def draws_only():
+    """`report.py --draw RESULTS` or `--challenge RESULTS`: the section on
+    draws and proofs of work alone (either scenario's part, or both)."""
+    results = Path(sys.argv[2])
+    floor = median_wrk(results, "warp_floor") if list(results.glob("warp_floor.*.wrk")) else None
+    admit = redis_benchmark(results / "redis_admit.csv") if (results / "redis_admit.csv").exists() else None
+    out = []
+    draws_and_bots(out.append, results, floor, admit)
+    print("\n".join(out))
+
+
 def payments_only():
     """`report.py --payments RESULTS`: the payments section alone (a
     `BENCH_ONLY=payments` run, which writes no BENCHMARKS.md)."""
@@ -555,5 +804,7 @@ if __name__ == "__main__":
         payments_only()
     elif sys.argv[1:2] == ["--queue"]:
         queue_only()
+    elif sys.argv[1:2] in (["--draw"], ["--challenge"]):
+        draws_only()
     else:
         main()

@@ -38,7 +38,7 @@
 //!   of the revealed seed is a committed hash (no place is passed before
 //!   the reveal);
 //! - `queue_served_in_shuffle`: the places passed (`QueueEntryIssued` or
-//!   `QueuePlaceExpired`), in log order, are 1, 2, 3, … without gap or
+//!   `QueuePlaceExpired`), in the order the room passed them, are 1, 2, 3, … without gap or
 //!   repeat, and each went to its holder: place p ≤ P (the reveal's
 //!   `pre_queued`, which must equal the pre-queue joins logged) to the p-th
 //!   of the shuffle of the pre-queue under the revealed seed, place p > P to

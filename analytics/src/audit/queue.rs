@@ -126,7 +126,7 @@ pub(super) fn served_in_shuffle(log: &VoucherLog) -> RuleResult {
     let pass = out_of_sequence == 0 && wrong_holder == 0 && count_agrees && seq_conflicts == 0;
     let mut detail = format!(
         "{pre_queue} pre-queue joins (the reveal says {}), {after_start} after the start; {passed} places passed in \
-         log order ({issued} served, {expired} expired): {out_of_sequence} out of sequence, {wrong_holder} to another \
+         the room's order ({issued} served, {expired} expired): {out_of_sequence} out of sequence, {wrong_holder} to another \
          user than the shuffle's",
         holders.pre_queued
     );

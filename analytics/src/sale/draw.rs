@@ -139,7 +139,8 @@ impl DrawLog {
         in_log_order(&self.selections).into_iter().next()
     }
 
-    /// The promotions in log order: the order they were made in.
+    /// The promotions in log order (several relays may publish them out of
+    /// the order they were made in: their ranks and times say that).
     pub fn promotions(&self) -> Vec<&Logged<DrawWinnerPromoted>> {
         in_log_order(&self.promotions)
     }

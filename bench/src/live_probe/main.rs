@@ -1,8 +1,10 @@
 //! `live-probe`: the read side's load for `bench/run`: places orders and
 //! keeps their tokens, parks thousands of long-polls and measures how fast
 //! the decisions wake them, holds thousands of event streams open, pays
-//! orders through the payment provider's sandbox and signs webhook
-//! requests for `wrk`.
+//! orders through the payment provider's sandbox, signs webhook requests
+//! for `wrk`, enters a crowd in a draw and times the draw, and measures
+//! proofs of work on both sides (the client's solving, the order route's
+//! checking).
 //!
 //! Long-polls and streams go over HTTP/2 (cleartext, prior knowledge), at
 //! most [`STREAMS_PER_CONNECTION`] per connection, as browsers behind a TLS
@@ -16,8 +18,15 @@
 //! live-probe payments --url URL --sandbox URL --orders FILE --concurrency 64
 //! live-probe sign-webhooks --secret whsec_sandbox --count N --out FILE
 //! live-probe queue   --url URL --voucher ID --begins-at T --tokens FILE --streams N --late N --ready FILE
+//! live-probe draw    --url URL --voucher ID --draw-at T --brokers HOST:PORT --sales-topic T --tokens FILE
+//!                    --entered FILE --drawing FILE
+//! live-probe solve-time --bits 16 --count 200
+//! live-probe challenges --url URL --voucher ID --tokens FILE --count N --out FILE
+//! live-probe order-rate --url URL --voucher ID (--tokens FILE | --proofs FILE) --count N
 //! ```
 
+mod challenge;
+mod draw;
 mod orders;
 mod payments;
 mod queue;
@@ -128,6 +137,82 @@ enum Command {
         #[arg(long, default_value_t = 120)]
         settle_seconds: u64,
     },
+    /// Enters every token's user in a draw before its `draw_at` (writing
+    /// `entered` then), parks some entrants' long-polls on their outcome
+    /// (writing `drawing` a second before `draw_at`), follows the sales
+    /// topic until the winners are selected, and reports (JSON on stdout).
+    Draw {
+        #[arg(long)]
+        url: String,
+        #[arg(long)]
+        voucher: String,
+        /// The voucher's `draw_at` (RFC 3339).
+        #[arg(long)]
+        draw_at: chrono::DateTime<chrono::Utc>,
+        /// The broker, to see the draw's records arrive in the log.
+        #[arg(long)]
+        brokers: String,
+        /// The sales topic (`<prefix>.sales`).
+        #[arg(long)]
+        sales_topic: String,
+        #[arg(long)]
+        tokens: PathBuf,
+        #[arg(long, default_value_t = 256)]
+        concurrency: usize,
+        /// Entrants (spread over the tokens) who long-poll their outcome.
+        #[arg(long, default_value_t = 1_000)]
+        waiters: usize,
+        #[arg(long)]
+        entered: PathBuf,
+        #[arg(long)]
+        drawing: PathBuf,
+        #[arg(long, default_value_t = 120)]
+        settle_seconds: u64,
+    },
+    /// Solves `count` challenges of `bits` one after another on one core
+    /// and reports each solve's time and the hash rate (JSON on stdout).
+    SolveTime {
+        #[arg(long, default_value_t = 16)]
+        bits: u32,
+        #[arg(long, default_value_t = 200)]
+        count: usize,
+    },
+    /// Fetches a challenge of a voucher per order (the tokens' users in
+    /// turn), solves them all on every core and writes
+    /// `token<TAB>challenge<TAB>solution` lines, for `order-rate --proofs`.
+    Challenges {
+        #[arg(long)]
+        url: String,
+        #[arg(long)]
+        voucher: String,
+        #[arg(long)]
+        tokens: PathBuf,
+        #[arg(long)]
+        count: usize,
+        #[arg(long)]
+        out: PathBuf,
+        #[arg(long, default_value_t = 64)]
+        concurrency: usize,
+    },
+    /// Places `count` orders on a voucher, `concurrency` at a time on as
+    /// many keep-alive HTTP/1.1 connections (like `seckill loadgen`), with
+    /// the tokens' users in turn or each proof's user and solved challenge;
+    /// reports the rate (JSON on stdout).
+    OrderRate {
+        #[arg(long)]
+        url: String,
+        #[arg(long)]
+        voucher: String,
+        #[arg(long, conflicts_with = "proofs", required_unless_present = "proofs")]
+        tokens: Option<PathBuf>,
+        /// Lines of `challenges --out`: each pays for one order.
+        #[arg(long)]
+        proofs: Option<PathBuf>,
+        #[arg(long)]
+        count: usize,
+        #[arg(long, default_value_t = 64)]
+        concurrency: usize,
+    },
     /// Writes `count` signed `payment_intent.created` callbacks, one
     /// `SIGNATURE<TAB>BODY` per line, for `bench/wrk/webhook.lua`.
     SignWebhooks {
@@ -182,6 +267,35 @@ async fn main() -> anyhow::Result<()> {
             let settle = Duration::from_secs(settle_seconds);
             let crowd = queue::Crowd { url, voucher, begins_at, streams, late, concurrency, settle };
             queue::run(&crowd, &lines(&tokens)?, &ready).await?
+        }
+        Command::Draw {
+            url,
+            voucher,
+            draw_at,
+            brokers,
+            sales_topic,
+            tokens,
+            concurrency,
+            waiters,
+            entered,
+            drawing,
+            settle_seconds,
+        } => {
+            let settle = Duration::from_secs(settle_seconds);
+            let target = draw::Draw { url, voucher, draw_at, brokers, sales_topic, concurrency, waiters, settle };
+            draw::run(&target, &lines(&tokens)?, &entered, &drawing).await?
+        }
+        Command::SolveTime { bits, count } => challenge::solve_time(bits, count),
+        Command::Challenges { url, voucher, tokens, count, out, concurrency } => {
+            challenge::prepare(&url, &voucher, &lines(&tokens)?, count, &out, concurrency).await?
+        }
+        Command::OrderRate { url, voucher, tokens, proofs, count, concurrency } => {
+            let (file, with_proofs) = match (tokens, proofs) {
+                (_, Some(proofs)) => (proofs, true),
+                (Some(tokens), None) => (tokens, false),
+                (None, None) => anyhow::bail!("--tokens or --proofs"),
+            };
+            challenge::order_rate(&url, &voucher, &lines(&file)?, with_proofs, count, concurrency).await?
         }
     };
     println!("{report}");

@@ -189,13 +189,14 @@ async fn create_queue_voucher(cluster: &Cluster, stock: u64, limit: u32, hold_se
 }
 
 /// A draw open now for an hour: entries for the first 4 s, winners have
-/// 3 s to order (so lapsed wins promote the next ranks during the load).
+/// 8 s to order (users come back every second or two; a win left unused,
+/// or an order cancelled or expired, promotes the next rank).
 async fn create_draw_voucher(cluster: &Cluster, stock: u64, hold_seconds: u32) -> String {
     let now = chrono::Utc::now();
     let body = json!({
         "stock": stock, "per_user_limit": 1, "payment_seconds": hold_seconds,
         "begins_at": now - chrono::Duration::seconds(1), "ends_at": now + chrono::Duration::hours(1),
-        "mode": "draw", "draw_at": now + chrono::Duration::seconds(4), "purchase_seconds": 3,
+        "mode": "draw", "draw_at": now + chrono::Duration::seconds(4), "purchase_seconds": 8,
     });
     create_voucher_from(cluster, &body).await
 }

@@ -67,7 +67,7 @@ fn a_clean_queue_sale_passes_every_rule() {
     );
     assert_eq!(
         detail(&audit, "queue_served_in_shuffle"),
-        "20 pre-queue joins (the reveal says 20), 3 after the start; 23 places passed in log order (21 served, 2 \
+        "20 pre-queue joins (the reveal says 20), 3 after the start; 23 places passed in the room's order (21 served, 2 \
          expired): 0 out of sequence, 0 to another user than the shuffle's"
     );
     assert_eq!(
