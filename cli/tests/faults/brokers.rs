@@ -42,7 +42,10 @@ async fn a_broker_killed_mid_sale_loses_no_promised_order() {
 }
 
 /// Waits until at least `more` orders beyond `before` were promised, or
-/// fails after `within` naming the fault.
+/// fails after `within` naming the fault. A liveness bound, as generous as
+/// the recovery's: alone the test sees its 20 within seconds, but beside the
+/// rest of the suite each leader move (a JVM tool run per partition) and
+/// the brokers share two cores with a 10,000-entry draw.
 async fn admissions_go_on(load: &crate::load::Load, before: usize, more: usize, within: Duration, fault: &str) {
     let deadline = tokio::time::Instant::now() + within;
     while load.promised_so_far() < before + more {
@@ -67,7 +70,7 @@ async fn three_brokers_one_killed_and_leaders_moved_mid_sale_lose_nothing() {
     let fault = "three brokers: broker 2 SIGKILL";
     tokio::task::block_in_place(|| cluster.own_kafka().kill_node(1));
     let before = load.promised_so_far();
-    admissions_go_on(&load, before, 20, Duration::from_secs(30), fault).await;
+    admissions_go_on(&load, before, 20, crate::RECOVERY_BOUND, fault).await;
     pause(3_000).await;
     tokio::task::block_in_place(|| cluster.own_kafka().start_node(1)).expect("broker 2 restarts on its log");
     pause(2_000).await;
@@ -84,7 +87,7 @@ async fn three_brokers_one_killed_and_leaders_moved_mid_sale_lose_nothing() {
                     .unwrap_or_else(|error| panic!("[{fault}] moving {name}-{partition} to {leader}: {error}"));
             }
         }
-        admissions_go_on(&load, before, 20, Duration::from_secs(30), fault).await;
+        admissions_go_on(&load, before, 20, crate::RECOVERY_BOUND, fault).await;
     }
     pause(2_000).await;
     settle(&mut cluster, &vouchers, load, "three brokers: one killed, leaders moved").await;
