@@ -30,6 +30,8 @@ use tokio_util::sync::CancellationToken;
 
 /// Users per client: each comes back every few requests.
 const USERS_PER_CLIENT: usize = 4;
+/// Requests of one client before its users are replaced by new ones.
+const USERS_GENERATION: usize = 200;
 /// How often the admin changes something.
 const ADMIN_EVERY: Duration = Duration::from_millis(700);
 /// Units the admin adds to the small voucher each time.
@@ -327,7 +329,10 @@ impl Client {
                 return;
             }
             let voucher = &vouchers[n % vouchers.len()];
-            let user = format!("{round}{client}-{}", n % USERS_PER_CLIENT);
+            // Users come back for more until they hold every limit (then all
+            // they get is `duplicate_order`); a new generation keeps the
+            // sale going however long a fault takes.
+            let user = format!("{round}{client}-{}-{}", n / USERS_GENERATION, n % USERS_PER_CLIENT);
             let quantity = 1 + (n as u64 / USERS_PER_CLIENT as u64) % 2;
             let key = (n % 4 == 0).then(|| format!("{round}{client}-{n}"));
             let entry = if self.queued.contains(voucher) {
