@@ -432,7 +432,7 @@ async fn read_dead_letters(cluster: &Cluster, expected: usize) -> std::collectio
 /// latest holding order (the one the gate names to them).
 async fn full_holder(cluster: &Cluster, voucher: &Voucher) -> (String, String) {
     let users: std::collections::BTreeSet<String> =
-        (0..CLIENTS).flat_map(|c| (0..4).map(move |u| format!("a{c}-{u}"))).collect();
+        (0..CLIENTS).flat_map(|c| (0..4).flat_map(move |g| (0..4).map(move |u| format!("a{c}-{g}-{u}")))).collect();
     for user in users {
         let url = format!("{}/api/v1/users/{user}/orders?limit=100", cluster.url(Service::Projector));
         let listed: serde_json::Value = cluster.http.get(url).send().await.expect("view").json().await.expect("json");
