@@ -112,6 +112,8 @@ async fn a_draw_of_ten_thousand_ranks_by_the_log_and_admits_only_its_winners() {
     // The draw: everyone hears the outcome on their long-poll.
     let first = entry(&platform, &platform.base, &voucher, &users[0], None).await;
     assert_eq!(first["state"], "entered");
+    let until_draw = (draw_at - Utc::now()).to_std().unwrap_or_default();
+    tokio::time::sleep(until_draw.saturating_sub(Duration::from_secs(2))).await;
     let outcome = eventually(|| async {
         let status = entry(&platform, &second, &voucher, &users[0], Some("10s")).await;
         (status["state"] != "entered").then_some(status)

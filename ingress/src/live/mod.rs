@@ -143,14 +143,17 @@ impl Live {
     /// maybe elsewhere: its record is written only if missing, and its
     /// acceptance time is not known here, so memory learns it from the log.
     pub(crate) async fn admitted(&self, order: &OrderAccepted, replayed: bool) -> redis::RedisResult<()> {
-        let ttl = Duration::from_secs(self.config.pending_order_ttl_seconds);
-        self.gate.remember_pending(order, ttl, replayed).await?;
+        // This process's memory first: its owner reading through this
+        // ingress finds the order even if Redis fails right after admitting
+        // it (a restart between the two calls); the pending record serves
+        // the other ingresses.
         if !replayed {
             if let Some(row) = OrderView::from_event(&seckill_core::Event::OrderAccepted(order.clone())) {
                 self.order_changed(row);
             }
         }
-        Ok(())
+        let ttl = Duration::from_secs(self.config.pending_order_ttl_seconds);
+        self.gate.remember_pending(order, ttl, replayed).await
     }
 
     /// Takes an order's row into account and, if it moved the order
