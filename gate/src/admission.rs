@@ -20,7 +20,7 @@ use seckill_core::{Envelope, OrderId, UserId, VoucherId};
 
 use crate::borrowers::Borrowed;
 use crate::connection::through_moving_slots;
-use crate::gate::unexpected;
+use crate::gate::{encoded_without, unexpected};
 use crate::layout::Layout;
 use crate::{Admission, Gate, Rejection, RetryKey, Settlement};
 
@@ -352,9 +352,5 @@ fn win_used_without_rank(order: &OrderAccepted) -> redis::RedisResult<Vec<u8>> {
         rank: 1,
         order_id: order.order_id,
     }));
-    let mut encoded = serde_json::to_value(&record).map_err(|e| unexpected("a win record", e.to_string()))?;
-    if let Some(fields) = encoded.as_object_mut() {
-        fields.remove("rank");
-    }
-    Ok(encoded.to_string().into_bytes())
+    Ok(encoded_without(&record, &["rank"])?.into_bytes())
 }

@@ -15,8 +15,7 @@ use seckill_core::{queue, Envelope, OrderId, UserId, VoucherId};
 use uuid::Uuid;
 
 use crate::admission::Proof;
-use crate::gate::{millis, unexpected};
-use crate::keys::rooms_key;
+use crate::gate::{encoded_without, millis, unexpected};
 use crate::room::{Room, RoomState, RoomSummary};
 use crate::{Gate, Rejection};
 
@@ -102,11 +101,7 @@ impl Gate {
         if seed.is_empty() {
             return Ok(None);
         }
-        redis::cmd("SADD")
-            .arg(rooms_key(&self.prefix))
-            .arg(voucher.to_string())
-            .query_async::<()>(&mut self.redis.clone())
-            .await?;
+        self.list_room(voucher).await?;
         Ok(Some(Room { seed, token_key, committed: committed == "1", draw: true }))
     }
 
@@ -127,10 +122,7 @@ impl Gate {
             entered_at: Utc::now(),
             seq: 1,
         }));
-        let mut encoded = serde_json::to_value(&record).map_err(|e| unexpected("an entry record", e.to_string()))?;
-        if let Some(fields) = encoded.as_object_mut() {
-            fields.remove("seq");
-        }
+        let encoded = encoded_without(&record, &["seq"])?;
         let mut invocation = self.scripts.draw_enter.prepare_invoke();
         invocation
             .key(&keys.voucher)
@@ -140,7 +132,7 @@ impl Gate {
             .key(&keys.solved)
             .key(&outbox)
             .arg(user.as_str())
-            .arg(encoded.to_string())
+            .arg(encoded)
             .arg(voucher.to_string())
             .arg(self.outbox_limit)
             .arg(proof.map(|proof| proof.nonce.as_str()).unwrap_or_default())

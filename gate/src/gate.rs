@@ -434,6 +434,18 @@ pub(crate) fn millis(ms: i64) -> DateTime<Utc> {
     DateTime::from_timestamp_millis(ms).unwrap_or_default()
 }
 
+/// `record` encoded without `fields`: the script that appends it to the
+/// outbox adds them (what only Redis knows: a sequence number, a rank).
+pub(crate) fn encoded_without(record: &seckill_core::Envelope, fields: &[&str]) -> redis::RedisResult<String> {
+    let mut encoded = serde_json::to_value(record).map_err(|e| unexpected("a record", e.to_string()))?;
+    if let Some(object) = encoded.as_object_mut() {
+        for field in fields {
+            object.remove(*field);
+        }
+    }
+    Ok(encoded.to_string())
+}
+
 pub(crate) fn unexpected(what: &'static str, detail: String) -> redis::RedisError {
     redis::RedisError::from((redis::ErrorKind::UnexpectedReturnType, what, detail))
 }

@@ -15,7 +15,7 @@ use seckill_core::{Envelope, OrderId, UserId, VoucherId};
 use uuid::Uuid;
 
 use crate::admission::Proof;
-use crate::gate::{millis, unexpected};
+use crate::gate::{encoded_without, millis, unexpected};
 use crate::keys::rooms_key;
 use crate::{Gate, Rejection};
 
@@ -232,12 +232,17 @@ impl Gate {
         if seed.is_empty() {
             return Ok(None);
         }
+        self.list_room(voucher).await?;
+        Ok(Some(Room { seed, token_key, committed: committed == "1", draw: false }))
+    }
+
+    /// Lists `voucher` among the rooms (and draws) every ingress moves on.
+    pub(crate) async fn list_room(&self, voucher: VoucherId) -> redis::RedisResult<()> {
         redis::cmd("SADD")
             .arg(rooms_key(&self.prefix))
             .arg(voucher.to_string())
             .query_async::<()>(&mut self.redis.clone())
-            .await?;
-        Ok(Some(Room { seed, token_key, committed: committed == "1", draw: false }))
+            .await
     }
 
     /// Marks `seed` committed: its hash is in the log, the room takes joins.
@@ -306,12 +311,7 @@ impl Gate {
             seq: None,
             attempt: 1,
         }));
-        let mut encoded = serde_json::to_value(&record).map_err(|e| unexpected("a join record", e.to_string()))?;
-        if let Some(fields) = encoded.as_object_mut() {
-            for added in ["pre_queue", "seq", "attempt"] {
-                fields.remove(added);
-            }
-        }
+        let encoded = encoded_without(&record, &["pre_queue", "seq", "attempt"])?;
         let mut invocation = self.scripts.queue_join.prepare_invoke();
         invocation
             .key(&keys.voucher)
@@ -322,7 +322,7 @@ impl Gate {
             .key(&keys.solved)
             .key(&outbox)
             .arg(user.as_str())
-            .arg(encoded.to_string())
+            .arg(encoded)
             .arg(voucher.to_string())
             .arg(self.outbox_limit)
             .arg(proof.map(|proof| proof.nonce.as_str()).unwrap_or_default())

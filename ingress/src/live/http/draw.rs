@@ -21,11 +21,11 @@ use serde::Deserialize;
 use warp::sse::Event;
 use warp::{Filter, Rejection, Reply};
 
-use super::orders::{parse_wait, WAIT_HEADER};
+use super::orders::parse_wait;
+use super::queue::{reply, waiter_place};
 use super::streams::{permit, sse_reply, Open};
 use super::Reading;
 use crate::access::{auth, reading_client_address};
-use crate::live::places::Refused;
 use crate::room::draw::DrawStatus;
 use crate::room::{RoomHandle, RoomView, Rooms};
 
@@ -133,13 +133,7 @@ async fn get_me(
         return Ok(reply(&follow.status, None));
     };
     let live = &reading.live;
-    let _place = live.waiter_places.take(Some(&user), address).map_err(|refused| {
-        live.metrics.refused.with_label_values(&["waiters_full"]).inc();
-        match refused {
-            Refused::Full => ApiError::unavailable("too many requests are waiting; poll without wait or retry later"),
-            _ => ApiError::rate_limited(Duration::from_secs(1), "too many requests of this user or address waiting"),
-        }
-    })?;
+    let _place = waiter_place(live, &user, address)?;
     let mut views = follow.handle.subscribe();
     let deadline = tokio::time::Instant::now() + wait;
     loop {
@@ -158,16 +152,6 @@ async fn get_me(
             return Ok(reply(&follow.status, Some("changed")));
         }
     }
-}
-
-fn reply(status: &DrawStatus, wait: Option<&'static str>) -> warp::reply::Response {
-    let mut response = warp::reply::json(status).into_response();
-    let headers = response.headers_mut();
-    headers.insert(warp::http::header::CACHE_CONTROL, warp::http::HeaderValue::from_static("no-store"));
-    if let Some(how) = wait {
-        headers.insert(WAIT_HEADER, warp::http::HeaderValue::from_static(how));
-    }
-    response
 }
 
 async fn stream_me(

@@ -28,7 +28,8 @@ use super::orders::{parse_wait, WAIT_HEADER};
 use super::streams::{permit, sse_reply, Open};
 use super::Reading;
 use crate::access::{auth, reading_client_address};
-use crate::live::places::Refused;
+use crate::live::places::{self, Refused};
+use crate::live::Live;
 use crate::room::{QueueStatus, RoomHandle, RoomView, Rooms};
 
 /// How long a waiter trusts its place read without reading it again.
@@ -167,13 +168,7 @@ async fn get_me(
         return Ok(reply(&follow.status, None));
     };
     let live = &reading.live;
-    let _place = live.waiter_places.take(Some(&user), address).map_err(|refused| {
-        live.metrics.refused.with_label_values(&["waiters_full"]).inc();
-        match refused {
-            Refused::Full => ApiError::unavailable("too many requests are waiting; poll without wait or retry later"),
-            _ => ApiError::rate_limited(Duration::from_secs(1), "too many requests of this user or address waiting"),
-        }
-    })?;
+    let _place = waiter_place(live, &user, address)?;
     let mut views = follow.handle.subscribe();
     let started = tokio::time::Instant::now();
     let deadline = started + wait;
@@ -203,7 +198,25 @@ async fn get_me(
     }
 }
 
-fn reply(status: &QueueStatus, wait: Option<&'static str>) -> warp::reply::Response {
+/// A place among the bounded waiters for `user`'s long-poll of a room or a
+/// draw.
+pub(super) fn waiter_place(
+    live: &Arc<Live>,
+    user: &UserId,
+    address: Option<IpAddr>,
+) -> Result<places::Place, ApiError> {
+    live.waiter_places.take(Some(user), address).map_err(|refused| {
+        live.metrics.refused.with_label_values(&["waiters_full"]).inc();
+        match refused {
+            Refused::Full => ApiError::unavailable("too many requests are waiting; poll without wait or retry later"),
+            _ => ApiError::rate_limited(Duration::from_secs(1), "too many requests of this user or address waiting"),
+        }
+    })
+}
+
+/// A room's or a draw's status for its user, never cached; `wait` says how
+/// a long-poll ended.
+pub(super) fn reply(status: &impl serde::Serialize, wait: Option<&'static str>) -> warp::reply::Response {
     let mut response = warp::reply::json(status).into_response();
     let headers = response.headers_mut();
     headers.insert(warp::http::header::CACHE_CONTROL, warp::http::HeaderValue::from_static("no-store"));
