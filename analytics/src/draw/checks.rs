@@ -633,7 +633,9 @@ pub(super) fn timing(r: &Recomputed<'_>) -> Check {
         let detail = format!("seed not revealed yet (draw_at {})", rfc3339(draw_at));
         return Check::new(CHECK, true, detail, json!({"revealed": false, "draw_at": draw_at}));
     };
-    let on_time = reveal.emitted_at >= draw_at;
+    // The scripts keep time in whole milliseconds (`draw_at` reaches them
+    // truncated), so a reveal in draw_at's own millisecond is on time.
+    let on_time = reveal.emitted_at.timestamp_millis() >= draw_at.timestamp_millis();
     let draw = r.draw;
     let late_entries = draw.entries.range(reveal.record.entries + 1..).count() as u64;
     let ranked_early = draw.ranked.values().filter(|chunk| chunk.emitted_at < reveal.emitted_at).count() as u64;

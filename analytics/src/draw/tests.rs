@@ -362,6 +362,22 @@ fn more_winners_than_units_or_a_reveal_before_draw_at_fail() {
 }
 
 #[test]
+fn a_reveal_in_draw_ats_own_millisecond_is_on_time() {
+    // A definition's draw_at may carry microseconds; the scripts' clock
+    // (and the draw_at they were given) has whole milliseconds.
+    let log = edited(&draw_sale().script, |event| {
+        if let Event::VoucherCreated(created) = event {
+            if let Some(draw) = created.draw.as_mut() {
+                draw.draw_at += chrono::Duration::microseconds(464);
+            }
+        }
+    });
+    let verification = verified(&log);
+    assert!(verification.pass, "{}", verification.text());
+    assert!(detail(&verification, "timing").starts_with("revealed at 2027-01-15T07:59:59.000Z ≥ draw_at"));
+}
+
+#[test]
 fn a_draw_taking_entries_passes_as_far_as_it_went() {
     let mut sale = Script::drawn(5, 1);
     let seed = queue::new_seed();
