@@ -4,7 +4,7 @@
 -- ARGV[4] users' worth per call (the caller calls again while a call used
 -- all of it).
 --
--- KEYS[1]  voucher hash <prefix>:{v:<id>}:voucher  fields read: remaining, ends_ms, paused
+-- KEYS[1]  voucher hash <prefix>:{v:<id>}:voucher  fields read: remaining, ends_ms, paused, limit
 -- KEYS[2]  room hash    <prefix>:{v:<id>}:room     (queue_open.lua "open_draw")
 -- KEYS[3]  line zset    <prefix>:{v:<id>}:line     user -> seq (draw_enter.lua)
 -- KEYS[4]  places hash  <prefix>:{v:<id>}:places   (draw_enter.lua)
@@ -25,12 +25,14 @@
 --   ranking     each entrant's key, in seq order, into the ranks zset;
 --   publishing  the ranking, ARGV[4] users per DrawRanked record, each
 --               user's place marked with its rank;
---   drawn       the wins. At the first call here ranks 1..W win, W =
---               min(units left, entries), all until now + purchase_ms
---               (DrawWinnersSelected); afterwards, while fewer wins are
---               open than units left, the next rank wins (DrawWinnerPromoted)
---               until the ranks run out. Nothing is won while the sale is
---               paused or over, or while the outbox is full.
+--   drawn       the wins. A win may buy up to the per-user limit, so each
+--               open win stands for `limit` units. At the first call here
+--               ranks 1..W win, W = min(ceil(units left / limit), entries),
+--               all until now + purchase_ms (DrawWinnersSelected);
+--               afterwards, while the open wins stand for fewer units than
+--               are left, the next rank wins (DrawWinnerPromoted) until the
+--               ranks run out. Nothing is won while the sale is paused or
+--               over, or while the outbox is full.
 --
 -- Returns {state, cursor, entries, issued, open, remaining, "", worked, won, now_ms, selected}, all
 -- strings (the shape of queue_advance.lua's answer); state is one of
@@ -41,7 +43,7 @@
 if #KEYS ~= 7 or #ARGV ~= 5 then
   return redis.error_reply("draw_advance.lua: expects 7 KEYS and 5 ARGV")
 end
-local voucher = redis.call("HMGET", KEYS[1], "remaining", "ends_ms", "paused")
+local voucher = redis.call("HMGET", KEYS[1], "remaining", "ends_ms", "paused", "limit")
 local room = redis.call("HMGET", KEYS[2], "seed", "committed", "entries_ms", "draw_ms", "purchase_ms", "phase",
   "entries", "chain", "ranked", "published", "cursor", "selected", "selected_until")
 local clock = redis.call("TIME")
@@ -54,6 +56,7 @@ local entries = tonumber(room[7])
 local ranked, published, cursor = tonumber(room[9]), tonumber(room[10]), tonumber(room[11])
 local selected = tonumber(room[12] or "")
 local remaining = tonumber(voucher[1])
+local per_win = math.max(tonumber(voucher[4] or "1") or 1, 1)
 local worked, won, open = 0, 0, 0
 local function summary(state)
   return {state, tostring(cursor), tostring(entries), tostring(cursor), tostring(open), tostring(remaining), "",
@@ -167,16 +170,17 @@ end
 local purchase_ms = tonumber(room[5])
 local until_ms = tonumber(room[13] or "")
 if not selected then
-  selected = math.min(math.max(remaining, 0), entries)
+  selected = math.min(math.ceil(math.max(remaining, 0) / per_win), entries)
   until_ms = now_ms + purchase_ms
   redis.call("HSET", KEYS[2], "selected", selected, "selected_until", until_ms)
   emit("DrawWinnersSelected", string.format(',"winners":%d,"purchase_until":"%s"', selected, rfc3339(until_ms)))
 end
--- Ranks 1..selected won at the draw; past them, a rank wins while fewer
--- wins are open than units left.
+-- Ranks 1..selected won at the draw; past them, a rank wins while the open
+-- wins stand for fewer units than are left (the last may find fewer than
+-- the limit: better than a unit nobody may buy).
 while worked < most and cursor < entries do
   local rank = cursor + 1
-  if rank > selected and open >= remaining then
+  if rank > selected and open * per_win >= remaining then
     break
   end
   local user = redis.call("ZRANGE", KEYS[5], cursor, cursor)[1]

@@ -409,8 +409,10 @@ pub(super) fn ranking(r: &Recomputed<'_>) -> Check {
     )
 }
 
-/// At most as many winners as units and entries, and the promotions are the
-/// ranks after the winners, each once, to the user the ranking puts there.
+/// At most as many winners as entries and as the units take (each win may
+/// buy up to the per-user limit: ⌈stock / limit⌉), and the promotions are
+/// the ranks after the winners, each once, to the user the ranking puts
+/// there.
 ///
 /// Promotions are judged by their ranks and their Redis-clock times, not by
 /// where they sit in the log: with several ingresses, their relays publish
@@ -420,6 +422,8 @@ pub(super) fn winners(r: &Recomputed<'_>) -> Check {
     const CHECK: (&str, &str) = ("winners", "winners within stock, promotions in rank order");
     let draw = r.draw;
     let stock = r.log.initial_stock() + r.log.added_stock();
+    let per_win = r.log.definition.as_ref().map_or(1, |definition| u64::from(definition.per_user_limit.max(1)));
+    let most_wins = stock.div_ceil(per_win);
     let mut promotions = draw.promotions();
     promotions.sort_by_key(|promotion| promotion.record.rank);
     let altered = draw.altered_of(&["DrawWinnersSelected", "DrawWinnerPromoted"]);
@@ -435,7 +439,7 @@ pub(super) fn winners(r: &Recomputed<'_>) -> Check {
     let winners = selection.record.winners;
     let entries = r.reveal.map_or(r.draw.entries.len() as u64, |reveal| reveal.record.entries);
     let selections: BTreeSet<u64> = draw.selections.values().map(|s| s.record.winners).collect();
-    let within = winners <= stock && winners <= entries;
+    let within = winners <= most_wins && winners <= entries;
 
     let (mut out_of_order, mut wrong_user, mut before_selection, mut past_entries) = (0u64, 0u64, 0u64, 0u64);
     let mut example = None;
@@ -469,8 +473,12 @@ pub(super) fn winners(r: &Recomputed<'_>) -> Check {
         && before_selection == 0
         && past_entries == 0
         && altered == 0;
+    let units = match per_win {
+        1 => format!("stock {stock}"),
+        _ => format!("stock {stock} ({per_win} units a win: {most_wins} wins)"),
+    };
     let mut parts = vec![format!(
-        "{winners} winners at the draw {} stock {stock} and {entries} entries",
+        "{winners} winners at the draw {} {units} and {entries} entries",
         if within { "within" } else { "NOT within" }
     )];
     if selections.len() > 1 {
@@ -503,6 +511,8 @@ pub(super) fn winners(r: &Recomputed<'_>) -> Check {
             "selected": true,
             "winners": winners,
             "stock": stock,
+            "units_a_win": per_win,
+            "most_wins": most_wins,
             "entries": entries,
             "selections": draw.selections.len(),
             "promoted": promoted,

@@ -497,3 +497,30 @@ const DOC_CHAIN: [&str; 3] = [
 /// alice's, bob's and carol's: 0xdb620f46399b1, 0x7086a3e62c6c4, 0x24421036fad61.
 const DOC_KEYS: [u64; 3] = [3_859_427_352_615_345, 1_979_577_243_190_980, 637_858_535_681_377];
 const DOC_RANKING: [&str; 3] = ["carol", "bob", "alice"];
+
+#[test]
+fn with_a_limit_of_several_units_each_win_stands_for_the_limit() {
+    // Stock 5, two units a user: ⌈5 / 2⌉ = 3 wins, the last for one unit.
+    let drawn = |winners| {
+        let mut sale = Script::drawn(5, 2);
+        let seed = queue::new_seed();
+        sale.draw_commit(&seed, -60_000);
+        let entrants: Vec<UserId> = (1..=6).map(entrant).collect();
+        for (user, seq) in entrants.iter().zip(1u64..) {
+            sale.enter(user, seq, -50_000 + seq as i64);
+        }
+        sale.draw_reveal(&seed, &entrants, DRAW_MS);
+        sale.rank(&seckill_core::draw::ranking(&seed, &entrants), DRAW_MS + 10);
+        sale.select(winners, DRAW_MS + 20);
+        verified(&sale.log)
+    };
+    let verification = drawn(3);
+    assert!(verification.pass, "{}", verification.text());
+    assert!(
+        detail(&verification, "winners").starts_with("3 winners at the draw within stock 5 (2 units a win: 3 wins)")
+    );
+
+    let verification = drawn(4);
+    assert_eq!(failing(&verification), ["winners"], "{}", verification.text());
+    assert!(detail(&verification, "winners").starts_with("4 winners at the draw NOT within stock 5"));
+}

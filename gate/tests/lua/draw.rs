@@ -24,6 +24,7 @@ on_single_and_cluster!(
     both: [
         a_draw_ranks_by_the_rule_and_admits_only_its_winners,
         lapsed_wins_and_returned_units_promote_the_next_ranks,
+        a_win_stands_for_the_per_user_limit,
         a_proof_of_work_is_required_and_spent_once,
         the_admission_buckets_are_shared_and_atomic,
     ],
@@ -201,6 +202,40 @@ async fn lapsed_wins_and_returned_units_promote_the_next_ranks(h: &Harness) {
         })
         .collect();
     assert_eq!(promoted, [3, 4], "the next ranks, in order");
+}
+
+/// With two units a user, each open win holds two units: stock 5 makes
+/// three winners (the third may find one unit), and a rank is promoted
+/// only once the open wins hold fewer units than are left.
+async fn a_win_stands_for_the_per_user_limit(h: &Harness) {
+    let definition = draw_definition(5, 2);
+    let voucher = definition.voucher_id;
+    let seed = open(h, &definition).await;
+    let entrants: Vec<UserId> = (0..8).map(|i| user(&format!("e{i}"))).collect();
+    enter_all(h, voucher, &entrants).await;
+    let ranked = draw::ranking(&seed, &entrants);
+    make_the_draw(h, voucher).await;
+    let summary = advance_until_quiet(h, voucher).await;
+    assert_eq!((summary.selected, summary.cursor), (Some(3), 3), "⌈5 / 2⌉ winners");
+
+    let buy = |rank: usize, quantity: u32| {
+        let order = OrderAccepted::now(voucher, ranked[rank - 1].clone(), quantity);
+        async move { h.gate.admit_order(&order, None).await.expect("answers") }
+    };
+    assert_eq!(buy(1, 2).await, Admission::Admitted { remaining: 3 });
+    // Ranks 2 and 3 hold 4 units of the 3 left: nobody is promoted.
+    assert_eq!(advance_until_quiet(h, voucher).await.cursor, 3);
+    assert_eq!(buy(2, 1).await, Admission::Admitted { remaining: 2 });
+    // Rank 3 holds 2 of the 2 left.
+    assert_eq!(advance_until_quiet(h, voucher).await.cursor, 3);
+    assert_eq!(buy(3, 1).await, Admission::Admitted { remaining: 1 });
+    // No win open and a unit left: rank 4 wins it, and finds one unit.
+    assert_eq!(advance_until_quiet(h, voucher).await.cursor, 4);
+    assert_eq!(buy(4, 2).await, Admission::Rejected(Rejection::SoldOut { remaining: 1 }));
+    assert_eq!(buy(4, 1).await, Admission::Admitted { remaining: 0 });
+    let summary = advance_until_quiet(h, voucher).await;
+    assert_eq!((summary.state, summary.cursor), (RoomState::SoldOut, 4));
+    assert_eq!(buy(5, 1).await, Admission::Rejected(Rejection::NotWon));
 }
 
 fn proof(nonce: &str, bits: u32, expires_ms: i64) -> Presented {
