@@ -1,5 +1,7 @@
 //! Writing text into the report's HTML.
 
+use std::fmt::Write as _;
+
 /// Text safe inside an element or a quoted attribute.
 pub(super) fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
@@ -14,4 +16,16 @@ pub(super) fn escape(text: &str) -> String {
         }
     }
     out
+}
+
+/// One row of a figures table: `shown` for people, `value` (when there is
+/// one) in `data-value` for machines, the row named by `data-field`.
+pub(super) fn figure_row(html: &mut String, field: &str, label: &str, shown: &str, value: Option<String>) {
+    let value = value.map(|v| format!(" data-value=\"{}\"", escape(&v))).unwrap_or_default();
+    let _ = writeln!(
+        html,
+        "<tr data-field=\"{field}\"><th>{}</th><td class=\"n\"{value}>{}</td></tr>",
+        escape(label),
+        escape(shown)
+    );
 }

@@ -12,12 +12,16 @@
 //!   refunds per bucket;
 //! - for a queue-mode sale: its waiting room (places taken before and after
 //!   the start, served, skipped, entries spent, the wait for an entry) and
-//!   its places over time.
+//!   its places over time;
+//! - for a draw-mode sale: its draw (entries, winners, promotions, wins
+//!   spent, how long the ranking took) and `seckill draw verify`'s checks
+//!   run on the same log.
 //!
 //! Every bar (and every bucket of a line) carries its numbers as `data-*`
 //! attributes and a tooltip, see [`overlay`](self).
 
 mod charts;
+mod draw;
 mod duration;
 mod html;
 mod overlay;

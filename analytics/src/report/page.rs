@@ -11,7 +11,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 
 use super::charts;
 use super::duration::duration;
-use super::html::escape;
+use super::html::{escape, figure_row};
 use super::About;
 use crate::sale::{Books, Buyers, Money, Room, Timeline, VoucherSale};
 use crate::AnalyticsError;
@@ -29,8 +29,8 @@ code { font: 13px ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace; }
 .about, .lede { color: var(--muted); margin: 0 0 10px; }
 nav ul { margin: 6px 0 0; padding-left: 20px; }
 .tables { display: grid; grid-template-columns: 1fr 0.7fr 1.6fr; gap: 16px; margin: 12px 0 8px; }
-.tables.payments, .tables.queue { grid-template-columns: 1.4fr 1fr; }
-@media (max-width: 900px) { .tables, .tables.payments, .tables.queue { grid-template-columns: 1fr; } }
+.tables.payments, .tables.queue, .tables.draw { grid-template-columns: 1.4fr 1fr; }
+@media (max-width: 900px) { .tables, .tables.payments, .tables.queue, .tables.draw { grid-template-columns: 1fr; } }
 .note { color: var(--muted); font-size: 13px; margin: 6px 0 0; }
 .tables > div { background: var(--panel); border: 1px solid var(--rule); border-radius: 6px; padding: 10px 12px; }
 table { border-collapse: collapse; width: 100%; font-variant-numeric: tabular-nums; }
@@ -116,6 +116,12 @@ fn section(html: &mut String, sale: &VoucherSale) -> Result<(), AnalyticsError> 
     let room = log.queue_mode().then(|| Room::of(log));
     if let Some(room) = &room {
         super::queue::tables(html, room);
+    }
+    if log.draw_mode() {
+        // Only a draw-mode log is refused, and this one is a draw.
+        if let Ok(verification) = crate::draw::verify(log) {
+            super::draw::tables(html, log, &verification);
+        }
     }
 
     let mut charts = vec![
@@ -219,6 +225,15 @@ fn lede(sale: &VoucherSale, books: &Books) -> String {
     if let Some(queue) = &definition.queue {
         let _ = write!(lede, " · waiting room from {} UTC", queue.opens_at.format("%Y-%m-%d %H:%M:%S"));
     }
+    if let Some(draw) = &definition.draw {
+        let _ = write!(
+            lede,
+            " · a draw at {} UTC (entries from {} UTC), {} s to buy",
+            draw.draw_at.format("%Y-%m-%d %H:%M:%S"),
+            draw.entries_open_at.format("%Y-%m-%d %H:%M:%S"),
+            draw.purchase_seconds
+        );
+    }
     if definition.hold_seconds > 0 {
         let unpaid = if price.is_some() { "unpaid" } else { "unclaimed" };
         let _ = write!(lede, " · {unpaid} orders expire after {} s", definition.hold_seconds);
@@ -275,13 +290,7 @@ fn figures_table(html: &mut String, sale: &VoucherSale, books: &Books, timeline:
     ];
     html.push_str("<div>\n<h3>Summary</h3>\n<table class=\"figures\">\n");
     for (field, label, shown, value) in rows {
-        let value = value.map(|v| format!(" data-value=\"{}\"", escape(&v))).unwrap_or_default();
-        let _ = writeln!(
-            html,
-            "<tr data-field=\"{field}\"><th>{}</th><td class=\"n\"{value}>{}</td></tr>",
-            escape(label),
-            escape(&shown)
-        );
+        figure_row(html, field, label, &shown, value);
     }
     html.push_str("</table>\n</div>\n");
 }

@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use super::duration::duration;
-use super::html::escape;
+use super::html::{escape, figure_row as row};
 use crate::sale::Room;
 
 /// The two tables, side by side.
@@ -62,15 +62,5 @@ fn wait_table(html: &mut String, room: &Room) {
             "From the later of the join and the sale's start to the entry's issue (the Redis clock when the place \
              was served), for the places served."
         )
-    );
-}
-
-fn row(html: &mut String, field: &str, label: &str, shown: &str, value: Option<String>) {
-    let value = value.map(|v| format!(" data-value=\"{}\"", escape(&v))).unwrap_or_default();
-    let _ = writeln!(
-        html,
-        "<tr data-field=\"{field}\"><th>{}</th><td class=\"n\"{value}>{}</td></tr>",
-        escape(label),
-        escape(shown)
     );
 }

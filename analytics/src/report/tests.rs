@@ -9,6 +9,7 @@ use super::*;
 use crate::sale::script::{at, busy_sale};
 use crate::sale::{FinalStatus, Timeline};
 
+mod draw;
 mod queue;
 
 fn about() -> About {

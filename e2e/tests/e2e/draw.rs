@@ -12,6 +12,8 @@ use chrono::Utc;
 use futures::stream::{self, StreamExt};
 use reqwest::StatusCode;
 use seckill_analytics::draw::{read_kafka, read_lines};
+use seckill_analytics::report::{self, About};
+use seckill_analytics::sale::{read_sales, Selection};
 use seckill_core::event::Event;
 use seckill_core::{draw, queue, Envelope, UserId};
 use serde_json::{json, Value};
@@ -275,6 +277,20 @@ async fn a_draw_of_ten_thousand_ranks_by_the_log_and_admits_only_its_winners() {
     assert_eq!((first.entries, first.winners, first.wins_used), (ENTRIES as u64, Some(STOCK as u64), STOCK as u64));
     let again = verified(read_kafka(&platform.kafka, id, false).await.expect("the log is read"));
     assert_eq!(again.checks, first.checks, "the verification is reproducible");
+    // `seckill report` shows the draw and the same verdict.
+    let read = read_sales(&platform.kafka, &Selection::vouchers(vec![id])).await.expect("the log is read");
+    let topics = platform.kafka.topics();
+    let about = About {
+        generated_at: Utc::now(),
+        records: read.records,
+        sales_topic: topics.sales.clone(),
+        orders_topic: topics.orders.clone(),
+    };
+    let html = report::render(&read.sales, &about).expect("the report renders");
+    assert!(html.contains("data-pass=\"true\"") && html.contains("8 of 8 checks pass"), "the report's draw passes");
+    let winners =
+        format!("<tr data-field=\"draw_winners\"><th>winners at the draw</th><td class=\"n\" data-value=\"{STOCK}\">");
+    assert!(html.contains(&winners), "the report counts the winners");
     let (mut original, mut copy) = (Vec::new(), Vec::new());
     let mut changed = false;
     for message in &records {
