@@ -1,11 +1,24 @@
 //! The key every ingress signs and checks challenges with
 //! (`seckill_core::challenge`): drawn once by whichever process asks first
 //! and kept in Redis, so there is nothing to distribute or configure, and a
-//! challenge issued by one ingress is checked by any other.
+//! challenge issued by one ingress is checked by any other. And the rate
+//! of challenges every ingress issues for a voucher, which the difficulty
+//! follows.
 
-use seckill_core::queue;
+use seckill_core::{queue, VoucherId};
 
+use crate::gate::unexpected;
 use crate::Gate;
+
+/// Challenges issued for one voucher by every ingress, per second of the
+/// Redis clock (`lua/challenge_rate.lua`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ChallengeRate {
+    /// The previous whole second.
+    pub last_second: u64,
+    /// The current second so far.
+    pub this_second: u64,
+}
 
 impl Gate {
     /// The shared challenge key (created now if there is none yet).
@@ -14,5 +27,19 @@ impl Gate {
         redis::cmd("SET").arg(&key).arg(queue::new_seed()).arg("NX").query_async::<()>(&mut self.redis.clone()).await?;
         let current: Vec<u8> = redis::cmd("GET").arg(&key).query_async(&mut self.redis.clone()).await?;
         Ok(current)
+    }
+
+    /// Adds `issued` (the challenges this caller issued for `voucher` since
+    /// its last call) to the count every ingress shares, and reads it back.
+    pub async fn count_challenges(&self, voucher: VoucherId, issued: u64) -> redis::RedisResult<ChallengeRate> {
+        let mut invocation = self.scripts.challenge_rate.prepare_invoke();
+        invocation.key(self.keys(voucher).challenge_rate).arg(issued);
+        let reply: Vec<String> = self.timed("challenge_rate", invocation.invoke_async(&mut self.redis.clone())).await?;
+        let count =
+            |text: &String| text.parse::<u64>().map_err(|_| unexpected("challenge_rate.lua answered", text.clone()));
+        match reply.as_slice() {
+            [last, this] => Ok(ChallengeRate { last_second: count(last)?, this_second: count(this)? }),
+            _ => Err(unexpected("challenge_rate.lua answered", format!("{reply:?}"))),
+        }
     }
 }

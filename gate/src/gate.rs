@@ -224,6 +224,7 @@ pub(crate) struct Scripts {
     pub(crate) draw_enter: Script,
     pub(crate) draw_advance: Script,
     pub(crate) draw_status: Script,
+    pub(crate) challenge_rate: Script,
 }
 
 impl Scripts {
@@ -247,10 +248,11 @@ impl Scripts {
             draw_enter: Script::new(include_str!("../../lua/draw_enter.lua")),
             draw_advance: Script::new(include_str!("../../lua/draw_advance.lua")),
             draw_status: Script::new(include_str!("../../lua/draw_status.lua")),
+            challenge_rate: Script::new(include_str!("../../lua/challenge_rate.lua")),
         }
     }
 
-    fn all(&self) -> [&Script; 18] {
+    fn all(&self) -> [&Script; 19] {
         [
             &self.admit,
             &self.load_voucher,
@@ -270,6 +272,7 @@ impl Scripts {
             &self.draw_enter,
             &self.draw_advance,
             &self.draw_status,
+            &self.challenge_rate,
         ]
     }
 }

@@ -59,6 +59,9 @@ pub struct VoucherKeys {
     pub solved: String,
     /// Hash: the per-user and per-address admission buckets (`admit.lua`).
     pub pace: String,
+    /// Hash: challenges issued by every ingress, per second
+    /// (`lua/challenge_rate.lua`).
+    pub challenge_rate: String,
 }
 
 /// The `admitted` value of an order id that was settled as not admitted.
@@ -110,6 +113,7 @@ impl VoucherKeys {
             ranks: format!("{base}:ranks"),
             solved: format!("{base}:solved"),
             pace: format!("{base}:pace"),
+            challenge_rate: format!("{base}:challenge_rate"),
         }
     }
 }

@@ -29,6 +29,7 @@ mod webhooks;
 
 pub use admin_requests::{AdminRequest, AdminRetryKey};
 pub use admission::{Pace, Presented, Proof};
+pub use challenge::ChallengeRate;
 pub use connection::{ClusterHandle, GateConnection};
 pub use draw::{Entered, Entry, EntryState};
 pub use gate::{

@@ -9,10 +9,14 @@
 //! each is spent once are decided by the admission scripts, atomically
 //! with what it pays for.
 //!
-//! The difficulty is the voucher's `challenge_bits`, raised while this
-//! ingress hands out challenges for the voucher faster than
+//! The difficulty is the voucher's `challenge_bits`, raised while the
+//! platform hands out challenges for the voucher faster than
 //! `challenge.raise_above_per_second` (one bit per doubling of the rate).
-//! The rate is counted per ingress: behind a balancer each sees its share.
+//! Each ingress counts its own challenges as it issues them and, once a
+//! second per voucher, adds them to a count every ingress shares in Redis
+//! (`lua/challenge_rate.lua`): the rate is the larger of its own and the
+//! platform's, so a balancer spreading the load over many ingresses does
+//! not divide the cost, and no request waits on Redis for it.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -57,10 +61,14 @@ pub(crate) struct IssuedChallenge {
 struct Tracked {
     base_bits: u32,
     read_at: Instant,
-    /// Challenges issued in the current second, and the last whole second's count.
+    /// Challenges issued here in the current second, and the last whole second's count.
     second_started: Instant,
     this_second: u64,
     last_second: u64,
+    /// Challenges issued here not yet added to the shared count.
+    unshared: u64,
+    /// Every ingress's rate, as last read from the shared count.
+    shared_rate: u64,
 }
 
 /// Issues and checks the challenges of this ingress.
@@ -149,18 +157,32 @@ impl Challenges {
     }
 
     /// The voucher's own `challenge_bits` (None: no such voucher), read
-    /// from Redis at most once a second per voucher.
+    /// from Redis at most once a second per voucher; with them the
+    /// challenges issued here go into the shared count, and the platform's
+    /// rate comes back.
     async fn base_bits(&self, gate: &Gate, voucher: VoucherId) -> Result<Option<u32>, ApiError> {
-        if let Some(tracked) = self.tracked.lock().expect("challenges lock").get(&voucher) {
-            if tracked.read_at.elapsed() < BITS_FRESH_FOR {
-                return Ok(Some(tracked.base_bits));
-            }
-        }
+        let unshared = match self.tracked.lock().expect("challenges lock").get_mut(&voucher) {
+            Some(tracked) if tracked.read_at.elapsed() < BITS_FRESH_FOR => return Ok(Some(tracked.base_bits)),
+            Some(tracked) => std::mem::take(&mut tracked.unshared),
+            None => 0,
+        };
         let sales = gate.sales(&[voucher]).await.map_err(|error| {
             tracing::warn!(%error, %voucher, "A voucher's challenge bits could not be read.");
             ApiError::unavailable("the voucher could not be read; retry")
         })?;
         let Some(sale) = sales.into_iter().next().flatten() else { return Ok(None) };
+        // Only a voucher that asks for proofs has a difficulty to raise.
+        let shared_rate = if sale.challenge_bits > 0 {
+            match gate.count_challenges(voucher, unshared).await {
+                Ok(rate) => Some(rate.last_second.max(rate.this_second)),
+                Err(error) => {
+                    tracing::debug!(%error, %voucher, "The shared challenge count could not be updated.");
+                    None
+                }
+            }
+        } else {
+            None
+        };
         let mut tracked = self.tracked.lock().expect("challenges lock");
         if tracked.len() >= MAX_TRACKED_VOUCHERS && !tracked.contains_key(&voucher) {
             tracked.clear();
@@ -172,14 +194,19 @@ impl Challenges {
             second_started: now,
             this_second: 0,
             last_second: 0,
+            unshared: 0,
+            shared_rate: 0,
         });
         entry.base_bits = sale.challenge_bits;
         entry.read_at = now;
+        // Unread (Redis busy), the platform's rate is taken as this ingress's own.
+        entry.shared_rate = shared_rate.unwrap_or(0);
         Ok(Some(sale.challenge_bits))
     }
 
     /// Counts one challenge for `voucher` and returns the bits its rate
-    /// adds: one per doubling above `raise_above_per_second`.
+    /// (this ingress's or the platform's, the larger) adds: one per
+    /// doubling above `raise_above_per_second`.
     fn extra_bits(&self, voucher: VoucherId) -> u32 {
         let mut tracked = self.tracked.lock().expect("challenges lock");
         let Some(entry) = tracked.get_mut(&voucher) else { return 0 };
@@ -190,7 +217,8 @@ impl Challenges {
             entry.second_started = Instant::now();
         }
         entry.this_second += 1;
-        let rate = entry.last_second.max(entry.this_second);
+        entry.unshared += 1;
+        let rate = entry.last_second.max(entry.this_second).max(entry.shared_rate);
         raised_bits(rate, u64::from(self.config.raise_above_per_second), self.config.max_extra_bits)
     }
 }

@@ -2,8 +2,8 @@
 //! order (and queue join, and draw entry) for a solved challenge, accepts
 //! each solution once across ingresses, refuses wrong, forged, borrowed
 //! and expired ones with their own codes; the difficulty rises with the
-//! request rate; the per-user and per-address admission buckets hold across
-//! two ingresses.
+//! request rate, the rate of every ingress together; the per-user and
+//! per-address admission buckets hold across two ingresses.
 
 use chrono::Utc;
 use reqwest::StatusCode;
@@ -118,7 +118,7 @@ async fn a_challenge_pays_for_one_request_and_bad_ones_are_refused_by_name() {
     assert_eq!(status, StatusCode::ACCEPTED, "the unspent challenge still pays: {body}");
     assert_eq!(platform.redis_remaining(&voucher).await, 48, "two orders, nothing else taken");
 
-    // The rate raises the difficulty (on the ingress that counts it).
+    // The rate raises the difficulty (at once on the ingress that counts it).
     let mut bits = Vec::new();
     for _ in 0..30 {
         bits.push(get_challenge(&platform, &paced, &voucher, "carol").await["bits"].as_u64().expect("bits"));
@@ -161,4 +161,29 @@ async fn a_challenge_pays_for_one_request_and_bad_ones_are_refused_by_name() {
     assert_eq!(status, StatusCode::CREATED, "{body}");
     let (status, _) = post_with(&platform, &base, &join, "erin", None).await;
     assert_eq!(status, StatusCode::OK);
+
+    // The rate is the platform's: one ingress asked every 300 ms (at most 4
+    // a second, under 5) raises nothing; two asked at that pace each do,
+    // through the count they share in Redis.
+    let (paced_too, _paced_too_ingress) = platform.another_ingress().await;
+    let shared = platform
+        .create_voucher_from(json!({
+            "stock": 1, "begins_at": begins, "ends_at": begins + chrono::Duration::hours(1), "challenge_bits": 8,
+        }))
+        .await;
+    let bits_of = |issued: Value| issued["bits"].as_u64().expect("bits");
+    for _ in 0..8 {
+        assert_eq!(bits_of(get_challenge(&platform, &paced, &shared, "frank").await), 8, "one ingress alone");
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    }
+    let (mut raised_here, mut raised_there) = (false, false);
+    for _ in 0..40 {
+        raised_here |= bits_of(get_challenge(&platform, &paced, &shared, "frank").await) > 8;
+        raised_there |= bits_of(get_challenge(&platform, &paced_too, &shared, "grace").await) > 8;
+        if raised_here && raised_there {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    }
+    assert!(raised_here && raised_there, "both ingresses raise the bits at the rate they make together");
 }

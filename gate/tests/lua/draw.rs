@@ -27,6 +27,7 @@ on_single_and_cluster!(
         a_win_stands_for_the_per_user_limit,
         a_proof_of_work_is_required_and_spent_once,
         the_admission_buckets_are_shared_and_atomic,
+        the_challenge_rate_is_counted_for_every_ingress,
     ],
 );
 
@@ -337,4 +338,21 @@ async fn the_admission_buckets_are_shared_and_atomic(h: &Harness) {
     // A refused request took nothing: the stock and the user's count agree.
     let sale = h.gate.sales(&[voucher]).await.expect("reads").remove(0).expect("a sale");
     assert_eq!(sale.available, 100 - 5);
+}
+
+/// Two callers' counts add up in one per-second count (this second, or
+/// the last one if the second turned between the calls), per voucher.
+async fn the_challenge_rate_is_counted_for_every_ingress(h: &Harness) {
+    let voucher = VoucherId::generate();
+    let other = VoucherId::generate();
+    let first = h.gate.count_challenges(voucher, 3).await.expect("counts");
+    assert_eq!(first.this_second, 3);
+    let second = h.gate.count_challenges(voucher, 4).await.expect("counts");
+    assert!(
+        second.this_second == 7 || (second.last_second, second.this_second) == (3, 4),
+        "both callers' challenges counted: {second:?}"
+    );
+    let read = h.gate.count_challenges(voucher, 0).await.expect("reads");
+    assert!(read.this_second + read.last_second >= 4, "{read:?}");
+    assert_eq!(h.gate.count_challenges(other, 0).await.expect("reads").this_second, 0, "per voucher");
 }

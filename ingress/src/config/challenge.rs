@@ -7,8 +7,8 @@ use seckill_core::config::{ensure, ConfigError};
 use serde::{Deserialize, Serialize};
 
 /// How challenges are issued. The voucher's `challenge_bits` is the floor;
-/// while one ingress hands out more than `raise_above_per_second`
-/// challenges a second for a voucher, each doubling of the rate adds a bit
+/// while the platform (every ingress together) hands out more than
+/// `raise_above_per_second` challenges a second for a voucher, each doubling of the rate adds a bit
 /// (each bit doubles a solver's work), at most `max_extra_bits`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
