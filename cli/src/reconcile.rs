@@ -9,7 +9,7 @@ use anyhow::Context;
 use clap::Args;
 use seckill_analytics::reconcile::{reconcile, Mode};
 use seckill_core::config;
-use seckill_gate::Gate;
+use seckill_gate::{DrawRestored, Gate};
 
 /// Flags of `seckill reconcile`.
 #[derive(Debug, Args)]
@@ -48,7 +48,34 @@ pub(crate) async fn run(args: ReconcileArgs) -> anyhow::Result<()> {
             voucher.outcome.users_fixed
         );
     }
+    for voucher in &report.vouchers {
+        if let Some(line) = voucher.outcome.draw.and_then(draw_line) {
+            println!("{}: {line}", voucher.voucher_id);
+        }
+    }
     let verb = if args.dry_run { "would change" } else { "changed" };
     println!("{} vouchers in the log; {} {verb}.", report.vouchers.len(), report.changed());
     Ok(())
+}
+
+/// What was done to a draw Redis had lost (None: kept, or opened new as
+/// at the voucher's creation).
+fn draw_line(restored: DrawRestored) -> Option<String> {
+    match restored {
+        DrawRestored::Kept | DrawRestored::Opened => None,
+        DrawRestored::OpenedAnew => {
+            Some("draw lost; the log's entries have gaps, so a new, empty draw was opened".to_owned())
+        }
+        DrawRestored::Rebuilt { stage, entries, wins, wins_used, new_seed } => {
+            let seed = if new_seed {
+                "; its seed was lost before the reveal: a new one, whose commitment the ingresses log \
+                 (draw verify will report two)"
+            } else {
+                ""
+            };
+            Some(format!(
+                "draw rebuilt from the log at stage {stage}: {entries} entries, {wins} wins given, {wins_used} spent{seed}"
+            ))
+        }
+    }
 }

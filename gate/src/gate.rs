@@ -190,6 +190,8 @@ pub struct RestoreOutcome {
     pub remaining_after: Option<u64>,
     /// Users whose units differed.
     pub users_fixed: u64,
+    /// A draw-mode voucher's draw, when it was written.
+    pub draw: Option<crate::DrawRestored>,
 }
 
 /// Whether an admin update took effect.
@@ -225,6 +227,7 @@ pub(crate) struct Scripts {
     pub(crate) draw_advance: Script,
     pub(crate) draw_status: Script,
     pub(crate) challenge_rate: Script,
+    pub(crate) draw_restore: Script,
 }
 
 impl Scripts {
@@ -249,10 +252,11 @@ impl Scripts {
             draw_advance: Script::new(include_str!("../../lua/draw_advance.lua")),
             draw_status: Script::new(include_str!("../../lua/draw_status.lua")),
             challenge_rate: Script::new(include_str!("../../lua/challenge_rate.lua")),
+            draw_restore: Script::new(include_str!("../../lua/draw_restore.lua")),
         }
     }
 
-    fn all(&self) -> [&Script; 19] {
+    fn all(&self) -> [&Script; 20] {
         [
             &self.admit,
             &self.load_voucher,
@@ -273,6 +277,7 @@ impl Scripts {
             &self.draw_advance,
             &self.draw_status,
             &self.challenge_rate,
+            &self.draw_restore,
         ]
     }
 }

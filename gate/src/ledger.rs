@@ -12,6 +12,8 @@ use seckill_core::event::{Event, OrderAccepted, VoucherCreated};
 use seckill_core::{Envelope, OrderId, UserId, VoucherId};
 use uuid::Uuid;
 
+use crate::draw_history::DrawHistory;
+
 /// What the log (and the outbox) say about one voucher's admission state:
 /// what `restore.lua` rebuilds Redis from, together with what landed in
 /// Redis since.
@@ -31,6 +33,9 @@ pub struct VoucherAdmission {
     pub queue: Option<seckill_core::queue::QueueSettings>,
     /// A draw sale's settings: orders need a win.
     pub draw: Option<seckill_core::draw::DrawSettings>,
+    /// What the log says of the draw (empty for other sales): what a draw
+    /// Redis lost is rebuilt from.
+    pub draw_history: DrawHistory,
     /// The proof of work each order, join or entry needs (0: none).
     pub challenge_bits: u32,
     /// Buckets the gate splits the stock into.
@@ -90,6 +95,7 @@ struct VoucherFold {
     ends_ms: Option<i64>,
     orders: HashMap<OrderId, OrderAccepted>,
     released: HashSet<OrderId>,
+    draw: DrawHistory,
 }
 
 /// Folds events into the admission state of every voucher they mention.
@@ -144,14 +150,14 @@ impl Ledger {
             | Event::QueueSeedRevealed(_)
             | Event::QueueEntryIssued(_)
             | Event::QueuePlaceExpired(_)
-            | Event::QueueEntryUsed(_)
-            | Event::DrawSeedCommitted(_)
+            | Event::QueueEntryUsed(_) => {}
+            Event::DrawSeedCommitted(_)
             | Event::DrawEntered(_)
             | Event::DrawSeedRevealed(_)
             | Event::DrawRanked(_)
             | Event::DrawWinnersSelected(_)
             | Event::DrawWinnerPromoted(_)
-            | Event::DrawWinUsed(_) => {}
+            | Event::DrawWinUsed(_) => fold.draw.apply(envelope.event_id, &envelope.event),
         }
     }
 
@@ -184,6 +190,7 @@ impl VoucherFold {
             currency: definition.currency,
             queue: definition.queue.clone(),
             draw: definition.draw.clone(),
+            draw_history: if definition.draw.is_some() { self.draw.clone() } else { DrawHistory::default() },
             challenge_bits: definition.challenge_bits,
             shards: definition.shards,
             paused: self.paused,

@@ -14,6 +14,8 @@ mod borrowers;
 mod challenge;
 mod connection;
 mod draw;
+mod draw_history;
+mod draw_restore;
 mod gate;
 mod holders;
 mod keys;
@@ -32,6 +34,8 @@ pub use admission::{Pace, Presented, Proof};
 pub use challenge::ChallengeRate;
 pub use connection::{ClusterHandle, GateConnection};
 pub use draw::{Entered, Entry, EntryState};
+pub use draw_history::DrawHistory;
+pub use draw_restore::DrawRestored;
 pub use gate::{
     Admission, Gate, GateVoucher, Rejection, RestoreAction, RestoreMode, RestoreOutcome, Settlement, UpdateResult,
     DEFAULT_OUTBOX_LIMIT,

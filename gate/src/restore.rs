@@ -56,16 +56,17 @@ impl Gate {
         let layout = self.layouts.learn(state.voucher_id, state.shards);
         if layout.shards() == 1 {
             let orders: Vec<&OrderAccepted> = state.orders.iter().collect();
-            let outcome = self.restore_bucket(&layout, 0, state, mode, state.stock, &orders).await?;
+            let mut outcome = self.restore_bucket(&layout, 0, state, mode, state.stock, &orders).await?;
             // A queue-mode voucher admits only with entries: it needs its
             // room (a Redis that lost the voucher lost the room too; a new
             // one is opened, empty, and its seed committed by the ingresses).
+            // A draw-mode voucher's draw comes back from the log.
             if mode == RestoreMode::Write && outcome.action != RestoreAction::Expired {
                 if let Some(queue) = &state.queue {
                     self.open_room_with(state.voucher_id, queue).await?;
                 }
                 if let Some(draw) = &state.draw {
-                    self.open_draw_with(state.voucher_id, draw).await?;
+                    outcome.draw = Some(self.restore_draw(state.voucher_id, draw, &state.draw_history).await?);
                 }
             }
             return Ok(outcome);
@@ -214,6 +215,7 @@ impl Gate {
             remaining_before: before.parse().ok(),
             remaining_after: after.parse().ok(),
             users_fixed: users_fixed.parse().unwrap_or_default(),
+            draw: None,
         })
     }
 }
@@ -268,6 +270,7 @@ fn combine(outcomes: &[RestoreOutcome]) -> RestoreOutcome {
             .map(|_| outcomes.iter().filter_map(|outcome| outcome.remaining_before).sum::<u64>()),
         remaining_after: sum(|outcome| outcome.remaining_after),
         users_fixed: outcomes.iter().map(|outcome| outcome.users_fixed).sum(),
+        draw: None,
     }
 }
 
@@ -304,6 +307,7 @@ mod tests {
             remaining_before: before,
             remaining_after: Some(after),
             users_fixed: 1,
+            draw: None,
         };
         let mixed = combine(&[
             outcome(RestoreAction::Unchanged, Some(3), 3),

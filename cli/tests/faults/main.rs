@@ -459,8 +459,12 @@ async fn after_a_redis_data_loss_reconcile_rebuilds_the_gate_from_the_log() {
     let (mut cluster, vouchers, load) = under_load().await;
     pause(3_000).await;
     let mut tally = load.finish().await;
-    // Everything admitted is in the log and decided; then Redis loses it all.
+    // Everything admitted is in the log and decided, the draw made (so all
+    // of it is in the log too); then Redis loses it all.
     check::drained(&cluster, &tally).await;
+    for voucher in vouchers.iter().filter(|voucher| voucher.drawn) {
+        check::until_drawn(&cluster, voucher).await;
+    }
     assert!(tokio::task::block_in_place(|| cluster.stop(Service::Ingress)), "ingress stops cleanly");
     cluster.flush_redis().await;
 
@@ -472,6 +476,8 @@ async fn after_a_redis_data_loss_reconcile_rebuilds_the_gate_from_the_log() {
     let all = vouchers.len();
     assert!(report.contains(&format!("{all} vouchers in the log; {all} changed.")), "{report}");
     assert_eq!(report.matches("restored (was missing)").count(), all, "{report}");
+    let draws = vouchers.iter().filter(|voucher| voucher.drawn).count();
+    assert_eq!(report.matches("draw rebuilt from the log at stage drawn").count(), draws, "{report}");
 
     tokio::task::block_in_place(|| cluster.start_service(Service::Ingress));
     // Someone who held the whole limit before the loss still holds it: told

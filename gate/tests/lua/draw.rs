@@ -31,7 +31,7 @@ on_single_and_cluster!(
     ],
 );
 
-fn draw_definition(stock: u64, limit: u32) -> VoucherCreated {
+pub(crate) fn draw_definition(stock: u64, limit: u32) -> VoucherCreated {
     let now = Utc::now();
     let mut definition = definition(stock, limit, (now - Duration::minutes(1), now + Duration::hours(2)));
     definition.draw = Some(DrawSettings {
@@ -43,7 +43,7 @@ fn draw_definition(stock: u64, limit: u32) -> VoucherCreated {
 }
 
 /// Loads `definition` and commits its draw's seed; returns the seed.
-async fn open(h: &Harness, definition: &VoucherCreated) -> String {
+pub(crate) async fn open(h: &Harness, definition: &VoucherCreated) -> String {
     assert!(h.gate.load_voucher(definition).await.expect("loads"));
     let room = h.gate.open_room(definition).await.expect("opens").expect("a draw");
     assert!(room.draw && !room.committed);
@@ -53,7 +53,7 @@ async fn open(h: &Harness, definition: &VoucherCreated) -> String {
     room.seed
 }
 
-async fn set_room(h: &Harness, voucher: VoucherId, field: &str, value: i64) {
+pub(crate) async fn set_room(h: &Harness, voucher: VoucherId, field: &str, value: i64) {
     let _: () = redis::cmd("HSET")
         .arg(h.gate.keys(voucher).room)
         .arg(field)
@@ -64,13 +64,13 @@ async fn set_room(h: &Harness, voucher: VoucherId, field: &str, value: i64) {
 }
 
 /// Entries close now, by the Redis clock.
-async fn make_the_draw(h: &Harness, voucher: VoucherId) {
+pub(crate) async fn make_the_draw(h: &Harness, voucher: VoucherId) {
     let now = h.gate_now().await.timestamp_millis();
     set_room(h, voucher, "draw_ms", now - 1).await;
 }
 
 /// Moves the draw on until a call does nothing more.
-async fn advance_until_quiet(h: &Harness, voucher: VoucherId) -> RoomSummary {
+pub(crate) async fn advance_until_quiet(h: &Harness, voucher: VoucherId) -> RoomSummary {
     loop {
         let summary = h.gate.advance_draw(voucher).await.expect("advances");
         if summary.served_now == 0 {
@@ -79,14 +79,14 @@ async fn advance_until_quiet(h: &Harness, voucher: VoucherId) -> RoomSummary {
     }
 }
 
-async fn enter_all(h: &Harness, voucher: VoucherId, users: &[UserId]) {
+pub(crate) async fn enter_all(h: &Harness, voucher: VoucherId, users: &[UserId]) {
     for (seq, entrant) in users.iter().enumerate() {
         let entered = h.gate.enter_draw(voucher, entrant, None).await.expect("enters");
         assert_eq!(entered, Entered::New { seq: seq as u64 + 1 });
     }
 }
 
-async fn order(h: &Harness, voucher: VoucherId, buyer: &UserId) -> Admission {
+pub(crate) async fn order(h: &Harness, voucher: VoucherId, buyer: &UserId) -> Admission {
     h.gate.admit_order(&OrderAccepted::now(voucher, buyer.clone(), 1), None).await.expect("answers")
 }
 

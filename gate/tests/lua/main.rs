@@ -12,6 +12,7 @@ mod admin_requests;
 mod admission;
 mod buckets;
 mod draw;
+mod draw_restore;
 mod expiry;
 mod failover;
 mod restore;

@@ -70,6 +70,11 @@ async fn begin(h: &Harness, voucher: VoucherId) {
 
 /// The room's records in the outbox, in the order the scripts wrote them.
 pub(crate) async fn records(h: &Harness, voucher: VoucherId) -> Vec<Event> {
+    envelopes(h, voucher).await.into_iter().map(|envelope| envelope.event).collect()
+}
+
+/// The voucher's records in the outbox, whole, in the order written.
+pub(crate) async fn envelopes(h: &Harness, voucher: VoucherId) -> Vec<Envelope> {
     let reply: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
         .arg(h.outbox_of(voucher))
         .arg("-")
@@ -82,9 +87,9 @@ pub(crate) async fn records(h: &Harness, voucher: VoucherId) -> Vec<Event> {
         .iter()
         .map(|entry| {
             let record: Vec<u8> = entry.get("record").expect("a record");
-            Envelope::decode(&record).expect("every record the scripts write decodes").event
+            Envelope::decode(&record).expect("every record the scripts write decodes")
         })
-        .filter(|event| event.voucher_id() == voucher)
+        .filter(|envelope| envelope.event.voucher_id() == voucher)
         .collect()
 }
 

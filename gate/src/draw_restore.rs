@@ -1,0 +1,215 @@
+//! Rebuilding a draw Redis lost, from the log (`seckill reconcile`, after
+//! [`Gate::restore`] rebuilt the voucher itself).
+//!
+//! The log holds every entry, and from the reveal on everything the draw
+//! decided: the seed, the ranking, the winners and their windows, the
+//! promotions, the wins spent. So a draw lost after its reveal comes back
+//! exactly as it stood; the scripts then go on from it (promotions continue
+//! at the next rank, a spent win stays spent). Before the reveal the seed was
+//! Redis's secret alone: the entries come back with their seqs and the
+//! list's hash, under a new seed whose commitment the ingresses log, and
+//! `seckill draw verify` reports the second commitment.
+//!
+//! `lua/draw_restore.lua` writes only while the room is missing and writes
+//! the room hash last, so a draw Redis still has is never touched and an
+//! ingress sees no draw until all of it is back.
+
+use seckill_core::draw::{self, DrawSettings, RANK_CHUNK};
+use seckill_core::{queue, VoucherId};
+
+use crate::draw_history::DrawHistory;
+use crate::Gate;
+
+/// What became of a draw-mode voucher's draw.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DrawRestored {
+    /// Redis still had it: untouched.
+    Kept,
+    /// The log has nothing of it yet: opened new, as at the voucher's
+    /// creation.
+    Opened,
+    /// The log's entries have gaps (records lost before they were logged):
+    /// a new, empty draw was opened instead.
+    OpenedAnew,
+    /// Rebuilt from the log.
+    Rebuilt {
+        /// How far the draw had gone: `entering`, `ranking` (revealed, the
+        /// logged ranking incomplete: ranked again from the entries),
+        /// `ranked` (winners not chosen yet) or `drawn`.
+        stage: &'static str,
+        entries: u64,
+        /// Wins given (at the draw and promoted since) and spent.
+        wins: u64,
+        wins_used: u64,
+        /// The seed was lost with the draw (not revealed yet): a new one.
+        new_seed: bool,
+    },
+}
+
+/// One entrant's rebuilt place.
+struct Placed {
+    user: String,
+    seq: u64,
+    rank: u64,
+    value: String,
+}
+
+impl Gate {
+    /// Rebuilds `voucher`'s draw from `history` if Redis has none.
+    pub(crate) async fn restore_draw(
+        &self,
+        voucher: VoucherId,
+        settings: &DrawSettings,
+        history: &DrawHistory,
+    ) -> redis::RedisResult<DrawRestored> {
+        let keys = self.keys(voucher);
+        let exists: bool = redis::cmd("EXISTS").arg(&keys.room).query_async(&mut self.redis.clone()).await?;
+        if exists {
+            self.list_room(voucher).await?;
+            return Ok(DrawRestored::Kept);
+        }
+        if history.is_empty() {
+            self.open_draw_with(voucher, settings).await?;
+            return Ok(DrawRestored::Opened);
+        }
+        let Some(entrants) = history.entrants() else {
+            tracing::warn!(%voucher, "The log's draw entries have gaps; a new, empty draw is opened instead.");
+            self.open_draw_with(voucher, settings).await?;
+            return Ok(DrawRestored::OpenedAnew);
+        };
+        let entries = entrants.len() as u64;
+        let reveal = history.reveal();
+        let ranking = history.ranking();
+        let selection = history.selection();
+        let (stage, seed, chain) = match (reveal, &ranking, selection) {
+            (None, _, _) => ("entering", queue::new_seed(), draw::entries_hash(&entrants)),
+            (Some(reveal), None, _) => ("ranking", reveal.seed.clone(), reveal.entries_hash.clone()),
+            (Some(reveal), Some(_), None) => ("ranked", reveal.seed.clone(), reveal.entries_hash.clone()),
+            (Some(reveal), Some(_), Some(_)) => ("drawn", reveal.seed.clone(), reveal.entries_hash.clone()),
+        };
+
+        // Each entrant's place: entered; once ranked, its rank; once won,
+        // its window or the order its win admitted.
+        let ranks: std::collections::HashMap<&str, u64> =
+            ranking.iter().flatten().zip(1u64..).map(|(user, rank)| (user.as_str(), rank)).collect();
+        let winners = selection.map_or(0, |selection| selection.winners);
+        let window_of = |rank: u64| -> Option<i64> {
+            let selection = selection?;
+            if rank <= winners {
+                return Some(selection.purchase_until.timestamp_millis());
+            }
+            history.promotions.get(&rank).map(|promotion| promotion.purchase_until.timestamp_millis())
+        };
+        let mut holds = Vec::new();
+        let places: Vec<Placed> = entrants
+            .iter()
+            .zip(1u64..)
+            .map(|(user, seq)| {
+                let rank = ranks.get(user.as_str()).copied().filter(|_| stage != "ranking").unwrap_or(0);
+                let value = match (rank, history.wins_used.get(&rank), window_of(rank)) {
+                    (0, _, _) => format!("1|e|{seq}|"),
+                    (_, Some(used), _) => format!("1|u|{rank}|{}", used.order_id),
+                    (_, None, Some(until)) => {
+                        holds.push((rank, until));
+                        format!("1|s|{rank}|{until}")
+                    }
+                    (_, None, None) => format!("1|r|{rank}|"),
+                };
+                Placed { user: user.to_string(), seq, rank, value }
+            })
+            .collect();
+        for chunk in places.chunks(RANK_CHUNK) {
+            let mut call = self.draw_restore_call(voucher, "places");
+            for placed in chunk {
+                call.arg(&placed.user).arg(placed.seq).arg(placed.rank).arg(&placed.value);
+            }
+            if !self.run_draw_restore(call).await? {
+                return Ok(DrawRestored::Kept);
+            }
+        }
+        for chunk in holds.chunks(RANK_CHUNK) {
+            let mut call = self.draw_restore_call(voucher, "holds");
+            for (rank, until) in chunk {
+                call.arg(rank).arg(until);
+            }
+            if !self.run_draw_restore(call).await? {
+                return Ok(DrawRestored::Kept);
+            }
+        }
+
+        let promoted_to = history.promotions.keys().next_back().copied().unwrap_or(0);
+        let cursor = if stage == "drawn" { winners.max(promoted_to) } else { 0 };
+        let (ranked, published) = match stage {
+            "ranked" | "drawn" => (entries, entries),
+            _ => (0, 0),
+        };
+        let phase = match stage {
+            "entering" => "entering",
+            "ranking" => "ranking",
+            _ => "drawn",
+        };
+        let mut room: Vec<(&str, String)> = vec![
+            ("kind", "draw".to_owned()),
+            ("seed", seed),
+            ("token_key", queue::new_seed()),
+            ("entries_ms", settings.entries_open_at.timestamp_millis().to_string()),
+            ("draw_ms", settings.draw_at.timestamp_millis().to_string()),
+            ("purchase_ms", (u64::from(settings.purchase_seconds) * 1000).to_string()),
+            // A new seed waits for an ingress to log its commitment.
+            ("committed", if reveal.is_some() { "1" } else { "0" }.to_owned()),
+            ("phase", phase.to_owned()),
+            ("entries", entries.to_string()),
+            ("chain", chain),
+            ("ranked", ranked.to_string()),
+            ("published", published.to_string()),
+            ("cursor", cursor.to_string()),
+        ];
+        if let (Some(selection), "drawn") = (selection, stage) {
+            room.push(("selected", winners.to_string()));
+            room.push(("selected_until", selection.purchase_until.timestamp_millis().to_string()));
+        }
+        let mut call = self.draw_restore_call(voucher, "room");
+        for (field, value) in &room {
+            call.arg(*field).arg(value);
+        }
+        if !self.run_draw_restore(call).await? {
+            return Ok(DrawRestored::Kept);
+        }
+        self.list_room(voucher).await?;
+        let wins = if stage == "drawn" { cursor } else { 0 };
+        tracing::info!(%voucher, stage, entries, wins, "A draw Redis lost was rebuilt from the log.");
+        Ok(DrawRestored::Rebuilt {
+            stage,
+            entries,
+            wins,
+            wins_used: history.wins_used.len() as u64,
+            new_seed: reveal.is_none(),
+        })
+    }
+
+    fn draw_restore_call(&self, voucher: VoucherId, step: &str) -> redis::ScriptInvocation<'_> {
+        let keys = self.keys(voucher);
+        let mut invocation = self.scripts.draw_restore.prepare_invoke();
+        invocation
+            .key(&keys.voucher)
+            .key(&keys.room)
+            .key(&keys.line)
+            .key(&keys.places)
+            .key(&keys.ranks)
+            .key(&keys.holds)
+            .arg(step)
+            .arg(self.ended_sale_ttl_ms);
+        invocation
+    }
+
+    /// Runs one step; false when the room appeared meanwhile (someone
+    /// else restored or opened it: it is theirs).
+    async fn run_draw_restore(&self, call: redis::ScriptInvocation<'_>) -> redis::RedisResult<bool> {
+        let answer: String = self.timed("draw_restore", call.invoke_async(&mut self.redis.clone())).await?;
+        match answer.as_str() {
+            "written" => Ok(true),
+            "exists" | "unknown" => Ok(false),
+            _ => Err(crate::gate::unexpected("draw_restore.lua answered", answer)),
+        }
+    }
+}
