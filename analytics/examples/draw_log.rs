@@ -70,7 +70,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let seed = queue::new_seed();
     out.write(
         at(1),
-        Event::DrawSeedCommitted(DrawSeedCommitted { voucher_id: voucher, seed_hash: queue::seed_commitment(&seed) }),
+        Event::DrawSeedCommitted(DrawSeedCommitted {
+            voucher_id: voucher,
+            seed_hash: queue::seed_commitment(&seed),
+            sealed_seed: None,
+        }),
     )?;
     let entrants: Vec<UserId> =
         (1..=entries).map(|i| UserId::parse(&format!("user{i:07}"))).collect::<Result<_, _>>()?;

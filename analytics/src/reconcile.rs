@@ -20,7 +20,7 @@
 //! The steps are named ([`Step`]) and the caller is called back between
 //! them, so a test can make something happen at an exact point.
 
-use seckill_core::config::KafkaConfig;
+use seckill_core::config::{DrawConfig, KafkaConfig};
 use seckill_core::{Envelope, VoucherId};
 use seckill_gate::{Gate, Ledger, RestoreAction, RestoreMode, RestoreOutcome};
 use seckill_kafka::Message;
@@ -98,6 +98,7 @@ impl ReconcileReport {
 pub async fn reconcile(
     gate: &Gate,
     kafka: &KafkaConfig,
+    draw: &DrawConfig,
     mode: Mode,
     mut at: impl AsyncFnMut(Step),
 ) -> Result<ReconcileReport, AnalyticsError> {
@@ -117,7 +118,12 @@ pub async fn reconcile(
         Mode::DryRun => RestoreMode::Check,
         Mode::Write => RestoreMode::Write,
     };
-    for state in ledger.admissions() {
+    for mut state in ledger.admissions() {
+        // A draw lost before its reveal keeps its seed if the log has it
+        // sealed and the key opens it.
+        if let Some(key) = draw.seal_key() {
+            state.draw_history.open_sealed_seed(state.voucher_id, key);
+        }
         let outcome = gate.restore(&state, mode).await?;
         report.vouchers.push(VoucherReconciled { voucher_id: state.voucher_id, stock: state.stock, outcome });
     }

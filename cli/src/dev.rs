@@ -23,7 +23,7 @@ use prometheus::Registry;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use seckill_core::config::{HttpConfig, KafkaConfig, PaymentsConfig, RedisConfig, StoreConfig};
+use seckill_core::config::{DrawConfig, HttpConfig, KafkaConfig, PaymentsConfig, RedisConfig, StoreConfig};
 use seckill_core::shutdown;
 use seckill_devstack::KafkaDurability;
 use seckill_devstack::{stop_leftover_program, Leftover, Server};
@@ -33,7 +33,7 @@ use seckill_projector::ProjectorConfig;
 use tokio::task::JoinSet;
 
 use crate::dev_servers::{LocalServers, ServerPorts};
-use crate::secrets::{local_secret, ADMIN_TOKEN_FILE, JWT_SECRET_FILE};
+use crate::secrets::{local_secret, ADMIN_TOKEN_FILE, DRAW_SEAL_KEY_FILE, JWT_SECRET_FILE};
 
 /// Flags of `seckill dev`.
 #[derive(Debug, Args)]
@@ -161,6 +161,7 @@ async fn serve(args: &DevArgs, data: &std::path::Path, kafka: KafkaConfig, redis
             auth,
             rate_limit,
             payments,
+            draw: DrawConfig { seal_key: local_secret(data, DRAW_SEAL_KEY_FILE)? },
             ..IngressConfig::default()
         },
         Dependencies { registry: Registry::new(), view: projector.view() },

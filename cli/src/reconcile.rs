@@ -27,7 +27,7 @@ pub(crate) async fn run(args: ReconcileArgs) -> anyhow::Result<()> {
     let config: ToolConfig = config::load(args.config.as_deref()).context("loading the config")?;
     let gate = Gate::connect(&config.redis).await.context("connecting to Redis")?;
     let mode = if args.dry_run { Mode::DryRun } else { Mode::Write };
-    let report = reconcile(&gate, &config.kafka, mode, async |_| {}).await.context("reconciling")?;
+    let report = reconcile(&gate, &config.kafka, &config.draw, mode, async |_| {}).await.context("reconciling")?;
     println!(
         "Read {} records from the log ({} undecodable, skipped) and {} from the outbox.",
         report.log_records, report.undecodable, report.outbox_records

@@ -1,8 +1,9 @@
 //! The local run's secrets, and where the tools find them.
 //!
-//! `seckill dev` keeps an admin token and a JWT secret in its data directory
-//! (created on the first run, readable by the owner only), so `seckill
-//! token`, `seckill loadgen` and curl work against it without configuration.
+//! `seckill dev` keeps an admin token, a JWT secret and the key sealing its
+//! draws' seeds in its data directory (created on the first run, readable by
+//! the owner only), so `seckill token`, `seckill loadgen` and curl work
+//! against it without configuration.
 //! Real deployments pass their secrets by environment instead.
 
 use std::io::{Read, Write};
@@ -15,6 +16,8 @@ use seckill_core::config::Secret;
 pub(crate) const ADMIN_TOKEN_FILE: &str = "admin-token";
 /// The JWT signing secret's file in the data directory.
 pub(crate) const JWT_SECRET_FILE: &str = "jwt-secret";
+/// The key sealing draws' seeds into the log (`[draw] seal_key`).
+pub(crate) const DRAW_SEAL_KEY_FILE: &str = "draw-seal-key";
 
 /// The secret in `dir/name`, created with 32 random bytes (hex) if missing.
 pub(crate) fn local_secret(dir: &Path, name: &str) -> anyhow::Result<Secret> {

@@ -131,6 +131,36 @@ impl fmt::Debug for Secret {
     }
 }
 
+/// Draws: the operator's key that seals each draw's secret seed into its
+/// logged commitment (`crate::sealed_seed`), so that `seckill reconcile`
+/// rebuilds a draw Redis lost before its reveal with the seed it committed
+/// to. Every ingress and the reconciling tool need the same key; set it
+/// through `SECKILL_DRAW__SEAL_KEY`. Empty: seeds are not sealed, and such a
+/// draw comes back under a new seed (its log then shows two commitments).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DrawConfig {
+    pub seal_key: Secret,
+}
+
+impl DrawConfig {
+    /// The key, when one is set.
+    pub fn seal_key(&self) -> Option<&[u8]> {
+        Some(self.seal_key.expose().as_bytes()).filter(|key| !key.is_empty())
+    }
+}
+
+impl Validate for DrawConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        let length = self.seal_key.expose().len();
+        ensure(
+            length == 0 || (32..=256).contains(&length),
+            "draw.seal_key",
+            "must be 32 to 256 characters (or empty: seeds not sealed)",
+        )
+    }
+}
+
 /// The payment provider: any service speaking Stripe's API shape (Stripe
 /// itself, or the sandbox `seckill serve payments` runs locally and in the
 /// tests). With `base_url` empty, payments are off: priced vouchers cannot

@@ -438,6 +438,11 @@ pub struct DrawSeedCommitted {
     pub voucher_id: VoucherId,
     /// 64 lowercase hexadecimal digits.
     pub seed_hash: String,
+    /// The seed sealed under the operator's key (`seckill_core::sealed_seed`,
+    /// 64 hex digits), when the ingress has one: what rebuilds a draw Redis
+    /// lost before its reveal with the same seed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sealed_seed: Option<String>,
 }
 
 /// An entry in a draw.
@@ -822,7 +827,10 @@ impl Event {
             }
             Self::QueuePlaceExpired(e) => check(e.place >= 1, "place starts at 1"),
             Self::QueueEntryUsed(e) => check(e.entry >= 1, "entry starts at 1"),
-            Self::DrawSeedCommitted(c) => check(queue::is_seed(&c.seed_hash), "seed_hash must be 64 hex digits"),
+            Self::DrawSeedCommitted(c) => {
+                check(queue::is_seed(&c.seed_hash), "seed_hash must be 64 hex digits")?;
+                check(c.sealed_seed.as_deref().is_none_or(queue::is_seed), "sealed_seed must be 64 hex digits")
+            }
             Self::DrawEntered(e) => {
                 check(within_supported_years(e.entered_at), "entered_at must be in the years 1970 to 9999")?;
                 check(e.seq >= 1, "seq starts at 1")

@@ -15,6 +15,7 @@ pub mod metrics;
 pub mod money;
 pub mod phase;
 pub mod queue;
+pub mod sealed_seed;
 pub mod shutdown;
 pub mod telemetry;
 pub mod topics;

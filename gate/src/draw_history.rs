@@ -3,6 +3,10 @@
 //! seq, the revealed seed, the logged ranking, the winners and promotions
 //! with their windows, and the wins spent.
 //!
+//! Before the reveal the seed is secret; a commitment logged with the seed
+//! sealed under the operator's key (`seckill_core::sealed_seed`) gives it
+//! back to whoever holds the key ([`DrawHistory::open_sealed_seed`]).
+//!
 //! Folded like the rest of the [`crate::Ledger`]: records in any order and
 //! any number of times. Where copies of one fact disagree (two selections,
 //! say), the earliest record by event id (UUIDv7: by time) is taken; `seckill
@@ -11,14 +15,19 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use seckill_core::event::{DrawRanked, DrawSeedRevealed, DrawWinUsed, DrawWinnerPromoted, DrawWinnersSelected, Event};
-use seckill_core::UserId;
+use seckill_core::{sealed_seed, UserId, VoucherId};
 use uuid::Uuid;
 
 /// One draw's records, folded.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct DrawHistory {
-    /// The seed commitments logged (SHA-256 hashes).
-    pub commitments: BTreeSet<String>,
+    /// The seed commitments logged (SHA-256 hashes), each with the sealed
+    /// seeds logged with it (several ingresses may log one commitment).
+    pub commitments: BTreeMap<String, BTreeSet<String>>,
+    /// The newest commitment, by event id: the draw's seed as Redis had it.
+    latest_commitment: Option<(Uuid, String)>,
+    /// The seed opened from its sealed commitment.
+    opened_seed: Option<String>,
     /// Entries by seq (the first user logged with each).
     pub entries: BTreeMap<u64, UserId>,
     reveal: Option<(Uuid, DrawSeedRevealed)>,
@@ -36,7 +45,11 @@ impl DrawHistory {
     pub(crate) fn apply(&mut self, event_id: Uuid, event: &Event) {
         match event {
             Event::DrawSeedCommitted(commitment) => {
-                self.commitments.insert(commitment.seed_hash.clone());
+                let sealed = self.commitments.entry(commitment.seed_hash.clone()).or_default();
+                sealed.extend(commitment.sealed_seed.iter().cloned());
+                if self.latest_commitment.as_ref().is_none_or(|(id, _)| event_id > *id) {
+                    self.latest_commitment = Some((event_id, commitment.seed_hash.clone()));
+                }
             }
             Event::DrawEntered(entered) => {
                 self.entries.entry(entered.seq).or_insert_with(|| entered.user_id.clone());
@@ -59,6 +72,20 @@ impl DrawHistory {
     /// Whether the log holds anything of the draw.
     pub fn is_empty(&self) -> bool {
         self.commitments.is_empty() && self.entries.is_empty() && self.reveal.is_none()
+    }
+
+    /// Opens the newest commitment's sealed seed with `key`; whether it did
+    /// (a seed whose SHA-256 is the commitment).
+    pub fn open_sealed_seed(&mut self, voucher: VoucherId, key: &[u8]) -> bool {
+        let Some((_, hash)) = &self.latest_commitment else { return false };
+        let sealed = self.commitments.get(hash).into_iter().flatten();
+        self.opened_seed = sealed.filter_map(|sealed| sealed_seed::unseal(key, voucher, hash, sealed)).next();
+        self.opened_seed.is_some()
+    }
+
+    /// The secret seed before its reveal, when it was opened.
+    pub fn opened_seed(&self) -> Option<&str> {
+        self.opened_seed.as_deref()
     }
 
     /// The reveal: the seed, the entry count and the list's hash.
@@ -168,5 +195,31 @@ mod tests {
         history.apply(earlier, &selected(3));
         history.apply(later, &selected(9));
         assert_eq!(history.selection().map(|selection| selection.winners), Some(3));
+    }
+
+    #[test]
+    fn the_newest_commitments_sealed_seed_opens_with_the_key() {
+        use seckill_core::event::DrawSeedCommitted;
+        use seckill_core::{queue, sealed_seed};
+
+        let voucher = VoucherId::generate();
+        let key = b"the operator's key, 32 characters".as_slice();
+        let (old, new) = (queue::new_seed(), queue::new_seed());
+        let committed = |seed: &str, sealed: bool| {
+            Event::DrawSeedCommitted(DrawSeedCommitted {
+                voucher_id: voucher,
+                seed_hash: queue::seed_commitment(seed),
+                sealed_seed: sealed.then(|| sealed_seed::seal(key, voucher, seed).expect("a seed")),
+            })
+        };
+        let mut history = DrawHistory::default();
+        history.apply(Uuid::now_v7(), &committed(&old, true));
+        let newest = Uuid::now_v7();
+        history.apply(newest, &committed(&new, false));
+        assert!(!history.open_sealed_seed(voucher, key), "the newest commitment is not sealed");
+        history.apply(newest, &committed(&new, true));
+        assert!(!history.open_sealed_seed(voucher, b"another key"));
+        assert!(history.open_sealed_seed(voucher, key));
+        assert_eq!(history.opened_seed(), Some(new.as_str()));
     }
 }

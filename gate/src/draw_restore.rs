@@ -5,9 +5,11 @@
 //! decided: the seed, the ranking, the winners and their windows, the
 //! promotions, the wins spent. So a draw lost after its reveal comes back
 //! exactly as it stood; the scripts then go on from it (promotions continue
-//! at the next rank, a spent win stays spent). Before the reveal the seed was
-//! Redis's secret alone: the entries come back with their seqs and the
-//! list's hash, under a new seed whose commitment the ingresses log, and
+//! at the next rank, a spent win stays spent). Before the reveal the entries
+//! come back with their seqs and the list's hash, and the seed with them if
+//! the log holds it sealed and the caller opened it
+//! ([`DrawHistory::open_sealed_seed`]); otherwise the seed was Redis's secret
+//! alone, the draw gets a new one whose commitment the ingresses log, and
 //! `seckill draw verify` reports the second commitment.
 //!
 //! `lua/draw_restore.lua` writes only while the room is missing and writes
@@ -81,8 +83,12 @@ impl Gate {
         let reveal = history.reveal();
         let ranking = history.ranking();
         let selection = history.selection();
+        // Before the reveal: the seed the log committed to, if it was sealed
+        // into the log and opened, else a new one to commit.
+        let opened = history.opened_seed().filter(|_| reveal.is_none()).map(str::to_owned);
+        let committed = reveal.is_some() || opened.is_some();
         let (stage, seed, chain) = match (reveal, &ranking, selection) {
-            (None, _, _) => ("entering", queue::new_seed(), draw::entries_hash(&entrants)),
+            (None, _, _) => ("entering", opened.clone().unwrap_or_else(queue::new_seed), draw::entries_hash(&entrants)),
             (Some(reveal), None, _) => ("ranking", reveal.seed.clone(), reveal.entries_hash.clone()),
             (Some(reveal), Some(_), None) => ("ranked", reveal.seed.clone(), reveal.entries_hash.clone()),
             (Some(reveal), Some(_), Some(_)) => ("drawn", reveal.seed.clone(), reveal.entries_hash.clone()),
@@ -156,7 +162,7 @@ impl Gate {
             ("draw_ms", settings.draw_at.timestamp_millis().to_string()),
             ("purchase_ms", (u64::from(settings.purchase_seconds) * 1000).to_string()),
             // A new seed waits for an ingress to log its commitment.
-            ("committed", if reveal.is_some() { "1" } else { "0" }.to_owned()),
+            ("committed", if committed { "1" } else { "0" }.to_owned()),
             ("phase", phase.to_owned()),
             ("entries", entries.to_string()),
             ("chain", chain),
@@ -183,7 +189,7 @@ impl Gate {
             entries,
             wins,
             wins_used: history.wins_used.len() as u64,
-            new_seed: reveal.is_none(),
+            new_seed: !committed,
         })
     }
 

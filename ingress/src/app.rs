@@ -135,6 +135,7 @@ impl App {
             producer.clone(),
             topics.clone(),
             QueueMetrics::register(&deps.registry),
+            config.draw.clone(),
         ));
         let challenges = Arc::new(Challenges::new(&gate, config.challenge.clone()).await?);
         let ingress = Arc::new(Ingress {

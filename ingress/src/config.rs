@@ -10,7 +10,9 @@ pub use auth::AuthConfig;
 pub use challenge::ChallengeConfig;
 pub use live::{LiveConfig, MAX_WAIT_SECONDS};
 pub use rate_limit::RateLimitConfig;
-use seckill_core::config::{ensure, ConfigError, HttpConfig, KafkaConfig, PaymentsConfig, RedisConfig, Validate};
+use seckill_core::config::{
+    ensure, ConfigError, DrawConfig, HttpConfig, KafkaConfig, PaymentsConfig, RedisConfig, Validate,
+};
 use serde::{Deserialize, Serialize};
 pub use watch::WatchConfig;
 
@@ -61,6 +63,8 @@ pub struct IngressConfig {
     pub payments: PaymentsConfig,
     /// The proof of work of vouchers with `challenge_bits`.
     pub challenge: ChallengeConfig,
+    /// Draws: the key sealing each draw's seed into the log.
+    pub draw: DrawConfig,
 }
 
 impl Default for IngressConfig {
@@ -84,6 +88,7 @@ impl Default for IngressConfig {
             admin_idempotency_ttl_seconds: 86_400,
             payments: PaymentsConfig::default(),
             challenge: ChallengeConfig::default(),
+            draw: DrawConfig::default(),
         }
     }
 }
@@ -111,6 +116,7 @@ impl Validate for IngressConfig {
         self.watch.validate()?;
         self.payments.validate_receiving()?;
         self.challenge.validate()?;
+        self.draw.validate()?;
         ensure((256..=1024 * 1024).contains(&self.max_body_bytes), "max_body_bytes", "must be 256 to 1048576")?;
         ensure(
             self.view_url.starts_with("http://") || self.view_url.starts_with("https://"),

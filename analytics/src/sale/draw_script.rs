@@ -45,7 +45,10 @@ impl Script {
 
     pub(crate) fn draw_commit(&mut self, seed: &str, ms: i64) -> Envelope {
         let seed_hash = queue::seed_commitment(seed);
-        self.sales_at(Event::DrawSeedCommitted(DrawSeedCommitted { voucher_id: self.voucher, seed_hash }), ms)
+        self.sales_at(
+            Event::DrawSeedCommitted(DrawSeedCommitted { voucher_id: self.voucher, seed_hash, sealed_seed: None }),
+            ms,
+        )
     }
 
     pub(crate) fn enter(&mut self, user: &UserId, seq: u64, ms: i64) -> Envelope {

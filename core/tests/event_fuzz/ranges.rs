@@ -65,7 +65,10 @@ pub(crate) fn broken_rule(envelope: &Envelope) -> Option<&'static str> {
         ]),
         Event::QueuePlaceExpired(e) => rules.push((e.place >= 1, "place >= 1")),
         Event::QueueEntryUsed(e) => rules.push((e.entry >= 1, "entry >= 1")),
-        Event::DrawSeedCommitted(c) => rules.push((hex64(&c.seed_hash), "seed_hash is 64 lowercase hex digits")),
+        Event::DrawSeedCommitted(c) => {
+            rules.push((hex64(&c.seed_hash), "seed_hash is 64 lowercase hex digits"));
+            rules.push((c.sealed_seed.as_deref().is_none_or(hex64), "sealed_seed is 64 lowercase hex digits"));
+        }
         Event::DrawEntered(e) => {
             rules.extend([(in_sale_years(e.entered_at), "entered_at is in 1970..=9999"), (e.seq >= 1, "seq >= 1")])
         }

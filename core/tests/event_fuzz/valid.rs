@@ -335,8 +335,9 @@ pub(crate) fn queue_event() -> BoxedStrategy<Event> {
 pub(crate) fn draw_event() -> BoxedStrategy<Event> {
     let rank = 1u64..=1_000_000_000;
     prop_oneof![
-        (voucher_id(), seed())
-            .prop_map(|(voucher_id, seed_hash)| Event::DrawSeedCommitted(DrawSeedCommitted { voucher_id, seed_hash })),
+        (voucher_id(), seed(), proptest::option::of(seed())).prop_map(|(voucher_id, seed_hash, sealed_seed)| {
+            Event::DrawSeedCommitted(DrawSeedCommitted { voucher_id, seed_hash, sealed_seed })
+        }),
         (voucher_id(), user_id(), instant(), rank.clone()).prop_map(|(voucher_id, user_id, entered_at, seq)| {
             Event::DrawEntered(DrawEntered { voucher_id, user_id, entered_at, seq })
         }),

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use futures::future::join_all;
 use reqwest::StatusCode;
 use seckill_analytics::reconcile::{reconcile, Mode};
+use seckill_core::config::DrawConfig;
 use seckill_devstack::{shared_test_cluster, RedisCluster, TempDir};
 use serde_json::Value;
 use tokio::sync::Semaphore;
@@ -383,7 +384,8 @@ async fn a_master_killed_and_its_replica_promoted_keeps_stock_and_limits_exact()
     // Redis, which gave the refused orders' units back, still believes in
     // units the log sold; reconcile brings it back to the log.
     let gate = platform.redis_gate().await;
-    let report = reconcile(&gate, &platform.kafka, Mode::Write, async |_| {}).await.expect("reconciles");
+    let report =
+        reconcile(&gate, &platform.kafka, &DrawConfig::default(), Mode::Write, async |_| {}).await.expect("reconciles");
     assert_eq!(report.vouchers.len(), 1, "{report:?}");
     assert_eq!(platform.redis_remaining(&voucher).await, 0);
     let bought = gate.admission_snapshot(voucher.parse().expect("id")).await.expect("reads").expect("there").bought;

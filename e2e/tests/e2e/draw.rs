@@ -12,8 +12,10 @@ use chrono::Utc;
 use futures::stream::{self, StreamExt};
 use reqwest::StatusCode;
 use seckill_analytics::draw::{read_kafka, read_lines};
+use seckill_analytics::reconcile::{reconcile, Mode};
 use seckill_analytics::report::{self, About};
 use seckill_analytics::sale::{read_sales, Selection};
+use seckill_core::config::{DrawConfig, Secret};
 use seckill_core::event::Event;
 use seckill_core::{draw, queue, Envelope, UserId};
 use serde_json::{json, Value};
@@ -334,4 +336,78 @@ async fn a_draw_of_ten_thousand_ranks_by_the_log_and_admits_only_its_winners() {
             String::from_utf8_lossy(&output.stderr)
         );
     }
+}
+
+/// With a seal key set, a draw Redis loses before its reveal comes back
+/// from the log with the very seed it committed to: `seckill reconcile`
+/// opens the sealed commitment, the entries keep their seqs, later ones go
+/// on from there, and the draw made afterwards passes `draw verify` with
+/// one commitment.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_draw_lost_before_its_reveal_comes_back_with_its_sealed_seed() {
+    const SEAL_KEY: &str = "e2e-seal-key-thirty-two-characters-long";
+    let platform = Platform::start_configured(None, |config| config.draw.seal_key = Secret::new(SEAL_KEY)).await;
+    let now = Utc::now();
+    let draw_at = now + chrono::Duration::seconds(12);
+    let voucher = platform
+        .create_voucher_from(json!({
+            "stock": 2, "per_user_limit": 1, "begins_at": now, "ends_at": now + chrono::Duration::hours(1),
+            "mode": "draw", "draw_at": draw_at, "purchase_seconds": 60,
+        }))
+        .await;
+    let id: seckill_core::VoucherId = voucher.parse().expect("voucher id");
+    let users = ["sealed-a", "sealed-b", "sealed-c", "sealed-d"];
+    let (status, body) = eventually(|| async {
+        let (status, body) = enter(&platform, &platform.base, &voucher, users[0]).await;
+        (body["error"] != "draw_not_open").then_some((status, body))
+    })
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    for user in &users[1..3] {
+        assert_eq!(enter(&platform, &platform.base, &voucher, user).await.0, StatusCode::CREATED);
+    }
+    let keys = seckill_gate::VoucherKeys::new(&platform.redis.key_prefix, id);
+    let mut redis = platform.redis_connection().await;
+    let seed: String = redis::cmd("HGET").arg(&keys.room).arg("seed").query_async(&mut redis).await.expect("HGET");
+
+    // Redis loses the voucher and its draw (the outbox stands for the log).
+    let mut lost: Vec<String> = keys.all().iter().map(|key| (*key).to_owned()).collect();
+    lost.extend([keys.room.clone(), keys.line.clone(), keys.places.clone(), keys.ranks.clone(), keys.holds.clone()]);
+    let _: () = redis::cmd("DEL").arg(&lost).query_async(&mut redis).await.expect("DEL");
+    let gate = seckill_gate::Gate::connect(&platform.redis).await.expect("Redis");
+    let draw = DrawConfig { seal_key: Secret::new(SEAL_KEY) };
+    let report = reconcile(&gate, &platform.kafka, &draw, Mode::Write, async |_| {}).await.expect("reconciles");
+    let restored = report.vouchers.iter().find(|v| v.voucher_id == id).and_then(|v| v.outcome.draw);
+    assert_eq!(
+        restored,
+        Some(seckill_gate::DrawRestored::Rebuilt {
+            stage: "entering",
+            entries: 3,
+            wins: 0,
+            wins_used: 0,
+            new_seed: false
+        })
+    );
+    let back: String = redis::cmd("HGET").arg(&keys.room).arg("seed").query_async(&mut redis).await.expect("HGET");
+    assert_eq!(back, seed, "the seed committed to, opened from the log");
+    assert_eq!(entry(&platform, &platform.base, &voucher, users[1], None).await["seq"], 2);
+    let (status, body) = eventually(|| async {
+        let (status, body) = enter(&platform, &platform.base, &voucher, users[3]).await;
+        (status != StatusCode::NOT_FOUND && status != StatusCode::SERVICE_UNAVAILABLE).then_some((status, body))
+    })
+    .await;
+    assert_eq!((status, body["seq"].as_u64()), (StatusCode::CREATED, Some(4)), "{body}");
+
+    // The draw, made at draw_at, checks out from the log: one commitment.
+    let until_draw = (draw_at - Utc::now()).to_std().unwrap_or_default();
+    tokio::time::sleep(until_draw).await;
+    let verified = eventually(|| async {
+        let read = read_kafka(&platform.kafka, id, false).await.expect("the log is read");
+        let verified = seckill_analytics::draw::verify(&read.log).expect("a draw");
+        (verified.winners == Some(2)).then_some(verified)
+    })
+    .await;
+    assert!(verified.pass, "{}", verified.text());
+    let commitment = verified.checks.iter().find(|check| check.check == "commitment").expect("checked");
+    assert!(commitment.detail.starts_with("1 commitment (1 distinct)"), "{}", commitment.detail);
 }

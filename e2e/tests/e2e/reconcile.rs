@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use chrono::Utc;
 use reqwest::StatusCode;
 use seckill_analytics::reconcile::{reconcile, Mode, ReconcileReport, Step};
+use seckill_core::config::DrawConfig;
 use seckill_core::event::OrderAccepted;
 use seckill_core::{OrderId, UserId};
 use seckill_gate::{Admission, Gate, VoucherKeys};
@@ -54,7 +55,9 @@ impl Platform {
     }
 
     async fn reconcile(&self, mode: Mode) -> ReconcileReport {
-        reconcile(&self.gate().await, &self.kafka, mode, async |_| {}).await.expect("reconciles")
+        reconcile(&self.gate().await, &self.kafka, &DrawConfig::default(), mode, async |_| {})
+            .await
+            .expect("reconciles")
     }
 }
 
@@ -67,22 +70,23 @@ async fn a_release_an_update_and_an_admission_between_reconciles_read_and_write_
     let order = body["order_id"].as_str().expect("order_id").to_owned();
     platform.wait_order(&order, |o| o["status"] == "CREATED").await;
 
-    let report = reconcile(&platform.gate().await, &platform.kafka, Mode::Write, async |step| {
-        if step != Step::BeforeWrites {
-            return;
-        }
-        // The processor, still running, gives a cancelled order's unit back...
-        let (status, body) = platform.post(&format!("/api/v1/orders/{order}/cancel"), Some("leaver"), None).await;
-        assert_eq!(status, StatusCode::ACCEPTED, "{body}");
-        eventually(|| async { (platform.redis_remaining(&voucher).await == 3).then_some(()) }).await;
-        // ...the admin adds stock, and a buyer is admitted.
-        let (status, body) = platform.update_voucher(&voucher, serde_json::json!({"add_stock": 2})).await;
-        assert_eq!(status, StatusCode::OK, "{body}");
-        let (status, body) = platform.order(&voucher, "newcomer").await;
-        assert_eq!(status, StatusCode::ACCEPTED, "{body}");
-    })
-    .await
-    .expect("reconciles");
+    let report =
+        reconcile(&platform.gate().await, &platform.kafka, &DrawConfig::default(), Mode::Write, async |step| {
+            if step != Step::BeforeWrites {
+                return;
+            }
+            // The processor, still running, gives a cancelled order's unit back...
+            let (status, body) = platform.post(&format!("/api/v1/orders/{order}/cancel"), Some("leaver"), None).await;
+            assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+            eventually(|| async { (platform.redis_remaining(&voucher).await == 3).then_some(()) }).await;
+            // ...the admin adds stock, and a buyer is admitted.
+            let (status, body) = platform.update_voucher(&voucher, serde_json::json!({"add_stock": 2})).await;
+            assert_eq!(status, StatusCode::OK, "{body}");
+            let (status, body) = platform.order(&voucher, "newcomer").await;
+            assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+        })
+        .await
+        .expect("reconciles");
     println!("{report:?}");
 
     assert_eq!(platform.stock_in_redis(&voucher).await, 5, "the added stock stays");
@@ -112,7 +116,7 @@ async fn an_outbox_entry_relayed_between_the_two_reads_is_counted() {
 
     let mut restarted = false;
     let platform_ref = &mut platform;
-    reconcile(&gate, &platform_ref.kafka.clone(), Mode::Write, async |step| {
+    reconcile(&gate, &platform_ref.kafka.clone(), &DrawConfig::default(), Mode::Write, async |step| {
         if step != Step::BetweenReads || restarted {
             return;
         }

@@ -36,6 +36,7 @@ async fn the_log(h: &Harness, definition: &VoucherCreated, seed: &str) -> Vec<En
         Envelope::new(Event::DrawSeedCommitted(DrawSeedCommitted {
             voucher_id: definition.voucher_id,
             seed_hash: queue::seed_commitment(seed),
+            sealed_seed: None,
         })),
     ];
     log.extend(envelopes(h, definition.voucher_id).await);

@@ -15,8 +15,8 @@ use serde::{Deserialize, Serialize};
 pub struct ChallengeConfig {
     /// How long a challenge may be solved and spent.
     pub seconds: u32,
-    /// Challenges per second per voucher (on this ingress) above which the
-    /// difficulty rises; 0 never raises it.
+    /// Challenges per second per voucher (every ingress together) above
+    /// which the difficulty rises; 0 never raises it.
     pub raise_above_per_second: u32,
     /// Most bits the rate adds to a voucher's own.
     pub max_extra_bits: u32,

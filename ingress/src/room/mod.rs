@@ -19,10 +19,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, SecondsFormat, Utc};
+use seckill_core::config::DrawConfig;
 use seckill_core::event::{DrawSeedCommitted, Event, QueueSeedCommitted};
 use seckill_core::metrics::QueueMetrics;
 use seckill_core::topics::Topics;
-use seckill_core::{queue, Envelope, OrderId, UserId, VoucherId};
+use seckill_core::{queue, sealed_seed, Envelope, OrderId, UserId, VoucherId};
 use seckill_gate::{Gate, Place, PlaceState, Room, RoomState, RoomSummary};
 use seckill_kafka::EventProducer;
 use seckill_web::ApiError;
@@ -55,6 +56,8 @@ pub(crate) struct Rooms {
     gate: Gate,
     producer: EventProducer,
     topics: Topics,
+    /// Seals each draw's seed into its logged commitment.
+    draw: DrawConfig,
     rooms: Mutex<HashMap<VoucherId, Arc<RoomHandle>>>,
 }
 
@@ -141,8 +144,14 @@ impl QueueStatus {
 }
 
 impl Rooms {
-    pub(crate) fn new(gate: Gate, producer: EventProducer, topics: Topics, metrics: QueueMetrics) -> Self {
-        Self { metrics, nudge: tokio::sync::Notify::new(), gate, producer, topics, rooms: Mutex::default() }
+    pub(crate) fn new(
+        gate: Gate,
+        producer: EventProducer,
+        topics: Topics,
+        metrics: QueueMetrics,
+        draw: DrawConfig,
+    ) -> Self {
+        Self { metrics, nudge: tokio::sync::Notify::new(), gate, producer, topics, draw, rooms: Mutex::default() }
     }
 
     /// Moves the rooms on now (the stock of some sale just changed).
@@ -178,11 +187,13 @@ impl Rooms {
     }
 
     /// Logs the commitment to `room`'s seed, then lets the room take joins.
-    /// Several ingresses may do so at once: they log the same hash.
+    /// Several ingresses may do so at once: they log the same hash. A
+    /// draw's seed goes into the log sealed too, when a key is set.
     async fn commit(&self, voucher: VoucherId, room: &Room) -> Result<(), RoomError> {
         let seed_hash = queue::seed_commitment(&room.seed);
         let commitment = Envelope::new(if room.draw {
-            Event::DrawSeedCommitted(DrawSeedCommitted { voucher_id: voucher, seed_hash })
+            let sealed_seed = self.draw.seal_key().and_then(|key| sealed_seed::seal(key, voucher, &room.seed));
+            Event::DrawSeedCommitted(DrawSeedCommitted { voucher_id: voucher, seed_hash, sealed_seed })
         } else {
             Event::QueueSeedCommitted(QueueSeedCommitted { voucher_id: voucher, seed_hash })
         });
