@@ -16,8 +16,10 @@
 //! the room hash last, so a draw Redis still has is never touched and an
 //! ingress sees no draw until all of it is back.
 
+use std::collections::HashMap;
+
 use seckill_core::draw::{self, DrawSettings, RANK_CHUNK};
-use seckill_core::{queue, VoucherId};
+use seckill_core::{queue, UserId, VoucherId};
 
 use crate::draw_history::DrawHistory;
 use crate::Gate;
@@ -52,8 +54,112 @@ pub enum DrawRestored {
 struct Placed {
     user: String,
     seq: u64,
+    /// 0: not ranked (yet).
     rank: u64,
+    /// The places hash's value (`lua/draw_restore.lua` lists the forms).
     value: String,
+}
+
+/// What the log says the draw is to be put back as.
+struct Rebuild {
+    stage: &'static str,
+    places: Vec<Placed>,
+    /// The wins not spent, with their window's end (ms).
+    holds: Vec<(u64, i64)>,
+    /// The room hash's fields.
+    room: Vec<(&'static str, String)>,
+    entries: u64,
+    wins: u64,
+    /// The seed is not the one the log committed to.
+    new_seed: bool,
+}
+
+impl Rebuild {
+    /// The draw of `history` (whose entries have no gap: `entrants`) as far
+    /// as the log took it.
+    fn of(settings: &DrawSettings, history: &DrawHistory, entrants: &[UserId]) -> Self {
+        let entries = entrants.len() as u64;
+        let reveal = history.reveal();
+        let ranking = history.ranking();
+        let selection = history.selection();
+        // Before the reveal: the seed the log committed to, if it was sealed
+        // into the log and opened, else a new one to commit.
+        let opened = history.opened_seed().filter(|_| reveal.is_none()).map(str::to_owned);
+        let committed = reveal.is_some() || opened.is_some();
+        let (stage, seed, chain) = match (reveal, &ranking, selection) {
+            (None, _, _) => ("entering", opened.unwrap_or_else(queue::new_seed), draw::entries_hash(entrants)),
+            (Some(reveal), None, _) => ("ranking", reveal.seed.clone(), reveal.entries_hash.clone()),
+            (Some(reveal), Some(_), None) => ("ranked", reveal.seed.clone(), reveal.entries_hash.clone()),
+            (Some(reveal), Some(_), Some(_)) => ("drawn", reveal.seed.clone(), reveal.entries_hash.clone()),
+        };
+        // Lost while the ranking was being logged, it is ranked again.
+        let ranking = ranking.filter(|_| stage != "ranking");
+        let (places, holds) = places(history, entrants, ranking.as_deref());
+
+        let winners = selection.map_or(0, |selection| selection.winners);
+        let promoted_to = history.promotions.keys().next_back().copied().unwrap_or(0);
+        let cursor = if stage == "drawn" { winners.max(promoted_to) } else { 0 };
+        let ranked = if matches!(stage, "ranked" | "drawn") { entries } else { 0 };
+        let phase = match stage {
+            "entering" | "ranking" => stage,
+            _ => "drawn",
+        };
+        let mut room: Vec<(&'static str, String)> = vec![
+            ("kind", "draw".to_owned()),
+            ("seed", seed),
+            ("token_key", queue::new_seed()),
+            ("entries_ms", settings.entries_open_at.timestamp_millis().to_string()),
+            ("draw_ms", settings.draw_at.timestamp_millis().to_string()),
+            ("purchase_ms", (u64::from(settings.purchase_seconds) * 1000).to_string()),
+            // A new seed waits for an ingress to log its commitment.
+            ("committed", if committed { "1" } else { "0" }.to_owned()),
+            ("phase", phase.to_owned()),
+            ("entries", entries.to_string()),
+            ("chain", chain),
+            ("ranked", ranked.to_string()),
+            ("published", ranked.to_string()),
+            ("cursor", cursor.to_string()),
+        ];
+        if let (Some(selection), "drawn") = (selection, stage) {
+            room.push(("selected", winners.to_string()));
+            room.push(("selected_until", selection.purchase_until.timestamp_millis().to_string()));
+        }
+        Self { stage, places, holds, room, entries, wins: cursor, new_seed: !committed }
+    }
+}
+
+/// Each entrant's place: entered; once ranked, its rank; once won, its
+/// window (and a hold while unspent) or the order its win admitted.
+fn places(history: &DrawHistory, entrants: &[UserId], ranking: Option<&[UserId]>) -> (Vec<Placed>, Vec<(u64, i64)>) {
+    let ranks: HashMap<&str, u64> =
+        ranking.into_iter().flatten().zip(1u64..).map(|(user, rank)| (user.as_str(), rank)).collect();
+    let selection = history.selection();
+    let window_of = |rank: u64| -> Option<i64> {
+        let selection = selection?;
+        if rank <= selection.winners {
+            return Some(selection.purchase_until.timestamp_millis());
+        }
+        history.promotions.get(&rank).map(|promotion| promotion.purchase_until.timestamp_millis())
+    };
+    let mut holds = Vec::new();
+    let places = entrants
+        .iter()
+        .zip(1u64..)
+        .map(|(user, seq)| {
+            let rank = ranks.get(user.as_str()).copied().unwrap_or(0);
+            let value = match (rank, history.wins_used.get(&rank), window_of(rank)) {
+                (0, _, _) => format!("1|e|{seq}|"),
+                (_, Some(used), _) => format!("1|u|{rank}|{}", used.order_id),
+                (_, None, Some(until)) => {
+                    holds.push((rank, until));
+                    format!("1|s|{rank}|{until}")
+                }
+                (_, None, None) => format!("1|r|{rank}|"),
+            };
+            Placed { user: user.to_string(), seq, rank, value }
+        })
+        .collect();
+    (places, holds)
 }
 
 impl Gate {
@@ -79,118 +185,42 @@ impl Gate {
             self.open_draw_with(voucher, settings).await?;
             return Ok(DrawRestored::OpenedAnew);
         };
-        let entries = entrants.len() as u64;
-        let reveal = history.reveal();
-        let ranking = history.ranking();
-        let selection = history.selection();
-        // Before the reveal: the seed the log committed to, if it was sealed
-        // into the log and opened, else a new one to commit.
-        let opened = history.opened_seed().filter(|_| reveal.is_none()).map(str::to_owned);
-        let committed = reveal.is_some() || opened.is_some();
-        let (stage, seed, chain) = match (reveal, &ranking, selection) {
-            (None, _, _) => ("entering", opened.clone().unwrap_or_else(queue::new_seed), draw::entries_hash(&entrants)),
-            (Some(reveal), None, _) => ("ranking", reveal.seed.clone(), reveal.entries_hash.clone()),
-            (Some(reveal), Some(_), None) => ("ranked", reveal.seed.clone(), reveal.entries_hash.clone()),
-            (Some(reveal), Some(_), Some(_)) => ("drawn", reveal.seed.clone(), reveal.entries_hash.clone()),
-        };
+        let rebuild = Rebuild::of(settings, history, &entrants);
+        if !self.write_rebuild(voucher, &rebuild).await? {
+            return Ok(DrawRestored::Kept);
+        }
+        self.list_room(voucher).await?;
+        let Rebuild { stage, entries, wins, new_seed, .. } = rebuild;
+        tracing::info!(%voucher, stage, entries, wins, "A draw Redis lost was rebuilt from the log.");
+        Ok(DrawRestored::Rebuilt { stage, entries, wins, wins_used: history.wins_used.len() as u64, new_seed })
+    }
 
-        // Each entrant's place: entered; once ranked, its rank; once won,
-        // its window or the order its win admitted.
-        let ranks: std::collections::HashMap<&str, u64> =
-            ranking.iter().flatten().zip(1u64..).map(|(user, rank)| (user.as_str(), rank)).collect();
-        let winners = selection.map_or(0, |selection| selection.winners);
-        let window_of = |rank: u64| -> Option<i64> {
-            let selection = selection?;
-            if rank <= winners {
-                return Some(selection.purchase_until.timestamp_millis());
-            }
-            history.promotions.get(&rank).map(|promotion| promotion.purchase_until.timestamp_millis())
-        };
-        let mut holds = Vec::new();
-        let places: Vec<Placed> = entrants
-            .iter()
-            .zip(1u64..)
-            .map(|(user, seq)| {
-                let rank = ranks.get(user.as_str()).copied().filter(|_| stage != "ranking").unwrap_or(0);
-                let value = match (rank, history.wins_used.get(&rank), window_of(rank)) {
-                    (0, _, _) => format!("1|e|{seq}|"),
-                    (_, Some(used), _) => format!("1|u|{rank}|{}", used.order_id),
-                    (_, None, Some(until)) => {
-                        holds.push((rank, until));
-                        format!("1|s|{rank}|{until}")
-                    }
-                    (_, None, None) => format!("1|r|{rank}|"),
-                };
-                Placed { user: user.to_string(), seq, rank, value }
-            })
-            .collect();
-        for chunk in places.chunks(RANK_CHUNK) {
+    /// Writes `rebuild`, the room hash last; false when the room appeared
+    /// meanwhile (someone else restored or opened it: it is theirs).
+    async fn write_rebuild(&self, voucher: VoucherId, rebuild: &Rebuild) -> redis::RedisResult<bool> {
+        for chunk in rebuild.places.chunks(RANK_CHUNK) {
             let mut call = self.draw_restore_call(voucher, "places");
             for placed in chunk {
                 call.arg(&placed.user).arg(placed.seq).arg(placed.rank).arg(&placed.value);
             }
             if !self.run_draw_restore(call).await? {
-                return Ok(DrawRestored::Kept);
+                return Ok(false);
             }
         }
-        for chunk in holds.chunks(RANK_CHUNK) {
+        for chunk in rebuild.holds.chunks(RANK_CHUNK) {
             let mut call = self.draw_restore_call(voucher, "holds");
             for (rank, until) in chunk {
                 call.arg(rank).arg(until);
             }
             if !self.run_draw_restore(call).await? {
-                return Ok(DrawRestored::Kept);
+                return Ok(false);
             }
         }
-
-        let promoted_to = history.promotions.keys().next_back().copied().unwrap_or(0);
-        let cursor = if stage == "drawn" { winners.max(promoted_to) } else { 0 };
-        let (ranked, published) = match stage {
-            "ranked" | "drawn" => (entries, entries),
-            _ => (0, 0),
-        };
-        let phase = match stage {
-            "entering" => "entering",
-            "ranking" => "ranking",
-            _ => "drawn",
-        };
-        let mut room: Vec<(&str, String)> = vec![
-            ("kind", "draw".to_owned()),
-            ("seed", seed),
-            ("token_key", queue::new_seed()),
-            ("entries_ms", settings.entries_open_at.timestamp_millis().to_string()),
-            ("draw_ms", settings.draw_at.timestamp_millis().to_string()),
-            ("purchase_ms", (u64::from(settings.purchase_seconds) * 1000).to_string()),
-            // A new seed waits for an ingress to log its commitment.
-            ("committed", if committed { "1" } else { "0" }.to_owned()),
-            ("phase", phase.to_owned()),
-            ("entries", entries.to_string()),
-            ("chain", chain),
-            ("ranked", ranked.to_string()),
-            ("published", published.to_string()),
-            ("cursor", cursor.to_string()),
-        ];
-        if let (Some(selection), "drawn") = (selection, stage) {
-            room.push(("selected", winners.to_string()));
-            room.push(("selected_until", selection.purchase_until.timestamp_millis().to_string()));
-        }
         let mut call = self.draw_restore_call(voucher, "room");
-        for (field, value) in &room {
+        for (field, value) in &rebuild.room {
             call.arg(*field).arg(value);
         }
-        if !self.run_draw_restore(call).await? {
-            return Ok(DrawRestored::Kept);
-        }
-        self.list_room(voucher).await?;
-        let wins = if stage == "drawn" { cursor } else { 0 };
-        tracing::info!(%voucher, stage, entries, wins, "A draw Redis lost was rebuilt from the log.");
-        Ok(DrawRestored::Rebuilt {
-            stage,
-            entries,
-            wins,
-            wins_used: history.wins_used.len() as u64,
-            new_seed: !committed,
-        })
+        self.run_draw_restore(call).await
     }
 
     fn draw_restore_call(&self, voucher: VoucherId, step: &str) -> redis::ScriptInvocation<'_> {
@@ -208,8 +238,8 @@ impl Gate {
         invocation
     }
 
-    /// Runs one step; false when the room appeared meanwhile (someone
-    /// else restored or opened it: it is theirs).
+    /// Runs one step; false when the room is there (or the voucher is
+    /// not).
     async fn run_draw_restore(&self, call: redis::ScriptInvocation<'_>) -> redis::RedisResult<bool> {
         let answer: String = self.timed("draw_restore", call.invoke_async(&mut self.redis.clone())).await?;
         match answer.as_str() {
