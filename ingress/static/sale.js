@@ -604,6 +604,7 @@ function drawText(now) {
     }
     case "not_selected":
       if (entry.ranks_ahead == null) return ["Not selected — you may still be promoted if units come back", null];
+      if (entry.ranks_ahead === 0) return ["Not selected — you are next in line if a unit comes back", null];
       return [
         `Not selected — ${plural(entry.ranks_ahead, "rank", "ranks")} ahead of you; you may still be promoted`,
         null,

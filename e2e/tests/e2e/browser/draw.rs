@@ -1,7 +1,10 @@
 //! A draw sale with a proof of work on the sale page: the buyer enters the
 //! draw (the page solves the sale's challenge in its Web Worker first),
 //! follows the entry to the draw, wins, buys within the purchase window
-//! (solving another challenge) and sees the order created.
+//! (solving another challenge) and sees the order created. And the other
+//! side of a draw: an entrant not selected watches the page until the
+//! winner's window lapses, is promoted, and buys; the winner's page then
+//! says the window closed unused.
 //!
 //! There are as many units as entrants, so every entry wins whatever ranks
 //! the draw gives. The two other entrants enter through the API, solving
@@ -262,5 +265,79 @@ async fn a_buyer_enters_a_draw_with_a_proof_of_work_wins_and_buys_in_a_browser()
         bench.ms,
         bench.rate()
     );
+    browser.close().await;
+}
+
+/// Enters `user` without a proof (retried while the draw's seed is being
+/// committed).
+async fn enter_plainly(platform: &Platform, voucher: &str, user: &str) {
+    let path = format!("/api/v1/vouchers/{voucher}/entries");
+    let (status, body) = eventually(|| async {
+        let (status, body) = platform.post(&path, Some(user), None).await;
+        (body["error"] != "draw_not_open").then_some((status, body))
+    })
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{user} enters: {body}");
+}
+
+/// Opens the sale page as `user`.
+async fn open_as(client: &Client, platform: &Platform, voucher: &str, user: &str) {
+    client.goto(&format!("{}/sale/{voucher}", platform.base)).await.expect("the page loads");
+    client.find(Locator::Id("token")).await.expect("#token").send_keys(&user_token(user)).await.expect("typed");
+    client.find(Locator::Id("save-identity")).await.expect("#save-identity").click().await.expect("clicked");
+    assert_eq!(until_text(client, "who", |who| who == user).await, user);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_entrant_not_selected_is_promoted_when_the_win_lapses_and_buys_in_a_browser() {
+    let platform = Platform::start().await;
+    let browser = Browser::start().await;
+    let now = Utc::now();
+    let draw_at = now + Duration::seconds(4);
+    // Long enough for the page to load and show "not selected" before the
+    // winner's window lapses, on a loaded machine too.
+    const WINDOW: i64 = 15;
+    let voucher = platform
+        .create_voucher_from(json!({
+            "stock": 1, "per_user_limit": 1, "begins_at": now, "ends_at": now + Duration::hours(1),
+            "title": "The last pair", "mode": "draw", "draw_at": draw_at, "purchase_seconds": WINDOW,
+        }))
+        .await;
+    let users = ["draw-pair-1", "draw-pair-2"];
+    for user in users {
+        enter_plainly(&platform, &voucher, user).await;
+    }
+    // One unit, one winner: which one is the seed's to say.
+    let first = eventually(|| async {
+        let entry = entry_of(&platform, &voucher, users[0]).await;
+        entry["winners"].is_u64().then_some(entry)
+    })
+    .await;
+    let (winner, second) = if first["state"] == "won" { (users[0], users[1]) } else { (users[1], users[0]) };
+
+    let client = &browser.client;
+    open_as(client, &platform, &voucher, second).await;
+    assert_eq!(until_entry(client, "not_selected").await, "Not selected — you are next in line if a unit comes back");
+    assert!(!client.find(Locator::Id("buy")).await.expect("#buy").is_displayed().await.expect("shown"));
+    screenshot(client, "draw-not-selected.png").await;
+
+    // The winner buys nothing: at the window's end the page hears the promotion.
+    let shown = until_entry(client, "promoted").await;
+    assert!(shown.starts_with("Promoted: a unit came back to you — buy before "), "{shown}");
+    assert_eq!(text(client, "draw-countdown-label").await, "Buy within");
+    let buy = until_enabled(client, "buy").await;
+    screenshot(client, "draw-promoted.png").await;
+    buy.click().await.expect("bought");
+    until_text(client, "order-status", |status| status == "CREATED").await;
+    let order = text(client, "order-id").await;
+    let (status, shown) = platform.get(&format!("{}/api/v1/orders/{order}", platform.base)).await;
+    assert_eq!((status, shown["user_id"].as_str()), (StatusCode::OK, Some(second)), "{shown}");
+    assert_eq!(until_entry(client, "promoted").await, "Promoted: a unit came back to you — your order is placed");
+
+    // The winner's page: the window closed unused.
+    open_as(client, &platform, &voucher, winner).await;
+    assert_eq!(until_entry(client, "lapsed").await, "Your purchase window closed unused");
+    assert!(!client.find(Locator::Id("buy")).await.expect("#buy").is_displayed().await.expect("shown"));
+    screenshot(client, "draw-lapsed.png").await;
     browser.close().await;
 }
