@@ -348,7 +348,9 @@ async fn a_draw_lost_before_its_reveal_comes_back_with_its_sealed_seed() {
     const SEAL_KEY: &str = "e2e-seal-key-thirty-two-characters-long";
     let platform = Platform::start_configured(None, |config| config.draw.seal_key = Secret::new(SEAL_KEY)).await;
     let now = Utc::now();
-    let draw_at = now + chrono::Duration::seconds(12);
+    // Room for the entries, the loss and the reconcile before the draw, on
+    // a loaded machine too.
+    let draw_at = now + chrono::Duration::seconds(20);
     let voucher = platform
         .create_voucher_from(json!({
             "stock": 2, "per_user_limit": 1, "begins_at": now, "ends_at": now + chrono::Duration::hours(1),

@@ -77,12 +77,12 @@ async fn a_draw_lost_after_the_draw_comes_back_as_it_stood(h: &Harness) {
     let entrants: Vec<UserId> = (0..10).map(|i| user(&format!("r{i}"))).collect();
     enter_all(h, voucher, &entrants).await;
     let ranked = draw::ranking(&seed, &entrants);
-    // The winners at the draw get 2 s, the promoted 600 s.
-    set_room(h, voucher, "purchase_ms", 2_000).await;
+    // The winners at the draw get 3 s, the promoted 600 s.
+    set_room(h, voucher, "purchase_ms", 3_000).await;
     make_the_draw(h, voucher).await;
     assert_eq!(advance_until_quiet(h, voucher).await.cursor, 3);
     assert!(matches!(order(h, voucher, &ranked[0]).await, Admission::Admitted { .. }));
-    tokio::time::sleep(std::time::Duration::from_millis(2_100)).await;
+    tokio::time::sleep(std::time::Duration::from_millis(3_100)).await;
     set_room(h, voucher, "purchase_ms", 600_000).await;
     // Ranks 2 and 3 lapsed: 4 and 5 win the two units left; 4 buys.
     assert_eq!(advance_until_quiet(h, voucher).await.cursor, 5);

@@ -293,7 +293,7 @@ async fn an_entrant_not_selected_is_promoted_when_the_win_lapses_and_buys_in_a_b
     let platform = Platform::start().await;
     let browser = Browser::start().await;
     let now = Utc::now();
-    let draw_at = now + Duration::seconds(4);
+    let draw_at = now + Duration::seconds(6);
     // Long enough for the page to load and show "not selected" before the
     // winner's window lapses, on a loaded machine too.
     const WINDOW: i64 = 15;
