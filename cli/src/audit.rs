@@ -2,7 +2,7 @@
 //! with `--live`, against the view, the persistent stock and Redis, and
 //! with `--payments-url`, against the payment provider. The rules (and the
 //! provider's calls) are `seckill_analytics::audit`'s; this file maps
-//! flags and exit statuses.
+//! flags (`verdict.rs` prints the verdict and sets the exit status).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -15,12 +15,6 @@ use seckill_analytics::audit::{audit_voucher_against, Audit, LiveSources, Provid
 use seckill_analytics::sale::read_sales;
 use seckill_core::config;
 use seckill_web::RemoteView;
-
-/// Exit status when a rule failed.
-const FAILED: i32 = 1;
-/// Exit status when the audit could not run (the log or a store was
-/// unreachable, bad flags).
-const BROKEN: i32 = 2;
 
 /// Flags of `seckill audit`.
 #[derive(Debug, Args)]
@@ -76,30 +70,7 @@ pub(crate) struct AuditArgs {
 }
 
 pub(crate) async fn run(args: AuditArgs) -> anyhow::Result<()> {
-    let status = match audit(&args).await {
-        Ok(audit) => {
-            let shown = if args.json {
-                serde_json::to_string_pretty(&audit).map(|json| json + "\n").context("encoding the audit")
-            } else {
-                Ok(audit.text())
-            };
-            match shown.and_then(|text| crate::output::emit(&text).context("writing the audit")) {
-                Ok(()) => exit_status(Some(&audit)),
-                Err(error) => {
-                    eprintln!("Error: {error:#}");
-                    exit_status(None)
-                }
-            }
-        }
-        Err(error) => {
-            eprintln!("Error: {error:#}");
-            exit_status(None)
-        }
-    };
-    if status != 0 {
-        std::process::exit(status);
-    }
-    Ok(())
+    crate::verdict::conclude(audit(&args).await, args.json, "audit")
 }
 
 async fn audit(args: &AuditArgs) -> anyhow::Result<Audit> {
@@ -159,25 +130,16 @@ fn provider(args: &AuditArgs) -> anyhow::Result<Option<ProviderSource>> {
     }
 }
 
-/// 0 when every rule passed, [`FAILED`] when one failed, [`BROKEN`]
-/// without an audit.
-fn exit_status(audit: Option<&Audit>) -> i32 {
-    match audit {
-        Some(audit) if audit.pass => 0,
-        Some(_) => FAILED,
-        None => BROKEN,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::verdict::exit_status;
 
     #[test]
     fn failures_and_errors_have_their_own_exit_status() {
         assert_eq!(exit_status(Some(&Audit::new(Vec::new(), false))), 0);
         let failed = Audit { pass: false, live: false, provider: false, vouchers: Vec::new() };
         assert_eq!(exit_status(Some(&failed)), 1);
-        assert_eq!(exit_status(None), 2);
+        assert_eq!(exit_status::<Audit>(None), 2);
     }
 }

@@ -2,7 +2,8 @@
 //! be, recomputed from the log alone: from the topics (read as `seckill
 //! audit` reads them), or from a JSON Lines copy as `seckill replay` writes
 //! it, so anyone handed the file can check it. The checks are
-//! `seckill_analytics::draw`'s; this file maps flags and exit statuses.
+//! `seckill_analytics::draw`'s; this file maps flags (`verdict.rs` prints the
+//! verdict and sets the exit status).
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -13,12 +14,6 @@ use clap::{Args, Subcommand};
 use seckill_analytics::draw::{read_file, read_kafka, verify, DrawVerification};
 use seckill_core::config;
 use seckill_core::VoucherId;
-
-/// Exit status when a check failed.
-const FAILED: i32 = 1;
-/// Exit status when the verification could not run (the log unreachable or
-/// unreadable, no such voucher, not a draw).
-const BROKEN: i32 = 2;
 
 /// Flags of `seckill draw`.
 #[derive(Debug, Args)]
@@ -79,30 +74,9 @@ pub(crate) async fn run(args: DrawArgs) -> anyhow::Result<()> {
 }
 
 async fn run_verify(args: VerifyArgs) -> anyhow::Result<()> {
-    let status = match verification(&args).await {
-        Ok(verification) => {
-            let shown = if args.json {
-                serde_json::to_string_pretty(&verification).map(|json| json + "\n").context("encoding the verification")
-            } else {
-                Ok(verification.text())
-            };
-            match shown.and_then(|text| crate::output::emit(&text).context("writing the verification")) {
-                Ok(()) => exit_status(Some(&verification)),
-                Err(error) => {
-                    eprintln!("Error: {error:#}");
-                    exit_status(None)
-                }
-            }
-        }
-        Err(error) => {
-            eprintln!("Error: {error:#}");
-            exit_status(None)
-        }
-    };
-    if status != 0 {
-        std::process::exit(status);
-    }
-    Ok(())
+    // No verification (exit 2): the log unreachable or unreadable, no such
+    // voucher, not a draw.
+    crate::verdict::conclude(verification(&args).await, args.json, "verification")
 }
 
 async fn verification(args: &VerifyArgs) -> anyhow::Result<DrawVerification> {
@@ -122,22 +96,13 @@ async fn verification(args: &VerifyArgs) -> anyhow::Result<DrawVerification> {
     Ok(verify(&read.log)?.read_from(read.source))
 }
 
-/// 0 when every check passed, [`FAILED`] when one failed, [`BROKEN`]
-/// without a verification.
-fn exit_status(verification: Option<&DrawVerification>) -> i32 {
-    match verification {
-        Some(verification) if verification.pass => 0,
-        Some(_) => FAILED,
-        None => BROKEN,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use clap::Parser;
     use seckill_analytics::draw::Stage;
 
     use super::*;
+    use crate::verdict::exit_status;
 
     fn verification(pass: bool) -> DrawVerification {
         DrawVerification {
@@ -158,7 +123,7 @@ mod tests {
     fn failures_and_errors_have_their_own_exit_status() {
         assert_eq!(exit_status(Some(&verification(true))), 0);
         assert_eq!(exit_status(Some(&verification(false))), 1);
-        assert_eq!(exit_status(None), 2);
+        assert_eq!(exit_status::<DrawVerification>(None), 2);
     }
 
     #[test]

@@ -35,6 +35,7 @@ mod stats;
 mod token;
 mod tool_config;
 mod topics;
+mod verdict;
 
 use clap::{Parser, Subcommand};
 use seckill_core::telemetry;
