@@ -15,5 +15,6 @@ pub mod sale;
 pub mod stats;
 pub mod table;
 pub mod topics;
+mod wording;
 
 pub use error::AnalyticsError;

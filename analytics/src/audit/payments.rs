@@ -10,9 +10,9 @@ use seckill_core::money::Currency;
 use serde_json::json;
 
 use super::provider::{ProviderFigures, ProviderIntent};
-use super::rules::plural;
 use super::RuleResult;
 use crate::sale::{Money, OrderLog, OutcomeKind, PaymentLog, Position, Settlement, Totals, VoucherLog};
+use crate::wording::{plural, with_example};
 
 /// Every payment reported either paid the one order it was made for and
 /// was kept, or was refunded exactly once.
@@ -292,9 +292,7 @@ pub(super) fn provider_agrees(log: &VoucherLog, provider: &ProviderFigures) -> R
     } else {
         detail.push_str(&format!("log {} ≠ provider {}", sums(&ours), sums(&theirs)));
     }
-    if let (false, Some(example)) = (pass, example) {
-        detail.push_str(&format!(" (e.g. {example})"));
-    }
+    with_example(&mut detail, pass, example);
     let totals = |side: &BTreeMap<Option<Currency>, Totals>| -> serde_json::Value {
         side.iter()
             .map(|(currency, totals)| {

@@ -16,9 +16,9 @@ use seckill_core::ids::{OrderId, UserId};
 use seckill_core::queue;
 use serde_json::json;
 
-use super::rules::plural;
 use super::RuleResult;
 use crate::sale::{Pass, VoucherLog};
+use crate::wording::{plural, with_example};
 
 /// The seed's SHA-256 was logged before the first join and before the
 /// reveal, and the revealed seed hashes to it: the shuffle was fixed before
@@ -133,9 +133,7 @@ pub(super) fn served_in_shuffle(log: &VoucherLog) -> RuleResult {
     if seq_conflicts > 0 {
         detail.push_str(&format!("; {} claimed by two users", plural(seq_conflicts, "seq")));
     }
-    if let (false, Some(example)) = (pass, example) {
-        detail.push_str(&format!(" (e.g. {example})"));
-    }
+    with_example(&mut detail, pass, example);
     RuleResult::new(
         RULE,
         pass,

@@ -9,6 +9,7 @@ use serde_json::json;
 use super::live::LiveFigures;
 use super::RuleResult;
 use crate::sale::{Books, OutcomeKind, VoucherLog};
+use crate::wording::plural;
 
 /// Stock plus added stock equals units sold plus units left.
 pub(super) fn stock_balance(log: &VoucherLog, books: &Books) -> RuleResult {
@@ -218,15 +219,6 @@ pub(super) fn gate_matches_log(log: &VoucherLog, books: &Books, live: &LiveFigur
             "outbox_orders": in_outbox.len(),
         }),
     )
-}
-
-/// `1 order`, `2 orders`.
-pub(super) fn plural(count: u64, noun: &str) -> String {
-    if count == 1 {
-        format!("1 {noun}")
-    } else {
-        format!("{count} {noun}s")
-    }
 }
 
 /// A rule that holds when every (live, log) pair is equal.

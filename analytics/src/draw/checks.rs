@@ -19,6 +19,7 @@ use serde_json::json;
 
 use super::Check;
 use crate::sale::{DrawLog, Logged, VoucherLog};
+use crate::wording::{plural, with_example};
 
 /// What every check reads: the log, and the list and ranking recomputed
 /// from it once.
@@ -123,9 +124,7 @@ pub(super) fn entries(r: &Recomputed<'_>) -> Check {
             users(twice.len() as u64)
         )
     };
-    if let (false, Some(example)) = (pass, example) {
-        detail.push_str(&format!(" (e.g. {example})"));
-    }
+    with_example(&mut detail, pass, example);
     Check::new(
         CHECK,
         pass,
@@ -500,9 +499,7 @@ pub(super) fn winners(r: &Recomputed<'_>) -> Check {
         parts.push(format!("{} with copies that differ", plural(altered, "record")));
     }
     let mut detail = parts.join("; ");
-    if let (false, Some(example)) = (pass, example) {
-        detail.push_str(&format!(" (e.g. {example})"));
-    }
+    with_example(&mut detail, pass, example);
     Check::new(
         CHECK,
         pass,
@@ -603,9 +600,7 @@ pub(super) fn orders(r: &Recomputed<'_>) -> Check {
     if altered > 0 {
         detail.push_str(&format!("; {} with copies that differ", plural(altered, "record")));
     }
-    if let (false, Some(example)) = (pass, example) {
-        detail.push_str(&format!(" (e.g. {example})"));
-    }
+    with_example(&mut detail, pass, example);
     Check::new(
         CHECK,
         pass,
@@ -690,16 +685,6 @@ pub(super) fn timing(r: &Recomputed<'_>) -> Check {
 /// A time as the details show it: UTC, milliseconds.
 fn rfc3339(at: DateTime<Utc>) -> String {
     at.to_rfc3339_opts(SecondsFormat::Millis, true)
-}
-
-/// `1 order`, `2 orders`; `1 entry`, `2 entries`.
-fn plural(count: u64, noun: &str) -> String {
-    let noun = match (count, noun.strip_suffix('y')) {
-        (1, _) => noun.to_owned(),
-        (_, Some(stem)) => format!("{stem}ies"),
-        _ => format!("{noun}s"),
-    };
-    format!("{count} {noun}")
 }
 
 /// `1 user`, `2 users`.
