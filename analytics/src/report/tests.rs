@@ -39,6 +39,21 @@ fn attribute<'a>(node: &Node<'a, '_>, name: &str) -> &'a str {
     node.attribute(name).unwrap_or_else(|| panic!("{name} on {node:?}"))
 }
 
+/// The `data-value` of the summary tables' row `name` (None: the row has
+/// none).
+fn field(document: &Document<'_>, name: &str) -> Option<String> {
+    let row = document
+        .descendants()
+        .find(|n| n.has_tag_name("tr") && n.attribute("data-field") == Some(name))
+        .unwrap_or_else(|| panic!("row {name}"));
+    row.descendants().find(|n| n.has_tag_name("td")).and_then(|td| td.attribute("data-value")).map(str::to_owned)
+}
+
+/// The first section's sentence under its heading.
+fn lede<'a>(document: &'a Document<'_>) -> Option<&'a str> {
+    document.descendants().find(|n| n.attribute("class") == Some("lede")).and_then(|n| n.text())
+}
+
 /// `(x, y, width, height)` of an element.
 fn geometry(node: &Node<'_, '_>) -> [String; 4] {
     ["x", "y", "width", "height"].map(|name| attribute(node, name).to_owned())
@@ -128,13 +143,7 @@ fn the_report_is_well_formed_and_its_charts_hold_the_timeline() {
     assert_eq!((attribute(last, "data-returned"), attribute(last, "data-resold")), ("3", "3"));
 
     // The summary tables.
-    let field = |name: &str| {
-        let row = document
-            .descendants()
-            .find(|n| n.has_tag_name("tr") && n.attribute("data-field") == Some(name))
-            .unwrap_or_else(|| panic!("row {name}"));
-        row.descendants().find(|n| n.has_tag_name("td")).and_then(|td| td.attribute("data-value")).map(str::to_owned)
-    };
+    let field = |name: &str| field(&document, name);
     assert_eq!(field("accepted").as_deref(), Some("7"));
     assert_eq!(field("expired").as_deref(), Some("1"));
     assert_eq!(field("resold_units").as_deref(), Some("3"));
@@ -181,13 +190,7 @@ fn a_paid_sale_reports_its_money_and_payments() {
     let shown: Vec<&str> = eur.children().filter(|n| n.has_tag_name("td")).skip(1).filter_map(|td| td.text()).collect();
     assert_eq!(shown, ["EUR 109.99", "EUR 59.99", "EUR 50.00"]);
 
-    let field = |name: &str| {
-        let row = document
-            .descendants()
-            .find(|n| n.has_tag_name("tr") && n.attribute("data-field") == Some(name))
-            .unwrap_or_else(|| panic!("row {name}"));
-        row.descendants().find(|n| n.has_tag_name("td")).and_then(|td| td.attribute("data-value")).map(str::to_owned)
-    };
+    let field = |name: &str| field(&document, name);
     let counts: Vec<(&str, Option<String>)> = [
         "payments",
         "paid_orders",
@@ -237,7 +240,7 @@ fn a_paid_sale_reports_its_money_and_payments() {
     let reasons: Vec<String> =
         data(&document, "cancellations").iter().map(|bar| attribute(bar, "data-series").to_owned()).collect();
     assert_eq!(reasons, ["expired", "refunded"]);
-    let lede = document.descendants().find(|n| n.attribute("class") == Some("lede")).and_then(|n| n.text());
+    let lede = lede(&document);
     assert!(lede.is_some_and(|lede| lede.contains("EUR 12.50 per unit · unpaid orders expire after 60 s")), "{lede:?}");
 }
 

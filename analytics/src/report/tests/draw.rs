@@ -1,9 +1,7 @@
 //! The report of a scripted draw-mode sale: its draw's figures, and the
 //! draw verified from the report's own log, a doctored copy failing.
 
-use roxmltree::Document;
-
-use super::{about, parse};
+use super::{about, field, lede, parse};
 use crate::draw::tests::refold;
 use crate::report::render;
 use crate::sale::draw_script::{draw_sale, entrant, ENTRIES, PROMOTED, STOCK};
@@ -11,15 +9,6 @@ use crate::sale::script::busy_sale;
 use crate::sale::VoucherSale;
 use seckill_core::event::Event;
 use seckill_core::ids::UserId;
-
-/// The `data-value` of the row `name`.
-fn field(document: &Document<'_>, name: &str) -> Option<String> {
-    let row = document
-        .descendants()
-        .find(|n| n.has_tag_name("tr") && n.attribute("data-field") == Some(name))
-        .unwrap_or_else(|| panic!("row {name}"));
-    row.descendants().find(|n| n.has_tag_name("td")).and_then(|td| td.attribute("data-value")).map(str::to_owned)
-}
 
 const CHECKS: [&str; 8] =
     ["entries", "commitment", "entries_hash", "entry_count", "ranking", "winners", "orders", "timing"];
@@ -50,7 +39,7 @@ fn a_draw_sale_reports_its_draw_and_its_verification() {
     let table = document.descendants().find(|n| n.attribute("class") == Some("draw-checks")).expect("the checks");
     assert_eq!(table.attribute("data-pass"), Some("true"));
     assert!(html.contains("8 of 8 checks pass"));
-    let lede = document.descendants().find(|n| n.attribute("class") == Some("lede")).and_then(|n| n.text());
+    let lede = lede(&document);
     assert!(lede.is_some_and(|lede| lede.contains("a draw at 2027-01-15 07:59:59 UTC")), "{lede:?}");
 }
 

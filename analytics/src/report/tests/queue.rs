@@ -1,22 +1,11 @@
 //! The report of a scripted queue-mode sale: its waiting room's figures,
 //! its waits, and the room over time on the chart's data layer.
 
-use roxmltree::Document;
-
-use super::{about, attribute, data, parse};
+use super::{about, attribute, data, field, lede, parse};
 use crate::report::render;
 use crate::sale::queue_script::{passed_ms, queue_sale, AFTER_START, PRE_QUEUE, SKIPPED};
 use crate::sale::script::busy_sale;
 use crate::sale::Room;
-
-/// The `data-value` of the row `name`.
-fn field(document: &Document<'_>, name: &str) -> Option<String> {
-    let row = document
-        .descendants()
-        .find(|n| n.has_tag_name("tr") && n.attribute("data-field") == Some(name))
-        .unwrap_or_else(|| panic!("row {name}"));
-    row.descendants().find(|n| n.has_tag_name("td")).and_then(|td| td.attribute("data-value")).map(str::to_owned)
-}
 
 #[test]
 fn a_queue_sale_reports_its_waiting_room() {
@@ -67,7 +56,7 @@ fn a_queue_sale_reports_its_waiting_room() {
     assert_eq!(attribute(&buckets[before_start], "data-served"), "0");
     let group = last.parent().expect("the data layer");
     assert_eq!(group.attribute("data-begins-at"), Some("2027-01-15T07:59:59.000Z"));
-    let lede = document.descendants().find(|n| n.attribute("class") == Some("lede")).and_then(|n| n.text());
+    let lede = lede(&document);
     assert!(lede.is_some_and(|lede| lede.contains("waiting room from")), "{lede:?}");
 }
 
