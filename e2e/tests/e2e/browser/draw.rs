@@ -16,11 +16,10 @@ use chrono::{Duration, Utc};
 use fantoccini::{Client, Locator};
 use reqwest::StatusCode;
 use seckill_core::challenge;
-use seckill_devstack::user_token;
 use serde_json::{json, Value};
 
 use super::driver::Browser;
-use super::{screenshot, text, until_enabled, until_text};
+use super::{open_as, screenshot, text, until_enabled, until_text};
 use crate::helpers::{eventually, Platform, DEADLINE};
 
 const BUYER: &str = "draw-browser";
@@ -188,10 +187,7 @@ async fn a_buyer_enters_a_draw_with_a_proof_of_work_wins_and_buys_in_a_browser()
     assert_eq!(first["state"], "entered", "{first}");
 
     let client = &browser.client;
-    client.goto(&format!("{}/sale/{voucher}", platform.base)).await.expect("the page loads");
-    client.find(Locator::Id("token")).await.expect("#token").send_keys(&user_token(BUYER)).await.expect("typed");
-    client.find(Locator::Id("save-identity")).await.expect("#save-identity").click().await.expect("clicked");
-    assert_eq!(until_text(client, "who", |who| who == BUYER).await, BUYER);
+    open_as(client, &platform, &voucher, BUYER).await;
 
     // Entries are open: the Enter button, the countdown to the draw, and no
     // Buy button before a win.
@@ -278,14 +274,6 @@ async fn enter_plainly(platform: &Platform, voucher: &str, user: &str) {
     })
     .await;
     assert_eq!(status, StatusCode::CREATED, "{user} enters: {body}");
-}
-
-/// Opens the sale page as `user`.
-async fn open_as(client: &Client, platform: &Platform, voucher: &str, user: &str) {
-    client.goto(&format!("{}/sale/{voucher}", platform.base)).await.expect("the page loads");
-    client.find(Locator::Id("token")).await.expect("#token").send_keys(&user_token(user)).await.expect("typed");
-    client.find(Locator::Id("save-identity")).await.expect("#save-identity").click().await.expect("clicked");
-    assert_eq!(until_text(client, "who", |who| who == user).await, user);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

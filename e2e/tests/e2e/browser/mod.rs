@@ -63,6 +63,20 @@ async fn until_enabled(client: &Client, id: &str) -> fantoccini::elements::Eleme
     button
 }
 
+/// Signs the page in as `user`: their token pasted, as a login service would
+/// have issued it, until the page says who is buying.
+async fn sign_in(client: &Client, user: &str) {
+    client.find(Locator::Id("token")).await.expect("#token").send_keys(&user_token(user)).await.expect("typed");
+    client.find(Locator::Id("save-identity")).await.expect("#save-identity").click().await.expect("clicked");
+    assert_eq!(until_text(client, "who", |who| who == user).await, user);
+}
+
+/// Opens `voucher`'s sale page as `user`.
+async fn open_as(client: &Client, platform: &Platform, voucher: &str, user: &str) {
+    client.goto(&format!("{}/sale/{voucher}", platform.base)).await.expect("the page loads");
+    sign_in(client, user).await;
+}
+
 /// Saves the page as `target/test-artifacts/{name}`.
 async fn screenshot(client: &Client, name: &str) {
     let path = artifacts().join(name);
@@ -82,10 +96,7 @@ async fn a_buyer_counts_down_buys_and_sees_the_order_created_and_claimed_in_a_br
     client.goto(&format!("{}/sale/{voucher}", platform.base)).await.expect("the page loads");
 
     // The buyer pastes a token, as a login service would have issued it.
-    let token = user_token("browser-buyer");
-    client.find(Locator::Id("token")).await.expect("#token").send_keys(&token).await.expect("typed");
-    client.find(Locator::Id("save-identity")).await.expect("#save-identity").click().await.expect("clicked");
-    assert_eq!(until_text(client, "who", |who| who == "browser-buyer").await, "browser-buyer");
+    sign_in(client, "browser-buyer").await;
 
     // Before the sale: upcoming, counting down on the server's clock.
     until_phase(client, "upcoming").await;

@@ -14,11 +14,10 @@ use std::collections::HashSet;
 use chrono::{Duration, Utc};
 use fantoccini::{Client, Locator};
 use reqwest::StatusCode;
-use seckill_devstack::user_token;
 use serde_json::{json, Value};
 
 use super::driver::Browser;
-use super::{screenshot, text, until_enabled, until_text};
+use super::{open_as, screenshot, text, until_enabled, until_text};
 use crate::helpers::{eventually, Platform, DEADLINE};
 
 const BUYER: &str = "queue-browser";
@@ -104,10 +103,7 @@ async fn a_buyer_waits_in_the_queue_and_buys_on_their_turn_in_a_browser() {
     }
 
     let client = &browser.client;
-    client.goto(&format!("{}/sale/{voucher}", platform.base)).await.expect("the page loads");
-    client.find(Locator::Id("token")).await.expect("#token").send_keys(&user_token(BUYER)).await.expect("typed");
-    client.find(Locator::Id("save-identity")).await.expect("#save-identity").click().await.expect("clicked");
-    assert_eq!(until_text(client, "who", |who| who == BUYER).await, BUYER);
+    open_as(client, &platform, &voucher, BUYER).await;
 
     // A waiting room instead of the Buy button, the countdown as ever.
     let join_button = until_enabled(client, "join").await;
