@@ -13,8 +13,7 @@ use futures::stream::{self, StreamExt};
 use reqwest::StatusCode;
 use seckill_analytics::draw::{read_kafka, read_lines};
 use seckill_analytics::reconcile::{reconcile, Mode};
-use seckill_analytics::report::{self, About};
-use seckill_analytics::sale::{read_sales, Selection};
+use seckill_analytics::sale::Selection;
 use seckill_core::config::{DrawConfig, Secret};
 use seckill_core::event::Event;
 use seckill_core::{draw, queue, Envelope, UserId};
@@ -280,15 +279,7 @@ async fn a_draw_of_ten_thousand_ranks_by_the_log_and_admits_only_its_winners() {
     let again = verified(read_kafka(&platform.kafka, id, false).await.expect("the log is read"));
     assert_eq!(again.checks, first.checks, "the verification is reproducible");
     // `seckill report` shows the draw and the same verdict.
-    let read = read_sales(&platform.kafka, &Selection::vouchers(vec![id])).await.expect("the log is read");
-    let topics = platform.kafka.topics();
-    let about = About {
-        generated_at: Utc::now(),
-        records: read.records,
-        sales_topic: topics.sales.clone(),
-        orders_topic: topics.orders.clone(),
-    };
-    let html = report::render(&read.sales, &about).expect("the report renders");
+    let html = crate::report::rendered(&platform, &Selection::vouchers(vec![id])).await;
     assert!(html.contains("data-pass=\"true\"") && html.contains("8 of 8 checks pass"), "the report's draw passes");
     let winners =
         format!("<tr data-field=\"draw_winners\"><th>winners at the draw</th><td class=\"n\" data-value=\"{STOCK}\">");

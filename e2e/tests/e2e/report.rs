@@ -86,6 +86,20 @@ fn nearest_rank(sorted: &[f64], percent: usize) -> f64 {
     sorted[(percent * sorted.len()).div_ceil(100).max(1) - 1]
 }
 
+/// `seckill report`'s page of the vouchers `selection` names, read from
+/// `platform`'s topics as the command reads them.
+pub(crate) async fn rendered(platform: &Platform, selection: &Selection) -> String {
+    let read = read_sales(&platform.kafka, selection).await.expect("the log is read");
+    let topics = platform.kafka.topics();
+    let about = About {
+        generated_at: Utc::now(),
+        records: read.records,
+        sales_topic: topics.sales.clone(),
+        orders_topic: topics.orders.clone(),
+    };
+    report::render(&read.sales, &about).expect("the report renders")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_report_of_a_scripted_sale_holds_its_numbers_and_renders_in_chromium() {
     let platform = Platform::start().await;
@@ -147,15 +161,7 @@ async fn the_report_of_a_scripted_sale_holds_its_numbers_and_renders_in_chromium
     assert_eq!(view[2].reason.as_deref(), Some("expired"), "{view:?}");
 
     let selection = Selection::vouchers(vec![sale.parse().expect("id"), quiet.parse().expect("id")]);
-    let read = read_sales(&platform.kafka, &selection).await.expect("the log is read");
-    let topics = platform.kafka.topics();
-    let about = About {
-        generated_at: Utc::now(),
-        records: read.records,
-        sales_topic: topics.sales.clone(),
-        orders_topic: topics.orders.clone(),
-    };
-    let html = report::render(&read.sales, &about).expect("the report renders");
+    let html = rendered(&platform, &selection).await;
     let artifacts = artifacts_dir();
     let page = artifacts.join("report-scripted-sale.html");
     std::fs::write(&page, &html).expect("the report is written");
