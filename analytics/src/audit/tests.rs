@@ -14,6 +14,16 @@ fn failing(audit: &VoucherAudit) -> Vec<&'static str> {
     audit.failed().map(|rule| rule.rule).collect()
 }
 
+/// The detail of `audit`'s rule `rule`.
+fn detail<'a>(audit: &'a VoucherAudit, rule: &str) -> &'a str {
+    audit.rules.iter().find(|r| r.rule == rule).map(|r| r.detail.as_str()).unwrap_or_else(|| panic!("{rule}"))
+}
+
+/// `audit` as `seckill audit` prints it.
+fn text(audit: &VoucherAudit) -> String {
+    Audit::new(vec![audit.clone()], false).text()
+}
+
 mod draw;
 mod payments;
 mod provider;

@@ -10,30 +10,9 @@ use seckill_core::{queue, Envelope};
 use super::*;
 use crate::sale::draw_script::{draw_sale, entrant, DrawSale, DRAW_MS, ENTRIES, PROMOTED, STOCK, UNUSED};
 use crate::sale::script::{at, busy_sale, Script};
-use crate::sale::Position;
 
 const CHECKS: [&str; 8] =
     ["entries", "commitment", "entries_hash", "entry_count", "ranking", "winners", "orders", "timing"];
-
-/// The script's records folded again, in the order given, each at the
-/// next offset of its topic: a log doctored by editing, dropping or moving
-/// records.
-pub(crate) fn refold(sale: &Script, records: &[(Envelope, bool)]) -> VoucherLog {
-    let mut log = VoucherLog::new(sale.voucher);
-    for (offset, (envelope, orders_topic)) in (0i64..).zip(records) {
-        log.apply(envelope, Position { partition: i32::from(*orders_topic), offset });
-    }
-    log
-}
-
-/// The sale's records with `edit` applied to each event.
-fn edited(sale: &Script, mut edit: impl FnMut(&mut Event)) -> VoucherLog {
-    let mut records = sale.records.clone();
-    for (envelope, _) in &mut records {
-        edit(&mut envelope.event);
-    }
-    refold(sale, &records)
-}
 
 fn verified(log: &VoucherLog) -> DrawVerification {
     verify(log).expect("a draw")
@@ -161,7 +140,7 @@ fn a_redelivery_that_says_something_else_fails() {
 fn one_entry_changed_breaks_the_hash_and_the_ranking_naming_it() {
     let script = draw_sale().script;
     let mallory = UserId::parse("mallory").expect("valid");
-    let log = edited(&script, |event| {
+    let log = script.edited(|event| {
         if let Event::DrawEntered(entry) = event {
             if entry.seq == 42 {
                 entry.user_id = mallory.clone();
@@ -183,7 +162,7 @@ fn a_dropped_chunk_breaks_the_ranking() {
     let script = draw_sale().script;
     let mut records = script.records.clone();
     records.remove(index_of(&records, |event| matches!(event, Event::DrawRanked(r) if r.chunk == 1)));
-    let verification = verified(&refold(&script, &records));
+    let verification = verified(&script.refolded(&records));
     assert_eq!(failing(&verification), ["ranking"], "{}", verification.text());
     let ranking = detail(&verification, "ranking");
     assert!(ranking.starts_with("3 of 4 chunks logged, 1500 of 2000 ranks; 1 chunk missing"), "{ranking}");
@@ -193,7 +172,7 @@ fn a_dropped_chunk_breaks_the_ranking() {
 #[test]
 fn two_users_swapped_in_a_chunk_break_the_ranking_at_the_first_of_them() {
     let DrawSale { script, ranking, .. } = draw_sale();
-    let log = edited(&script, |event| {
+    let log = script.edited(|event| {
         if let Event::DrawRanked(chunk) = event {
             if chunk.chunk == 0 {
                 chunk.users.swap(99, 399);
@@ -216,7 +195,7 @@ fn two_users_swapped_in_a_chunk_break_the_ranking_at_the_first_of_them() {
 fn a_seed_that_does_not_match_its_commitment_fails() {
     let script = draw_sale().script;
     let other = queue::seed_commitment(&queue::new_seed());
-    let log = edited(&script, |event| {
+    let log = script.edited(|event| {
         if let Event::DrawSeedCommitted(commitment) = event {
             commitment.seed_hash = other.clone();
         }
@@ -226,7 +205,7 @@ fn a_seed_that_does_not_match_its_commitment_fails() {
     assert!(detail(&verification, "commitment").ends_with("≠ any committed hash"), "{}", verification.text());
 
     // Another seed revealed: the logged ranking is not its ranking either.
-    let log = edited(&script, |event| {
+    let log = script.edited(|event| {
         if let Event::DrawSeedRevealed(reveal) = event {
             reveal.seed = queue::new_seed();
         }
@@ -242,7 +221,7 @@ fn a_commitment_after_the_first_entries_fails() {
     let committed = index_of(&records, |event| matches!(event, Event::DrawSeedCommitted(_)));
     let record = records.remove(committed);
     records.insert(committed + 2, record);
-    let verification = verified(&refold(&script, &records));
+    let verification = verified(&script.refolded(&records));
     assert_eq!(failing(&verification), ["commitment"], "{}", verification.text());
     assert!(detail(&verification, "commitment").contains("; 2 of 2000 entries not after it;"));
 }
@@ -314,14 +293,14 @@ fn records_interleaved_by_several_relays_still_pass() {
     let first = index_of(&records, |event| matches!(event, Event::DrawWinnerPromoted(p) if p.rank == 21));
     let record = records.remove(last);
     records.insert(first, record);
-    let verification = verified(&refold(&script, &records));
+    let verification = verified(&script.refolded(&records));
     assert!(verification.pass, "{}", verification.text());
 }
 
 #[test]
 fn a_promotion_that_skips_a_rank_fails() {
     let DrawSale { script, ranking, .. } = draw_sale();
-    let log = edited(&script, |event| {
+    let log = script.edited(|event| {
         if let Event::DrawWinnerPromoted(promotion) = event {
             if promotion.rank == 23 {
                 promotion.rank = 24;
@@ -342,7 +321,7 @@ fn a_promotion_that_skips_a_rank_fails() {
 #[test]
 fn more_winners_than_units_or_a_reveal_before_draw_at_fail() {
     let script = draw_sale().script;
-    let log = edited(&script, |event| {
+    let log = script.edited(|event| {
         if let Event::DrawWinnersSelected(selection) = event {
             selection.winners = STOCK + 1;
         }
@@ -355,7 +334,7 @@ fn more_winners_than_units_or_a_reveal_before_draw_at_fail() {
     let mut records = script.records.clone();
     let reveal = index_of(&records, |event| matches!(event, Event::DrawSeedRevealed(_)));
     records[reveal].0.emitted_at = at(DRAW_MS - 1);
-    let verification = verified(&refold(&script, &records));
+    let verification = verified(&script.refolded(&records));
     assert_eq!(failing(&verification), ["timing"], "{}", verification.text());
     assert!(detail(&verification, "timing")
         .starts_with("revealed at 2027-01-15T07:59:58.999Z < draw_at 2027-01-15T07:59:59.000Z"));
@@ -365,7 +344,7 @@ fn more_winners_than_units_or_a_reveal_before_draw_at_fail() {
 fn a_reveal_in_draw_ats_own_millisecond_is_on_time() {
     // A definition's draw_at may carry microseconds; the scripts' clock
     // (and the draw_at they were given) has whole milliseconds.
-    let log = edited(&draw_sale().script, |event| {
+    let log = draw_sale().script.edited(|event| {
         if let Event::VoucherCreated(created) = event {
             if let Some(draw) = created.draw.as_mut() {
                 draw.draw_at += chrono::Duration::microseconds(464);

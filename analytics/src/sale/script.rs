@@ -44,6 +44,26 @@ pub(crate) struct Script {
 }
 
 impl Script {
+    /// `records` (this script's, doctored: edited, dropped or moved)
+    /// folded again in the order given, each at the next offset of its
+    /// topic.
+    pub(crate) fn refolded(&self, records: &[(Envelope, bool)]) -> VoucherLog {
+        let mut log = VoucherLog::new(self.voucher);
+        for (offset, (envelope, orders_topic)) in (0i64..).zip(records) {
+            log.apply(envelope, Position { partition: i32::from(*orders_topic), offset });
+        }
+        log
+    }
+
+    /// The log of this script's records with `edit` applied to each event.
+    pub(crate) fn edited(&self, mut edit: impl FnMut(&mut Event)) -> VoucherLog {
+        let mut records = self.records.clone();
+        for (envelope, _) in &mut records {
+            edit(&mut envelope.event);
+        }
+        self.refolded(&records)
+    }
+
     /// A free voucher with `stock`, `limit` units per user, `hold` seconds.
     pub(crate) fn new(stock: u64, limit: u32, hold: u32) -> Self {
         Self::priced(stock, limit, hold, 0, None)

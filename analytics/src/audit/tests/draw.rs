@@ -4,33 +4,15 @@
 
 use seckill_core::event::Event;
 use seckill_core::ids::UserId;
-use seckill_core::{queue, Envelope};
+use seckill_core::queue;
 
-use super::failing;
-use crate::audit::{audit_voucher, Audit, VoucherAudit};
-use crate::draw::tests::refold;
+use super::{detail, failing, text};
+use crate::audit::audit_voucher;
 use crate::sale::draw_script::draw_sale;
 use crate::sale::queue_script::queue_sale;
-use crate::sale::script::{busy_sale, Script};
-use crate::sale::VoucherLog;
+use crate::sale::script::busy_sale;
 
 const DRAW_RULES: [&str; 3] = ["draw_seed_committed", "draw_ranking_reproduced", "draw_orders_by_winners"];
-
-fn detail<'a>(audit: &'a VoucherAudit, rule: &str) -> &'a str {
-    audit.rules.iter().find(|r| r.rule == rule).map(|r| r.detail.as_str()).unwrap_or_else(|| panic!("{rule}"))
-}
-
-fn text(audit: &VoucherAudit) -> String {
-    Audit::new(vec![audit.clone()], false).text()
-}
-
-fn edited(sale: &Script, mut edit: impl FnMut(&mut Event)) -> VoucherLog {
-    let mut records: Vec<(Envelope, bool)> = sale.records.clone();
-    for (envelope, _) in &mut records {
-        edit(&mut envelope.event);
-    }
-    refold(sale, &records)
-}
 
 #[test]
 fn a_clean_draw_passes_every_rule() {
@@ -81,7 +63,7 @@ fn redelivered_draw_records_change_nothing() {
 #[test]
 fn a_changed_entry_breaks_only_the_ranking_rule_and_says_which() {
     let sale = draw_sale().script;
-    let log = edited(&sale, |event| {
+    let log = sale.edited(|event| {
         if let Event::DrawEntered(entry) = event {
             if entry.seq == 1_234 {
                 entry.user_id = UserId::parse("mallory").expect("valid");
@@ -99,7 +81,7 @@ fn a_changed_entry_breaks_only_the_ranking_rule_and_says_which() {
 fn a_seed_other_than_the_committed_one_breaks_the_commitment_rule() {
     let sale = draw_sale().script;
     let other = queue::seed_commitment(&queue::new_seed());
-    let log = edited(&sale, |event| {
+    let log = sale.edited(|event| {
         if let Event::DrawSeedCommitted(commitment) = event {
             commitment.seed_hash = other.clone();
         }

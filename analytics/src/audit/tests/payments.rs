@@ -3,7 +3,7 @@
 
 use seckill_core::event::{Event, PaymentRefunded, RefundReason};
 
-use super::{agreeing, failing};
+use super::{agreeing, detail, failing};
 use crate::audit::{audit_voucher, audit_voucher_against, Audit, ProviderFigures, ProviderIntent};
 use crate::sale::script::{paid_sale, Script};
 use crate::sale::VoucherLog;
@@ -37,10 +37,6 @@ fn provider_agreeing(log: &VoucherLog) -> ProviderFigures {
 }
 
 /// The detail of `rule` in `audit`.
-fn detail<'a>(audit: &'a crate::audit::VoucherAudit, rule: &str) -> &'a str {
-    audit.rules.iter().find(|r| r.rule == rule).map(|r| r.detail.as_str()).unwrap_or_else(|| panic!("{rule}"))
-}
-
 #[test]
 fn a_paid_sale_passes_every_payment_rule() {
     let sale = paid_sale();

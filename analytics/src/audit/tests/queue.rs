@@ -5,41 +5,12 @@ use seckill_core::event::{Event, QueueEntryUsed};
 use seckill_core::queue;
 use seckill_core::Envelope;
 
-use super::failing;
-use crate::audit::{audit_voucher, Audit, VoucherAudit};
+use super::{detail, failing, text};
+use crate::audit::audit_voucher;
 use crate::sale::queue_script::{queue_sale, PRE_QUEUE};
 use crate::sale::script::Script;
-use crate::sale::{Position, VoucherLog};
 
 const QUEUE_RULES: [&str; 3] = ["queue_seed_committed", "queue_served_in_shuffle", "queue_entries_single_use"];
-
-fn detail<'a>(audit: &'a VoucherAudit, rule: &str) -> &'a str {
-    audit.rules.iter().find(|r| r.rule == rule).map(|r| r.detail.as_str()).unwrap_or_else(|| panic!("{rule}"))
-}
-
-fn text(audit: &VoucherAudit) -> String {
-    Audit::new(vec![audit.clone()], false).text()
-}
-
-/// The script's records folded again, in the order given, each at the
-/// next offset of its topic: a log doctored by editing, dropping or moving
-/// records.
-fn refold(sale: &Script, records: &[(Envelope, bool)]) -> VoucherLog {
-    let mut log = VoucherLog::new(sale.voucher);
-    for (offset, (envelope, orders_topic)) in (0i64..).zip(records) {
-        log.apply(envelope, Position { partition: i32::from(*orders_topic), offset });
-    }
-    log
-}
-
-/// The sale's records with `edit` applied to each event.
-fn edited(sale: &Script, mut edit: impl FnMut(&mut Event)) -> VoucherLog {
-    let mut records = sale.records.clone();
-    for (envelope, _) in &mut records {
-        edit(&mut envelope.event);
-    }
-    refold(sale, &records)
-}
 
 /// The user served place `place`.
 fn served_at(sale: &Script, place: u64) -> seckill_core::ids::UserId {
@@ -112,7 +83,7 @@ fn two_served_users_swapped_break_only_the_shuffle_rule() {
     };
     // Each got the other's place: entries and their spending follow the
     // users, so only the order of service is wrong.
-    let log = edited(&sale, |event| match event {
+    let log = sale.edited(|event| match event {
         Event::QueueEntryIssued(issued) if issued.place <= 2 => swap(&mut issued.user_id),
         Event::QueueEntryUsed(used) if used.entry <= 2 => swap(&mut used.user_id),
         _ => {}
@@ -142,20 +113,20 @@ fn places_passed_out_of_order_or_twice_break_only_the_shuffle_rule() {
     assert!(at_two < at_three, "the script passes places at increasing times");
     records[two].0.emitted_at = at_three;
     records[three].0.emitted_at = at_two;
-    let audit = audit_voucher(&refold(&sale, &records), None);
+    let audit = audit_voucher(&sale.refolded(&records), None);
     assert_eq!(failing(&audit), ["queue_served_in_shuffle"], "{}", text(&audit));
     assert!(detail(&audit, "queue_served_in_shuffle").contains(": 2 out of sequence, 0 to another"));
     // Published the other way round by two relays, passed in order: fine.
     let mut records = sale.records.clone();
     records.swap(two, three);
-    let audit = audit_voucher(&refold(&sale, &records), None);
+    let audit = audit_voucher(&sale.refolded(&records), None);
     assert!(audit.failed().next().is_none(), "{}", text(&audit));
 
     // Place 5 passed a second time (a new record, not a redelivery).
     let mut records = sale.records.clone();
     let again = records[position(&records, 5).expect("place 5")].0.event.clone();
     records.push((Envelope::new(again), false));
-    let audit = audit_voucher(&refold(&sale, &records), None);
+    let audit = audit_voucher(&sale.refolded(&records), None);
     assert!(failing(&audit).contains(&"queue_served_in_shuffle"), "{}", text(&audit));
     assert!(detail(&audit, "queue_served_in_shuffle").contains("24 places passed"));
 }
@@ -205,7 +176,7 @@ fn a_seed_that_does_not_match_its_commitment_fails() {
     let sale = queue_sale();
     // Another seed committed: the reveal's is not the one the log promised.
     let other = queue::seed_commitment(&queue::new_seed());
-    let log = edited(&sale, |event| {
+    let log = sale.edited(|event| {
         if let Event::QueueSeedCommitted(commitment) = event {
             commitment.seed_hash = other.clone();
         }
@@ -215,7 +186,7 @@ fn a_seed_that_does_not_match_its_commitment_fails() {
     assert!(detail(&audit, "queue_seed_committed").ends_with("the revealed seed's SHA-256 ≠ any committed hash"));
 
     // Another seed revealed: the order served is not its shuffle either.
-    let log = edited(&sale, |event| {
+    let log = sale.edited(|event| {
         if let Event::QueueSeedRevealed(reveal) = event {
             reveal.seed = queue::new_seed();
         }
@@ -234,7 +205,7 @@ fn a_commitment_after_the_first_join_fails() {
         .expect("a commitment");
     let record = records.remove(committed);
     records.insert(committed + 2, record); // after two joins
-    let audit = audit_voucher(&refold(&sale, &records), None);
+    let audit = audit_voucher(&sale.refolded(&records), None);
     assert_eq!(failing(&audit), ["queue_seed_committed"], "{}", text(&audit));
     assert!(detail(&audit, "queue_seed_committed").contains("2 of 23 joins not after it"));
 }
@@ -242,7 +213,7 @@ fn a_commitment_after_the_first_join_fails() {
 #[test]
 fn a_wrong_pre_queue_count_or_a_missing_reveal_fails() {
     let sale = queue_sale();
-    let log = edited(&sale, |event| {
+    let log = sale.edited(|event| {
         if let Event::QueueSeedRevealed(reveal) = event {
             reveal.pre_queued = PRE_QUEUE - 1;
         }
@@ -257,7 +228,7 @@ fn a_wrong_pre_queue_count_or_a_missing_reveal_fails() {
         .filter(|(envelope, _)| !matches!(envelope.event, Event::QueueSeedRevealed(_)))
         .cloned()
         .collect();
-    let audit = audit_voucher(&refold(&sale, &records), None);
+    let audit = audit_voucher(&sale.refolded(&records), None);
     assert_eq!(failing(&audit), ["queue_seed_committed", "queue_served_in_shuffle"], "{}", text(&audit));
     assert_eq!(
         detail(&audit, "queue_served_in_shuffle"),

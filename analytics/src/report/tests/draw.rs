@@ -2,7 +2,6 @@
 //! draw verified from the report's own log, a doctored copy failing.
 
 use super::{about, field, lede, parse};
-use crate::draw::tests::refold;
 use crate::report::render;
 use crate::sale::draw_script::{draw_sale, entrant, ENTRIES, PROMOTED, STOCK};
 use crate::sale::script::busy_sale;
@@ -55,7 +54,7 @@ fn a_doctored_draw_shows_the_checks_it_fails() {
             }
         }
     }
-    let sale = VoucherSale { log: refold(&script, &records), stats: script.sale().stats };
+    let sale = VoucherSale { log: script.refolded(&records), stats: script.sale().stats };
     let html = render(std::slice::from_ref(&sale), &about()).expect("renders");
     let document = parse(&html);
     assert_eq!(field(&document, "draw_check_entries_hash"), Some("fail".to_owned()));
