@@ -53,7 +53,7 @@
 -- ones under way and stops new ones before restoring a split voucher, and
 -- passes each bucket's allotment as of the log.
 --
--- Returns {action, remaining_before, remaining_after, users_fixed}, strings:
+-- Returns {action, remaining_before, remaining_after, users_fixed, differences}:
 --   action "unchanged"  every field it would write is already so (the
 --                       voucher hash, holders, latest orders, released,
 --                       applied and admitted orders, every key's expiry)
@@ -62,7 +62,10 @@
 --   action "expired"    the sale ended longer ago than its keys outlive it:
 --                       nothing is restored ("write" removes what is left)
 --   remaining_before is "" when the voucher was missing; remaining_after is
---   "" for "expired"; users_fixed counts users whose units differ.
+--   "" for "expired"; users_fixed counts users whose units differ (the first
+--   four are strings); differences lists, for "corrected", what differed,
+--   each as a phrase: "ends_ms 1700000000000 → 1700003600000", "the latest
+--   order of 2 users", "the expiry of bought, orders" (empty otherwise).
 if #KEYS ~= 9 or #ARGV < 17 then
   return redis.error_reply("restore.lua: expects 9 KEYS and at least 17 ARGV")
 end
@@ -123,7 +126,7 @@ if expires <= now_ms then
   if write and redis.call("EXISTS", unpack(KEYS)) > 0 then
     redis.call("DEL", unpack(KEYS))
   end
-  return {"expired", before, "", "0"}
+  return {"expired", before, "", "0", {}}
 end
 
 -- Given back: what the log says, and whatever release.lua did since.
@@ -186,20 +189,47 @@ for order, recorded in pairs(in_redis_admitted) do
 end
 local remaining = math.max(stock - held, 0)
 
--- Is everything it would write already so?
-local same = existed
+-- Is everything it would write already so? What differs, in words.
+local differences = {}
+local function differ(phrase)
+  differences[#differences + 1] = phrase
+end
+local function shown(value)
+  if value == false or value == nil then
+    return "none"
+  end
+  return tostring(value)
+end
+local function compare(name, found, wanted)
+  if found ~= wanted then
+    differ(name .. " " .. shown(found) .. " → " .. shown(wanted))
+  end
+end
+local function count_phrase(count, one, many)
+  if count == 1 then
+    return one
+  end
+  return count .. " " .. many
+end
+local names = {"begins_ms", "ends_ms", "limit", "hold_seconds", "price", "currency", "mode", "challenge_bits"}
 local target = {ARGV[3], ends, ARGV[5], ARGV[6], ARGV[14], ARGV[15], ARGV[16], ARGV[17]}
 local fields = {current[3], current[4], current[5], current[6], current[11] or "0", current[12] or "", current[13] or "fcfs",
   current[14] or "0"}
-for i = 1, #target do
-  same = same and fields[i] == target[i]
-end
-same = same and tonumber(current[1]) == stock and tonumber(current[2]) == remaining
-same = same and (current[7] or "0") == paused and (current[8] or "") == version
-if split then
-  same = same and current[9] == shards and tonumber(current[10]) == voucher_stock
-else
-  same = same and not current[9] and not current[10]
+if existed then
+  for i = 1, #target do
+    compare(names[i], fields[i], target[i])
+  end
+  compare("stock", tonumber(current[1]), stock)
+  compare("remaining", tonumber(current[2]), remaining)
+  compare("paused", current[7] or "0", paused)
+  compare("settings_version", current[8] or "", version)
+  if split then
+    compare("shards", current[9], shards)
+    compare("voucher_stock", tonumber(current[10]), voucher_stock)
+  else
+    compare("shards", current[9], nil)
+    compare("voucher_stock", current[10], nil)
+  end
 end
 local in_redis_bought = as_map(redis.call("HGETALL", KEYS[2]))
 local users_fixed = 0
@@ -213,27 +243,68 @@ for user in pairs(in_redis_bought) do
     users_fixed = users_fixed + 1
   end
 end
-same = same and users_fixed == 0
+if users_fixed > 0 then
+  differ("the units of " .. count_phrase(users_fixed, "1 user", "users"))
+end
 local in_redis_latest = as_map(redis.call("HGETALL", KEYS[3]))
+local latest_differ = 0
 for user, order in pairs(latest) do
-  same = same and in_redis_latest[user] == order
+  if in_redis_latest[user] ~= order then
+    latest_differ = latest_differ + 1
+  end
 end
 for user in pairs(in_redis_latest) do
-  same = same and latest[user] ~= nil
+  if latest[user] == nil then
+    latest_differ = latest_differ + 1
+  end
 end
+if latest_differ > 0 then
+  differ("the latest order of " .. count_phrase(latest_differ, "1 user", "users"))
+end
+local unmarked = 0
 for _, order in ipairs(log_released) do
-  same = same and in_redis_released[order] == true
+  if in_redis_released[order] ~= true then
+    unmarked = unmarked + 1
+  end
 end
+if unmarked > 0 then
+  differ(count_phrase(unmarked, "1 order", "orders") .. " given back but not in the released set")
+end
+local unapplied = 0
 for _, update in ipairs(log_updates) do
-  same = same and in_redis_updates[update] == true
+  if in_redis_updates[update] ~= true then
+    unapplied = unapplied + 1
+  end
 end
+if unapplied > 0 then
+  differ(count_phrase(unapplied, "1 update", "updates") .. " of the log not in the applied set")
+end
+local unrecorded = 0
 for i = 1, #admitted_target, 2 do
-  same = same and in_redis_admitted[admitted_target[i]] == admitted_target[i + 1]
+  if in_redis_admitted[admitted_target[i]] ~= admitted_target[i + 1] then
+    unrecorded = unrecorded + 1
+  end
 end
+if unrecorded > 0 then
+  differ(count_phrase(unrecorded, "1 admitted order", "admitted orders") .. " not recorded as the log has them")
+end
+local expiring_otherwise = {}
 for _, key in ipairs(KEYS) do
   local at = redis.call("PEXPIRETIME", key)
-  same = same and (at == -2 or at == expires)
+  if at ~= -2 and at ~= expires then
+    local name = string.match(key, ":([^:]+)$") or key
+    if at == -1 then
+      name = name .. " (none)"
+    else
+      name = name .. " (" .. at .. ")"
+    end
+    expiring_otherwise[#expiring_otherwise + 1] = name
+  end
 end
+if #expiring_otherwise > 0 then
+  differ("the expiry of " .. table.concat(expiring_otherwise, ", ") .. " → " .. expires)
+end
+local same = existed and #differences == 0
 
 local action = "corrected"
 if same then
@@ -277,4 +348,7 @@ if write and not same then
     redis.call("PEXPIREAT", key, expires)
   end
 end
-return {action, before, tostring(remaining), tostring(users_fixed)}
+if same or not existed then
+  differences = {}
+end
+return {action, before, tostring(remaining), tostring(users_fixed), differences}

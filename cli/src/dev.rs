@@ -181,7 +181,7 @@ async fn serve(args: &DevArgs, data: &std::path::Path, kafka: KafkaConfig, redis
     let seckill = std::env::current_exe().map_or_else(|_| "seckill".to_owned(), |exe| exe.display().to_string());
     println!("  alice=\"authorization: Bearer $({seckill} token alice --data-dir {})\"", data.display());
     println!("  curl -s -X POST {base}/api/v1/vouchers/VOUCHER_ID/orders -H \"$alice\"");
-    println!("  curl -s \"{base}/api/v1/orders/ORDER_ID?wait=10s\" -H \"$alice\"   # answers when it is decided\n");
+    println!("  curl -s \"{base}/api/v1/orders/ORDER_ID?wait=10s&status=PENDING\" -H \"$alice\"   # answers when it is decided\n");
     println!("The sale page (the reference client): {base}/sale/VOUCHER_ID");
     println!("  open it in a browser, enter a user id such as alice, watch the countdown, buy.");
     println!(

@@ -182,8 +182,9 @@ pub struct PaymentsConfig {
     /// tolerance: 300); also the furthest into the future.
     pub webhook_tolerance_seconds: i64,
     /// Where the provider's checkout sends the buyer back; `{order_id}` and
-    /// `{voucher_id}` are replaced by the order's. Empty: no return address
-    /// (e.g. `http://127.0.0.1:8080/sale/{voucher_id}`: the sale page).
+    /// `{voucher_id}` are replaced by the order's (e.g.
+    /// `http://127.0.0.1:8080/sale/{voucher_id}`: the sale page). Required
+    /// where checkouts are opened (the ingress).
     pub return_url: String,
     /// Longest wait for one provider call, in milliseconds.
     pub timeout_ms: u64,
@@ -208,20 +209,44 @@ impl Default for PaymentsConfig {
     }
 }
 
+/// The payment sandbox's API key: published, so only ever for the sandbox.
+pub const SANDBOX_API_KEY: &str = "sk_test_sandbox";
+/// The payment sandbox's webhook signing secret: published, so a callback
+/// signed with it proves nothing; refused beside any other provider.
+pub const SANDBOX_WEBHOOK_SECRET: &str = "whsec_sandbox";
+
 impl PaymentsConfig {
     /// Whether a provider is configured.
     pub fn enabled(&self) -> bool {
         !self.base_url.is_empty()
     }
 
-    /// Checks what a service taking the provider's callbacks needs on top:
-    /// a secret to verify them with.
+    /// Checks what a service taking the provider's callbacks and opening
+    /// its checkouts needs on top: a secret to verify callbacks with, and
+    /// where the checkout page sends the buyer back.
     pub fn validate_receiving(&self) -> Result<(), ConfigError> {
         self.validate()?;
+        let return_ok = self.return_url.starts_with("http://") || self.return_url.starts_with("https://");
+        ensure(
+            !self.enabled() || return_ok,
+            "payments.return_url",
+            "must be an http(s) URL when payments.base_url is set: the checkout page sends the buyer back there \
+             (e.g. https://shop.example/sale/{voucher_id})",
+        )?;
         ensure(
             !self.enabled() || !self.webhook_secrets.is_empty(),
             "payments.webhook_secrets",
             "needs 1 to 8 secrets when payments.base_url is set (the callbacks' signing secrets)",
+        )?;
+        // Anyone can sign a callback with the sandbox's published secret:
+        // beside a real provider it would let forged callbacks in.
+        ensure(
+            !self.enabled()
+                || self.is_sandbox()
+                || self.webhook_secrets.iter().all(|secret| secret.expose() != SANDBOX_WEBHOOK_SECRET),
+            "payments.webhook_secrets",
+            "holds the sandbox's published secret (whsec_sandbox) while payments.api_key is not the sandbox's: \
+             set the provider's own webhook signing secret",
         )
     }
 
@@ -230,10 +255,15 @@ impl PaymentsConfig {
     pub fn sandbox(base_url: &str) -> Self {
         Self {
             base_url: base_url.to_owned(),
-            api_key: Secret::new("sk_test_sandbox"),
-            webhook_secrets: vec![Secret::new("whsec_sandbox")],
+            api_key: Secret::new(SANDBOX_API_KEY),
+            webhook_secrets: vec![Secret::new(SANDBOX_WEBHOOK_SECRET)],
             ..Self::default()
         }
+    }
+
+    /// Whether the configured key is the sandbox's published one.
+    fn is_sandbox(&self) -> bool {
+        self.api_key.expose() == SANDBOX_API_KEY && !self.base_url.contains("stripe.com")
     }
 }
 
@@ -441,7 +471,39 @@ pub struct RedisConfig {
     /// everything, and `reconcile` restores a voucher still within it.
     /// Set it the same in every service: each sets the expiry it computes.
     pub ended_sale_ttl_seconds: u64,
+    /// Whether the ingress waits, before answering an order `202`, until a
+    /// replica has acknowledged the admission (`WAIT 1`), so that the
+    /// promise survives the loss of the master: `auto` (on once a master
+    /// reports a connected replica; off on a Redis without replicas), `on`,
+    /// `off`. The ingress's alone; other services ignore it.
+    pub replica_acks: ReplicaAcks,
+    /// How long an admission waits for a replica's acknowledgement before
+    /// it is answered `503` naming the order (it may still exist).
+    pub replica_ack_timeout_ms: u64,
 }
+
+/// Whether admissions wait for a replica's acknowledgement
+/// ([`RedisConfig::replica_acks`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReplicaAcks {
+    /// On once a master reports a connected replica (checked at start and
+    /// every few seconds), and from then on for the process's life: a
+    /// replica lost later is the failure the wait is there for, not a
+    /// reason to stop waiting. Off on a Redis that never had one (the
+    /// single-node local run).
+    #[default]
+    Auto,
+    /// Always: with no replica connected every admission is answered `503`.
+    On,
+    /// Never: a `202` can be lost with an unreplicated master.
+    Off,
+}
+
+/// Default of [`RedisConfig::replica_ack_timeout_ms`]: a replica on the
+/// same network acknowledges within a millisecond or two; this leaves room
+/// for a pause (a fork, a slow disk) before a buyer is turned away.
+pub const DEFAULT_REPLICA_ACK_TIMEOUT_MS: u64 = 500;
 
 /// Default of [`RedisConfig::ended_sale_ttl_seconds`]: a week, past the
 /// longest hold (`hold_seconds` is at most a week) of an order created as
@@ -456,6 +518,8 @@ impl Default for RedisConfig {
             key_prefix: "seckill".to_owned(),
             response_timeout_ms: 2_000,
             ended_sale_ttl_seconds: DEFAULT_ENDED_SALE_TTL_SECONDS,
+            replica_acks: ReplicaAcks::Auto,
+            replica_ack_timeout_ms: DEFAULT_REPLICA_ACK_TIMEOUT_MS,
         }
     }
 }
@@ -496,7 +560,12 @@ impl Validate for RedisConfig {
             "redis.key_prefix",
             "must be non-empty without braces or spaces (braces are hash tags)",
         )?;
-        ensure((10..=60_000).contains(&self.response_timeout_ms), "redis.response_timeout_ms", "must be 10 to 60000")
+        ensure((10..=60_000).contains(&self.response_timeout_ms), "redis.response_timeout_ms", "must be 10 to 60000")?;
+        ensure(
+            (10..=10_000).contains(&self.replica_ack_timeout_ms),
+            "redis.replica_ack_timeout_ms",
+            "must be 10 to 10000",
+        )
     }
 }
 
@@ -696,6 +765,28 @@ mod tests {
     }
 
     #[test]
+    fn the_sandbox_secret_is_refused_beside_a_real_provider() {
+        let sandbox = PaymentsConfig {
+            return_url: "http://127.0.0.1:8080/sale/{voucher_id}".to_owned(),
+            ..PaymentsConfig::sandbox("http://127.0.0.1:8090")
+        };
+        let nowhere = PaymentsConfig { return_url: String::new(), ..sandbox.clone() };
+        assert!(nowhere.validate_receiving().is_err(), "a checkout needs somewhere to send the buyer back");
+        assert!(sandbox.validate_receiving().is_ok(), "the sandbox with its own secret");
+        let stripe = PaymentsConfig {
+            base_url: "https://api.stripe.com".to_owned(),
+            api_key: Secret::new("sk_live_abc"),
+            ..sandbox.clone()
+        };
+        let refused = stripe.validate_receiving().expect_err("a forgeable secret beside Stripe");
+        assert!(refused.to_string().contains("whsec_sandbox"), "{refused}");
+        let own = PaymentsConfig { webhook_secrets: vec![Secret::new("whsec_real")], ..stripe.clone() };
+        assert!(own.validate_receiving().is_ok());
+        let sandbox_key_at_stripe = PaymentsConfig { api_key: Secret::new(SANDBOX_API_KEY), ..stripe };
+        assert!(sandbox_key_at_stripe.validate_receiving().is_err(), "the sandbox's key does not make Stripe a sandbox");
+    }
+
+    #[test]
     fn one_key_switches_the_store_backend_and_bad_keyspaces_are_named() {
         let dir = tempfile::tempdir().expect("tempdir");
         let file = dir.path().join("c.toml");
@@ -745,6 +836,19 @@ mod tests {
         let error =
             load_with::<Sample>(None, &[("redis.cluster_nodes", r#"["127.0.0.1:7000"]"#)]).expect_err("refused");
         assert!(error.to_string().contains("redis.cluster_nodes"), "{error}");
+    }
+
+    #[test]
+    fn replica_acknowledgements_are_auto_unless_set() {
+        assert_eq!(Sample::default().redis.replica_acks, ReplicaAcks::Auto);
+        for (value, expected) in [("on", ReplicaAcks::On), ("off", ReplicaAcks::Off), ("auto", ReplicaAcks::Auto)] {
+            let sample: Sample = load_with(None, &[("redis.replica_acks", value)]).expect("loads");
+            assert_eq!(sample.redis.replica_acks, expected);
+        }
+        let error = load_with::<Sample>(None, &[("redis.replica_acks", "always")]).expect_err("refused");
+        assert!(error.to_string().contains("replica_acks"), "{error}");
+        let error = load_with::<Sample>(None, &[("redis.replica_ack_timeout_ms", "0")]).expect_err("refused");
+        assert!(error.to_string().contains("redis.replica_ack_timeout_ms"), "{error}");
     }
 
     #[test]

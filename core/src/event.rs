@@ -121,6 +121,27 @@ pub enum Event {
     DrawWinnerPromoted(DrawWinnerPromoted),
     /// A win admitted an order (written with its `OrderAccepted`).
     DrawWinUsed(DrawWinUsed),
+    /// The platform opened the provider's hosted checkout for a created
+    /// order: the session the buyer pays on, kept in the log so the order
+    /// closes it when it closes, and is reconciled by its id, not by the
+    /// provider's (eventually consistent) search.
+    CheckoutOpened(CheckoutOpened),
+}
+
+/// A checkout session opened for an order.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CheckoutOpened {
+    pub order_id: OrderId,
+    /// The partition key: the session follows its order.
+    pub voucher_id: VoucherId,
+    /// The provider's id (`cs_…`).
+    pub session_id: String,
+    /// When the platform opened it.
+    pub opened_at: DateTime<Utc>,
+    /// When the provider expires it by itself (at least 30 minutes after
+    /// it opened, Stripe's rule: the platform expires it sooner at the
+    /// order's `pay_by`).
+    pub expires_at: DateTime<Utc>,
 }
 
 /// A new flash-sale voucher.
@@ -637,6 +658,7 @@ impl Event {
             Self::DrawWinnersSelected(e) => e.voucher_id,
             Self::DrawWinnerPromoted(e) => e.voucher_id,
             Self::DrawWinUsed(e) => e.voucher_id,
+            Self::CheckoutOpened(e) => e.voucher_id,
         }
     }
 
@@ -668,7 +690,8 @@ impl Event {
             | Self::DrawRanked(_)
             | Self::DrawWinnersSelected(_)
             | Self::DrawWinnerPromoted(_)
-            | Self::DrawWinUsed(_) => None,
+            | Self::DrawWinUsed(_)
+            | Self::CheckoutOpened(_) => None,
         }
     }
 
@@ -702,7 +725,7 @@ impl Event {
     }
 
     /// Every `type` tag, in declaration order: what [`Event::kind`] returns.
-    pub const KINDS: [&'static str; 25] = [
+    pub const KINDS: [&'static str; 26] = [
         "VoucherCreated",
         "VoucherUpdated",
         "OrderAccepted",
@@ -728,6 +751,7 @@ impl Event {
         "DrawWinnersSelected",
         "DrawWinnerPromoted",
         "DrawWinUsed",
+        "CheckoutOpened",
     ];
 
     /// The `type` tag.
@@ -758,6 +782,7 @@ impl Event {
             Self::DrawWinnersSelected(_) => "DrawWinnersSelected",
             Self::DrawWinnerPromoted(_) => "DrawWinnerPromoted",
             Self::DrawWinUsed(_) => "DrawWinUsed",
+            Self::CheckoutOpened(_) => "CheckoutOpened",
         }
     }
 
@@ -858,6 +883,12 @@ impl Event {
                 check(within_supported_years(p.purchase_until), "purchase_until must be in the years 1970 to 9999")
             }
             Self::DrawWinUsed(u) => check(u.rank >= 1, "rank starts at 1"),
+            Self::CheckoutOpened(c) => {
+                check_provider_id(&c.session_id, "session_id")?;
+                check(within_supported_years(c.opened_at), "opened_at must be in the years 1970 to 9999")?;
+                check(within_supported_years(c.expires_at), "expires_at must be in the years 1970 to 9999")?;
+                check(c.expires_at >= c.opened_at, "expires_at precedes opened_at")
+            }
         }
     }
 }

@@ -8,7 +8,8 @@
 //! Cassandra 5.0 ([`Cassandra`]), the last two from the jars Maven Central
 //! publishes, fetched by `scripts/setup` ([`Distribution`]), and Debian's
 //! Prometheus and Alertmanager for the dashboards and the alert rules
-//! ([`Prometheus`], [`Alertmanager`]). Each process writes its pid next to
+//! ([`Prometheus`], [`Alertmanager`]), and Stripe's `stripe-mock`
+//! for the payment adapter's contract ([`StripeMock`]). Each process writes its pid next to
 //! its data, so a wrapper script can clean up after a killed test run and
 //! the next run can stop what a killed one left running ([`Leftover`]);
 //! each is stopped when its handle is dropped. Tests share one broker and
@@ -27,6 +28,7 @@ mod process;
 mod prometheus;
 mod redis;
 mod redis_cluster;
+mod stripe_mock;
 mod test_cassandra;
 mod test_dir;
 mod test_kafka;
@@ -43,6 +45,7 @@ pub use process::{free_port, DevstackError, LogEnd, Server, StopSignal};
 pub use prometheus::Prometheus;
 pub use redis::{Redis, RedisPersistence};
 pub use redis_cluster::{shared_test_cluster, RedisCluster};
+pub use stripe_mock::{StripeMock, STRIPE_MOCK_VAR, STRIPE_MOCK_VERSION};
 pub use test_cassandra::{test_cassandra, TEST_CASSANDRA_VAR};
 pub use test_dir::{unique_namespace, TempDir};
 pub use test_kafka::{test_kafka, TEST_KAFKA_VAR};

@@ -11,6 +11,11 @@
 //! of one process that find the same bucket dry borrow one at a time
 //! (`crate::borrowers`): the others wait and try their bucket again, instead
 //! of all reading every bucket and racing for the same units.
+//!
+//! Admitting and settling are promises: when the replica wait is on
+//! (`crate::replica_acks`), their answers count only once a replica has
+//! acknowledged them, else they are [`Admission::Unacknowledged`] and
+//! [`Settlement::Unacknowledged`].
 
 use std::sync::Arc;
 
@@ -163,7 +168,7 @@ impl Gate {
 
     /// Runs a request-path script call, patient with slots that are moving
     /// between masters, and records its duration under `script`.
-    async fn invoke<T: redis::FromRedisValue>(
+    pub(crate) async fn invoke<T: redis::FromRedisValue>(
         &self,
         script: &'static str,
         invocation: &redis::ScriptInvocation<'_>,
@@ -235,22 +240,27 @@ impl Gate {
             .arg(pace.address.as_deref().unwrap_or_default())
             .arg(pace.address_per_second)
             .arg(pace.address_burst.max(1));
-        let reply: redis::RedisResult<(String, String)> = self.invoke("admit", &invocation).await;
+        let reply: redis::RedisResult<((String, String), bool)> =
+            self.invoke_acknowledged("admit", layout.slot(bucket), &invocation).await;
         // Only a call that wrote to the outbox, or may have (no answer: it
         // may still run), has anything for this process's relay.
-        let wrote = reply.as_ref().map_or(true, |(code, _)| code == "admitted");
+        let wrote = reply.as_ref().map_or(true, |((code, _), _)| code == "admitted");
         if let (Some(hints), true, true) = (&self.hints, wrote, self.redis.is_cluster()) {
             hints.touch(outbox);
         }
-        let (code, detail) = reply?;
+        let ((code, detail), acknowledged) = reply?;
         let decided = |admission| Ok(Reply::Decided(admission));
         let rejected = |rejection| Ok(Reply::Decided(Admission::Rejected(rejection)));
+        // A promise only once a replica has it (when the wait is on).
+        let promised = |order, admission| decided(if acknowledged { admission } else { Admission::Unacknowledged { order } });
         match code.as_str() {
-            "admitted" => decided(Admission::Admitted { remaining: detail.parse().unwrap_or_default() }),
+            "admitted" => {
+                promised(order.order_id, Admission::Admitted { remaining: detail.parse().unwrap_or_default() })
+            }
             "replayed" => {
                 let (order, quantity) = detail.split_once('|').unwrap_or((detail.as_str(), ""));
                 match order.parse() {
-                    Ok(order) => decided(Admission::Replayed { order, quantity: quantity.parse().ok() }),
+                    Ok(order) => promised(order, Admission::Replayed { order, quantity: quantity.parse().ok() }),
                     Err(_) => Err(unexpected("admit.lua replayed an unreadable order id", detail)),
                 }
             }
@@ -292,14 +302,19 @@ impl Gate {
     /// Whether `order` of `user` for `voucher` was admitted, after an
     /// admission call for it failed without an answer; "not admitted" is
     /// made final (a late call with that id is refused), so the answer is
-    /// exact even if the failed call is still on its way to Redis.
+    /// exact even if the failed call is still on its way to Redis. When
+    /// the replica wait is on, an answer no replica acknowledged in time is
+    /// [`Settlement::Unacknowledged`].
     pub async fn settle(&self, voucher: VoucherId, user: &UserId, order: OrderId) -> redis::RedisResult<Settlement> {
         let layout = self.layout_or_single(voucher).await?;
-        let keys = layout.keys(&self.prefix, layout.home(user));
+        let bucket = layout.home(user);
+        let keys = layout.keys(&self.prefix, bucket);
         let mut invocation = self.scripts.settle.prepare_invoke();
         invocation.key(&keys.voucher).key(&keys.admitted).arg(order.to_string()).arg(self.ended_sale_ttl_ms);
-        let settled: String = self.invoke("settle", &invocation).await?;
+        let (settled, acknowledged): (String, bool) =
+            self.invoke_acknowledged("settle", layout.slot(bucket), &invocation).await?;
         match settled.as_str() {
+            _ if !acknowledged => Ok(Settlement::Unacknowledged),
             "admitted" => Ok(Settlement::Admitted),
             "not_admitted" => Ok(Settlement::NotAdmitted),
             other => Err(unexpected("settle.lua returned an unknown answer", other.to_owned())),

@@ -290,6 +290,19 @@ impl GateConnection {
         Ok(found)
     }
 
+    /// Runs `command` on every master of a cluster, or on the one Redis.
+    pub(crate) async fn on_each_master<T: FromRedisValue>(&self, command: &Cmd) -> RedisResult<Vec<T>> {
+        let nodes: Vec<Option<(String, u16)>> = match self {
+            Self::Single(_) => vec![None],
+            Self::Cluster(_) => self.masters().await?.into_iter().map(Some).collect(),
+        };
+        let mut answers = Vec::with_capacity(nodes.len());
+        for node in nodes {
+            answers.push(self.query_on(command.clone(), node).await?);
+        }
+        Ok(answers)
+    }
+
     /// Runs `command` on the master at `node` of a cluster (None: wherever
     /// it routes itself, the one Redis).
     async fn query_on<T: FromRedisValue>(&self, command: Cmd, node: Option<(String, u16)>) -> RedisResult<T> {

@@ -9,7 +9,9 @@
 //! The operations live next to their concern: admission, settlement and
 //! release in `admission`, transfers between a voucher's buckets in
 //! `transfers`, loading and updates in `vouchers`, restoring from the log
-//! in `restore`, what the read side asks in `read_side`.
+//! in `restore`, what the read side asks in `read_side`, the wait for a
+//! replica's acknowledgement before an admission is promised in
+//! `replica_acks`.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -24,6 +26,7 @@ use crate::borrowers::Borrowers;
 use crate::keys::outbox_key;
 use crate::layout::{Layout, Layouts};
 use crate::outbox::OutboxHints;
+use crate::replica_acks::{ReplicaAcks, LOOK_EVERY};
 use crate::{GateConnection, VoucherKeys};
 
 /// Default bound of the outbox: past it, orders are refused (`Backlogged`)
@@ -46,6 +49,11 @@ pub enum Admission {
     /// The order id was settled as not admitted before this call ran (its
     /// caller had given up on it); nothing changed.
     Fenced,
+    /// Admitted (or, for a retry's key, admitted before: `order` is that
+    /// order), but no replica acknowledged it within the replica wait's
+    /// timeout: the order stands on the master, and is lost if the master
+    /// fails before a replica has it (`crate::replica_acks`).
+    Unacknowledged { order: OrderId },
 }
 
 /// What became of an admission call that failed without an answer.
@@ -55,6 +63,10 @@ pub enum Settlement {
     Admitted,
     /// It was not admitted, and now never will be: the id is fenced.
     NotAdmitted,
+    /// Settled either way, but no replica acknowledged the answer within
+    /// the replica wait's timeout: after a failover the order may or may
+    /// not stand.
+    Unacknowledged,
 }
 
 /// Why the gate refused.
@@ -302,6 +314,9 @@ pub struct Gate {
     pub(crate) hints: Option<Arc<OutboxHints>>,
     /// Turns of the requests borrowing for a dry bucket.
     pub(crate) borrowers: Arc<Borrowers>,
+    /// The wait for a replica's acknowledgement of admissions (None: the
+    /// calls never wait).
+    pub(crate) acks: Option<Arc<ReplicaAcks>>,
 }
 
 impl std::fmt::Debug for Gate {
@@ -344,6 +359,7 @@ impl Gate {
             layouts: Arc::new(Layouts::default()),
             hints: None,
             borrowers: Arc::new(Borrowers::default()),
+            acks: None,
         })
     }
 
@@ -360,10 +376,24 @@ impl Gate {
         self
     }
 
-    /// Records script latencies and transfers in `metrics`.
+    /// Records script latencies and transfers in `metrics` (and the replica
+    /// wait's timeouts, whichever is set first).
     pub fn with_metrics(mut self, metrics: AdmissionMetrics) -> Self {
+        if let Some(acks) = &self.acks {
+            acks.report_to(metrics.clone());
+        }
         self.metrics = Some(metrics);
         self
+    }
+
+    /// Has admissions and settlements answered only once a replica has
+    /// acknowledged them, as `config.replica_acks` says (`auto`: once a
+    /// master reports a replica), waiting `config.replica_ack_timeout_ms`
+    /// at most; they then go over a connection of their own, which this
+    /// opens (see `crate::replica_acks`).
+    pub async fn with_replica_acks(mut self, config: &RedisConfig) -> redis::RedisResult<Self> {
+        self.acks = ReplicaAcks::start(config, self.metrics.clone(), LOOK_EVERY).await?;
+        Ok(self)
     }
 
     /// Makes the borrowers of dry buckets in this process take turns in

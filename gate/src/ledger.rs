@@ -143,6 +143,7 @@ impl Ledger {
             Event::CancelRequested(_)
             | Event::ConfirmRequested(_)
             | Event::PaymentReceived(_)
+            | Event::CheckoutOpened(_)
             | Event::RefundRequested(_)
             | Event::PaymentRefunded(_)
             | Event::QueueSeedCommitted(_)

@@ -23,6 +23,7 @@ mod layout;
 mod ledger;
 mod outbox;
 mod read_side;
+mod replica_acks;
 mod restore;
 mod room;
 mod transfers;

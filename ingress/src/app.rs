@@ -154,7 +154,11 @@ impl App {
             metrics,
             live,
             admin_retry_ttl: Duration::from_secs(config.admin_idempotency_ttl_seconds),
-            payments: Payments::new(&config.payments, PaymentMetrics::register(&deps.registry, "ingress"))?,
+            payments: Payments::new(
+                &config.payments,
+                PaymentMetrics::register(&deps.registry, "ingress"),
+                Arc::clone(&deps.view),
+            )?,
         });
         Ok(Self { listener, ingress, deps, relay, follower, watch, http_metrics, config })
     }

@@ -2,10 +2,13 @@
 //! secrets and the metrics (`routes::payment` creates payments,
 //! `routes::webhook` takes the provider's callbacks).
 
+use std::sync::Arc;
+
 use seckill_core::config::PaymentsConfig;
 use seckill_core::metrics::PaymentMetrics;
 use seckill_core::{OrderId, VoucherId};
 use seckill_payments::Provider;
+use seckill_store::ViewReader;
 
 /// The payment provider, as the ingress talks to it.
 #[derive(Debug)]
@@ -15,9 +18,11 @@ pub(crate) struct Payments {
     pub(crate) webhook_secrets: Vec<String>,
     pub(crate) tolerance_seconds: i64,
     /// Where checkout returns to, with `{order_id}` and `{voucher_id}` to
-    /// fill in; empty: none.
+    /// fill in.
     return_url: String,
     pub(crate) metrics: PaymentMetrics,
+    /// Where a voucher's title (the checkout's line item) is read.
+    pub(crate) view: Arc<dyn ViewReader>,
 }
 
 impl Payments {
@@ -25,6 +30,7 @@ impl Payments {
     pub(crate) fn new(
         config: &PaymentsConfig,
         metrics: PaymentMetrics,
+        view: Arc<dyn ViewReader>,
     ) -> Result<Option<Self>, seckill_payments::ProviderError> {
         Ok(seckill_web::payments::provider(config)?.map(|provider| Self {
             provider,
@@ -32,13 +38,12 @@ impl Payments {
             tolerance_seconds: config.webhook_tolerance_seconds,
             return_url: config.return_url.clone(),
             metrics,
+            view,
         }))
     }
 
     /// Where the buyer of `order` (of `voucher`) returns after checkout.
-    pub(crate) fn return_url(&self, order: OrderId, voucher: VoucherId) -> Option<String> {
-        (!self.return_url.is_empty()).then(|| {
-            self.return_url.replace("{order_id}", &order.to_string()).replace("{voucher_id}", &voucher.to_string())
-        })
+    pub(crate) fn return_url(&self, order: OrderId, voucher: VoucherId) -> String {
+        self.return_url.replace("{order_id}", &order.to_string()).replace("{voucher_id}", &voucher.to_string())
     }
 }

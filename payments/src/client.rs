@@ -1,12 +1,19 @@
 //! The calls the platform makes to a Stripe-shaped provider.
 //!
-//! Requests are form-encoded with a bearer key, as Stripe's API wants;
-//! every call that creates something carries an `Idempotency-Key`, so a
+//! Requests are form-encoded with a bearer key, as Stripe's API wants, and
+//! pinned to one API version ([`STRIPE_VERSION`]) so every answer has the
+//! shape [`crate::types`] reads whatever the account's default version is.
+//! Every call that creates something carries an `Idempotency-Key`, so a
 //! retry after a lost answer returns the first result instead of paying or
-//! refunding twice. `cancel` and `refund` resolve the provider's "already
-//! done" refusals into the final object, so the caller learns the outcome
-//! whatever happened before (a payment that won the race with a cancel, a
-//! refund made by an earlier attempt).
+//! refunding twice. `expire_checkout` and `refund` resolve the provider's
+//! "already done" refusals into the final object, so the caller learns the
+//! outcome whatever happened before (a buyer who paid just before the
+//! session was expired, a refund made by an earlier attempt).
+//!
+//! The buyer pays on a Stripe Checkout Session: a hosted page, so the sale
+//! page needs no Stripe.js. Stripe creates the session's payment intent
+//! only when the buyer pays, so the session, not an intent, is the object
+//! the platform creates, records and closes.
 
 use std::fmt;
 use std::time::Duration;
@@ -14,11 +21,24 @@ use std::time::Duration;
 use reqwest::{RequestBuilder, Url};
 use serde::de::DeserializeOwned;
 
-use crate::types::{ErrorBody, List, PaymentIntent, Refund, ORDER_ID_KEY};
+use crate::types::{CheckoutSession, ErrorBody, List, PaymentIntent, Refund, SessionStatus, ORDER_ID_KEY};
 
-/// Refusal code for acting on an intent in a state that forbids it
-/// (cancelling a succeeded one, paying a canceled one).
-const UNEXPECTED_STATE: &str = "payment_intent_unexpected_state";
+/// The Stripe API version every call is pinned to (`Stripe-Version`):
+/// `latest_charge`, sessions whose intent exists only once paid, and the
+/// event shapes the platform reads are those of this version.
+pub const STRIPE_VERSION: &str = "2024-06-20";
+/// Stripe's largest amount in a currency's smallest unit (eight digits):
+/// a charge above it is refused, so an order above it could never be paid.
+pub const MAX_AMOUNT: u64 = 99_999_999;
+/// The soonest a Checkout Session may expire by itself, after its
+/// creation: 30 minutes. A shorter payment window is closed by the
+/// platform expiring the session ([`Provider::expire_checkout`]).
+pub const MIN_SESSION_SECONDS: i64 = 30 * 60;
+/// The latest a Checkout Session may expire, after its creation: 24 hours.
+pub const MAX_SESSION_SECONDS: i64 = 24 * 60 * 60;
+/// The expansion that gives a session's intent and its charge, whose
+/// `created` is the payment's time and `amount_received` its amount.
+const SESSION_EXPAND: &str = "payment_intent.latest_charge";
 /// Refusal code for refunding a charge a refund already covers.
 const ALREADY_REFUNDED: &str = "charge_already_refunded";
 /// Pages of one order's search read at most: an order has one intent, a
@@ -50,17 +70,34 @@ impl fmt::Debug for ProviderSettings {
     }
 }
 
-/// What the platform asks a provider to collect for one order.
+/// The hosted checkout the platform opens for one order.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NewIntent {
-    /// In the currency's smallest unit.
-    pub amount: u64,
+pub struct NewCheckout {
+    /// One unit's price, in the currency's smallest unit.
+    pub unit_amount: u64,
+    /// Units bought.
+    pub quantity: u32,
     /// ISO 4217; sent lowercased.
     pub currency: String,
+    /// What the buyer sees on the page: the voucher's title.
+    pub title: String,
     pub order_id: String,
     pub voucher_id: String,
-    /// Where the checkout sends the buyer back.
-    pub return_url: Option<String>,
+    /// Where the page sends the buyer after paying; Stripe replaces
+    /// `{CHECKOUT_SESSION_ID}` in it.
+    pub success_url: String,
+    /// Where the page's back link goes.
+    pub cancel_url: String,
+    /// Unix seconds: when the provider expires the session by itself,
+    /// between [`MIN_SESSION_SECONDS`] and [`MAX_SESSION_SECONDS`] from now.
+    pub expires_at: i64,
+}
+
+impl NewCheckout {
+    /// What the buyer pays in all; None when it overflows.
+    pub fn amount_total(&self) -> Option<u64> {
+        self.unit_amount.checked_mul(u64::from(self.quantity))
+    }
 }
 
 /// Why a call to the provider failed.
@@ -134,48 +171,76 @@ impl Provider {
         Ok(Self { http, base, api_key: settings.api_key })
     }
 
-    /// Creates the intent paying for one order; the same `idempotency_key`
-    /// returns the intent created first.
-    pub async fn create_intent(
+    /// Whether the key is a live-mode key (`sk_live_…`, `rk_live_…`):
+    /// events and objects of the other mode are not this platform's.
+    pub fn livemode(&self) -> bool {
+        is_live_key(&self.api_key)
+    }
+
+    /// Opens the hosted checkout paying for one order; the same
+    /// `idempotency_key` returns the session created first (for 24 hours,
+    /// Stripe's memory: the caller keeps its own record beyond that).
+    pub async fn create_checkout(
         &self,
-        request: &NewIntent,
+        request: &NewCheckout,
         idempotency_key: &str,
-    ) -> Result<PaymentIntent, ProviderError> {
-        let mut form = vec![
-            ("amount", request.amount.to_string()),
-            ("currency", request.currency.to_ascii_lowercase()),
-            // Stripe's form encoding of map entries: `metadata[<key>]`.
+    ) -> Result<CheckoutSession, ProviderError> {
+        let form = vec![
+            ("mode", "payment".to_owned()),
+            ("line_items[0][price_data][currency]", request.currency.to_ascii_lowercase()),
+            ("line_items[0][price_data][unit_amount]", request.unit_amount.to_string()),
+            ("line_items[0][price_data][product_data][name]", request.title.clone()),
+            ("line_items[0][quantity]", request.quantity.to_string()),
+            ("client_reference_id", request.order_id.clone()),
+            // Stripe's form encoding of map entries: `metadata[<key>]` (the
+            // keys are `ORDER_ID_KEY` and `VOUCHER_ID_KEY`); the intent
+            // Stripe creates when the buyer pays carries them too, so a
+            // payment alone names its order.
             ("metadata[order_id]", request.order_id.clone()),
             ("metadata[voucher_id]", request.voucher_id.clone()),
-            ("expand[]", "latest_charge".to_owned()),
+            ("payment_intent_data[metadata][order_id]", request.order_id.clone()),
+            ("payment_intent_data[metadata][voucher_id]", request.voucher_id.clone()),
+            ("success_url", request.success_url.clone()),
+            ("cancel_url", request.cancel_url.clone()),
+            ("expires_at", request.expires_at.to_string()),
         ];
-        if let Some(return_url) = &request.return_url {
-            form.push(("return_url", return_url.clone()));
-        }
-        let call = self.http.post(self.url(&["v1", "payment_intents"])).form(&form);
+        let call = self.http.post(self.url(&["v1", "checkout", "sessions"])).form(&form);
         self.call(call.header("Idempotency-Key", idempotency_key)).await
+    }
+
+    /// The session as the provider has it now, its intent and charge
+    /// expanded once there is one.
+    pub async fn retrieve_checkout(&self, id: &str) -> Result<CheckoutSession, ProviderError> {
+        let call = self.http.get(self.url(&["v1", "checkout", "sessions", id])).query(&[("expand[]", SESSION_EXPAND)]);
+        self.call(call).await
+    }
+
+    /// Expires an open session, so it can never be paid, and returns its
+    /// final state: `expired`, or `complete` when the buyer paid first.
+    pub async fn expire_checkout(&self, id: &str) -> Result<CheckoutSession, ProviderError> {
+        let call = self
+            .http
+            .post(self.url(&["v1", "checkout", "sessions", id, "expire"]))
+            .form(&[("expand[]", SESSION_EXPAND)]);
+        match self.call::<CheckoutSession>(call).await {
+            // Refused because it is no longer open (paid, or expired by
+            // itself): reading it now gives the state it will keep.
+            Err(error) if error.status() == Some(400) => {
+                let session = self.retrieve_checkout(id).await?;
+                if session.status == SessionStatus::Open {
+                    return Err(error);
+                }
+                tracing::debug!(session = id, status = session.status.as_str(), "Session was already closed when expired.");
+                Ok(session)
+            }
+            result => result,
+        }
     }
 
     /// The intent as the provider has it now, with its charge expanded.
     pub async fn retrieve(&self, id: &str) -> Result<PaymentIntent, ProviderError> {
         let call = self.http.get(self.url(&["v1", "payment_intents", id])).query(&[("expand[]", "latest_charge")]);
         self.call(call).await
-    }
-
-    /// Cancels the intent, so it can never be paid, and returns its final
-    /// state: `canceled`, or `succeeded` when the buyer paid first.
-    pub async fn cancel(&self, id: &str) -> Result<PaymentIntent, ProviderError> {
-        let call =
-            self.http.post(self.url(&["v1", "payment_intents", id, "cancel"])).form(&[("expand[]", "latest_charge")]);
-        match self.call(call).await {
-            Err(error) if error.code() == Some(UNEXPECTED_STATE) => {
-                // Already succeeded or already canceled: both final, so
-                // reading it now gives the state it will keep.
-                tracing::debug!(intent = id, "Intent was already final when cancelled; reading it.");
-                self.retrieve(id).await
-            }
-            result => result,
-        }
     }
 
     /// Every intent created for `order_id` (normally one), charges
@@ -215,18 +280,36 @@ impl Provider {
             .form(&[("payment_intent", payment_intent)])
             .header("Idempotency-Key", idempotency_key);
         match self.call::<Refund>(call).await {
-            Err(error) if error.code() == Some(ALREADY_REFUNDED) => {
-                let call = self.http.get(self.url(&["v1", "refunds"])).query(&[("payment_intent", payment_intent)]);
-                let refunds: List<Refund> = self.call(call).await?;
-                let mut refunds = refunds.data;
-                let live = refunds.iter().position(|refund| !matches!(refund.status.as_str(), "failed" | "canceled"));
-                match live {
-                    Some(index) => Ok(refunds.swap_remove(index)),
-                    None => Err(error),
-                }
-            }
+            Err(error) if error.code() == Some(ALREADY_REFUNDED) => match self.live_refund(payment_intent).await? {
+                Some(refund) => Ok(refund),
+                None => Err(error),
+            },
             result => result,
         }
+    }
+
+    /// Every refund of a payment (newest first, as Stripe lists them).
+    pub async fn refunds_of(&self, payment_intent: &str) -> Result<Vec<Refund>, ProviderError> {
+        let call = self
+            .http
+            .get(self.url(&["v1", "refunds"]))
+            .query(&[("payment_intent", payment_intent), ("limit", "100")]);
+        let refunds: List<Refund> = self.call(call).await?;
+        Ok(refunds.data)
+    }
+
+    /// The payment's refund that is done or under way (`succeeded` or
+    /// `pending`), if any: the one a new refund must not repeat.
+    pub async fn live_refund(&self, payment_intent: &str) -> Result<Option<Refund>, ProviderError> {
+        let mut refunds = self.refunds_of(payment_intent).await?;
+        let live = refunds.iter().position(|refund| !matches!(refund.status.as_str(), "failed" | "canceled"));
+        Ok(live.map(|index| refunds.swap_remove(index)))
+    }
+
+    /// One refund as the provider has it now (`pending` turns
+    /// `succeeded` or `failed`).
+    pub async fn retrieve_refund(&self, id: &str) -> Result<Refund, ProviderError> {
+        self.call(self.http.get(self.url(&["v1", "refunds", id]))).await
     }
 
     fn url(&self, segments: &[&str]) -> Url {
@@ -239,7 +322,8 @@ impl Provider {
     }
 
     async fn call<T: DeserializeOwned>(&self, request: RequestBuilder) -> Result<T, ProviderError> {
-        let mut response = request.bearer_auth(&self.api_key).send().await.map_err(|e| transport(&e))?;
+        let request = request.bearer_auth(&self.api_key).header("Stripe-Version", STRIPE_VERSION);
+        let mut response = request.send().await.map_err(|e| transport(&e))?;
         let status = response.status();
         let mut body = Vec::new();
         while let Some(chunk) = response.chunk().await.map_err(|e| transport(&e))? {
@@ -262,6 +346,11 @@ impl Provider {
             },
         })
     }
+}
+
+/// Whether a secret or restricted key is a live-mode one.
+fn is_live_key(key: &str) -> bool {
+    key.starts_with("sk_live_") || key.starts_with("rk_live_")
 }
 
 /// Escapes a value for a quoted string of Stripe's search language.
@@ -300,7 +389,7 @@ mod tests {
         assert!(api(500, None).is_retryable());
         assert!(api(429, Some("rate_limit")).is_retryable());
         assert!(api(409, Some("idempotency_key_in_use")).is_retryable());
-        assert!(!api(400, Some(UNEXPECTED_STATE)).is_retryable());
+        assert!(!api(400, Some(ALREADY_REFUNDED)).is_retryable());
         assert!(!api(401, None).is_retryable());
         assert!(!ProviderError::Decode("eof".to_owned()).is_retryable());
     }
@@ -320,6 +409,12 @@ mod tests {
         assert!(!format!("{provider:?}{settings:?}").contains("sk_test_secret"));
         let bad = ProviderSettings { base_url: "mailto:x@y".to_owned(), ..settings };
         assert!(matches!(Provider::new(bad), Err(ProviderError::Settings(_))));
+    }
+
+    #[test]
+    fn the_mode_is_the_keys() {
+        assert!(is_live_key("sk_live_abc") && is_live_key("rk_live_abc"));
+        assert!(!is_live_key("sk_test_abc") && !is_live_key("sandbox-key"));
     }
 
     #[test]

@@ -9,9 +9,11 @@ mod client;
 pub mod signature;
 pub mod types;
 
-pub use client::{NewIntent, Provider, ProviderError, ProviderSettings};
+pub use client::{
+    NewCheckout, Provider, ProviderError, ProviderSettings, MAX_AMOUNT, MAX_SESSION_SECONDS, MIN_SESSION_SECONDS, STRIPE_VERSION,
+};
 pub use signature::SignatureError;
 pub use types::{
-    Charge, ChargeRef, ErrorBody, ErrorDetail, Event, EventData, IntentStatus, List, NextAction, PaymentIntent,
-    RedirectToUrl, Refund,
+    Charge, ChargeRef, CheckoutSession, ErrorBody, ErrorDetail, Event, EventData, IntentRef, IntentStatus, List,
+    NextAction, PaymentIntent, RedirectToUrl, Refund, SessionPaymentStatus, SessionStatus,
 };

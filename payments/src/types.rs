@@ -24,6 +24,10 @@ pub struct PaymentIntent {
     pub object: String,
     /// In the currency's smallest unit (cents).
     pub amount: u64,
+    /// What the provider actually took: the amount a payment is judged
+    /// by (0 until it succeeds).
+    #[serde(default)]
+    pub amount_received: u64,
     /// Lowercase ISO 4217 code, as Stripe writes it.
     pub currency: String,
     pub status: IntentStatus,
@@ -41,6 +45,9 @@ pub struct PaymentIntent {
     /// Where the buyer must go to pay, while they must.
     #[serde(default)]
     pub next_action: Option<NextAction>,
+    /// Whether the live or the test mode of the account made it.
+    #[serde(default)]
+    pub livemode: bool,
 }
 
 impl PaymentIntent {
@@ -67,6 +74,117 @@ impl PaymentIntent {
             ChargeRef::Id(_) => None,
         }
     }
+}
+
+/// A hosted checkout page for one order (`checkout.session`): the
+/// platform creates one per order and sends the buyer to its `url`; the
+/// payment intent exists once the buyer pays (Stripe creates it then).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckoutSession {
+    /// `cs_…`.
+    pub id: String,
+    /// Always `"checkout.session"`.
+    pub object: String,
+    /// `open` while it can be paid, then `complete` or `expired`.
+    pub status: SessionStatus,
+    /// `paid` once the money is taken; `unpaid` while an asynchronous
+    /// method (a bank debit) is still settling.
+    pub payment_status: SessionPaymentStatus,
+    /// The hosted page, while the session is open.
+    #[serde(default)]
+    pub url: Option<String>,
+    /// The platform's order id.
+    #[serde(default)]
+    pub client_reference_id: Option<String>,
+    #[serde(default)]
+    pub metadata: BTreeMap<String, String>,
+    /// Total in the currency's smallest unit.
+    #[serde(default)]
+    pub amount_total: Option<u64>,
+    /// Lowercase ISO 4217.
+    #[serde(default)]
+    pub currency: Option<String>,
+    /// Unix seconds.
+    pub created: i64,
+    /// Unix seconds: after this the provider expires it unpaid.
+    pub expires_at: i64,
+    /// The intent paying it, once there is one; an object when expanded.
+    #[serde(default)]
+    pub payment_intent: Option<IntentRef>,
+    #[serde(default)]
+    pub livemode: bool,
+}
+
+impl CheckoutSession {
+    /// The platform's order id, from the metadata (or the reference).
+    pub fn order_id(&self) -> Option<&str> {
+        self.metadata.get(ORDER_ID_KEY).or(self.client_reference_id.as_ref()).map(String::as_str)
+    }
+
+    /// The voucher id from the metadata.
+    pub fn voucher_id(&self) -> Option<&str> {
+        self.metadata.get(VOUCHER_ID_KEY).map(String::as_str)
+    }
+
+    /// The paying intent's id, expanded or not.
+    pub fn payment_intent_id(&self) -> Option<&str> {
+        match self.payment_intent.as_ref()? {
+            IntentRef::Id(id) => Some(id),
+            IntentRef::Expanded(intent) => Some(&intent.id),
+        }
+    }
+
+    /// The paying intent, when it was expanded.
+    pub fn expanded_intent(&self) -> Option<&PaymentIntent> {
+        match self.payment_intent.as_ref()? {
+            IntentRef::Expanded(intent) => Some(intent),
+            IntentRef::Id(_) => None,
+        }
+    }
+}
+
+/// Where a checkout session is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionStatus {
+    Open,
+    Complete,
+    Expired,
+    /// A status this version does not know; treated as still open.
+    #[serde(other)]
+    Unknown,
+}
+
+impl SessionStatus {
+    /// The name Stripe gives the status.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Open => "open",
+            Self::Complete => "complete",
+            Self::Expired => "expired",
+            Self::Unknown => "unknown",
+        }
+    }
+}
+
+/// Whether a session's money is in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionPaymentStatus {
+    Paid,
+    Unpaid,
+    NoPaymentRequired,
+    /// A status this version does not know; treated as not paid.
+    #[serde(other)]
+    Unknown,
+}
+
+/// An intent as an id or, when expanded, the object.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum IntentRef {
+    Expanded(Box<PaymentIntent>),
+    Id(String),
 }
 
 /// Where an intent is in its life. Only `Succeeded` means paid; `Canceled`
@@ -192,6 +310,16 @@ impl Event {
     /// The intent a `payment_intent.*` event carries.
     pub fn payment_intent(&self) -> Result<PaymentIntent, serde_json::Error> {
         PaymentIntent::deserialize(&self.data.object)
+    }
+
+    /// The session a `checkout.session.*` event carries.
+    pub fn checkout_session(&self) -> Result<CheckoutSession, serde_json::Error> {
+        CheckoutSession::deserialize(&self.data.object)
+    }
+
+    /// The refund a `refund.*` event carries.
+    pub fn refund(&self) -> Result<Refund, serde_json::Error> {
+        Refund::deserialize(&self.data.object)
     }
 }
 

@@ -21,6 +21,7 @@ use warp::{Filter, Rejection};
 
 use crate::expiry::ExpirySweeper;
 use crate::pipeline::Pipeline;
+use crate::closer::CheckoutCloser;
 use crate::reconcile::Reconciler;
 use crate::refunds::RefundWorker;
 use crate::stock_gauge::StockGauge;
@@ -87,6 +88,12 @@ impl App {
                     metrics: payment_metrics.clone(),
                     backoff: Duration::from_millis(config.payments.refund_retry_ms),
                     max_backoff: Duration::from_millis(config.payments.refund_retry_max_ms),
+                    closer: CheckoutCloser {
+                        store: Arc::clone(&store),
+                        reconciler: Reconciler { provider: provider.clone(), metrics: payment_metrics.clone() },
+                        backoff: Duration::from_millis(config.payments.refund_retry_ms),
+                        max_backoff: Duration::from_millis(config.payments.refund_retry_max_ms),
+                    },
                 };
                 Some((worker, consumer))
             }

@@ -7,10 +7,11 @@
 //! `expired`) on the sales topic, and the pipeline decides it in log order
 //! with everything else (a claim asked for before the deadline wins
 //! whenever it is decided). With a payment provider, each order is first
-//! settled with it ([`Reconciler`]): its open payments are cancelled, and a
-//! payment found succeeded is reported (`PaymentReceived`) instead of the
+//! settled with it ([`Reconciler`]): the checkout sessions the log
+//! recorded for it are read by id and expired if still open, and a payment
+//! found succeeded is reported (`PaymentReceived`) instead of the
 //! cancellation; the order is closed only when the provider confirms no
-//! payment can succeed. While the pipeline is behind on the sales topic a
+//! payment can succeed, and kept open while one is still settling. While the pipeline is behind on the sales topic a
 //! request is never sent twice.
 
 use std::collections::{HashMap, HashSet};
@@ -131,9 +132,20 @@ impl ExpirySweeper {
         let Some(reconciler) = &self.reconciler else {
             return (order_id, Some(vec![Event::CancelRequested(request)]));
         };
-        match reconciler.settle(order_id).await {
+        let checkouts = match self.store.order_record(request.voucher_id, order_id).await {
+            Ok(record) => record.map(|record| record.checkouts).unwrap_or_default(),
+            Err(error) => {
+                tracing::warn!(%error, %order_id, "Could not read an expiring order's checkouts; kept open.");
+                return (order_id, None);
+            }
+        };
+        match reconciler.settle(order_id, &checkouts).await {
             Ok(Settled::Unpaid) => (order_id, Some(vec![Event::CancelRequested(request)])),
             Ok(Settled::Paid(payments)) => (order_id, Some(payments.into_iter().map(Event::PaymentReceived).collect())),
+            Ok(Settled::Settling) => {
+                tracing::info!(%order_id, "An expiring order's payment is still settling; kept open.");
+                (order_id, None)
+            }
             Err(error) => {
                 tracing::warn!(%error, %order_id, "The payment provider could not settle an expiring order; kept open.");
                 (order_id, None)

@@ -10,10 +10,13 @@
 //!
 //! Payments are decided the same way (`PaymentReceived` on the sales
 //! topic). With a payment provider configured it also settles orders with
-//! the provider before closing them unpaid (`reconcile`) and gives back
-//! every payment it refunds, in a consumer group of its own (`refunds`).
+//! the provider before closing them unpaid (`reconcile`), by the checkout
+//! sessions the log recorded for each order (`CheckoutOpened`), gives back
+//! every payment it refunds, and expires the checkouts of every order that
+//! closes, in a consumer group of its own (`refunds`, `closer`).
 
 mod app;
+mod closer;
 pub mod config;
 mod error;
 mod expiry;

@@ -213,6 +213,7 @@ fn classify(message: &OwnedMessage) -> Result<Option<StockInput>, String> {
         Event::CancelRequested(request) => StockInput::Cancel(request),
         Event::ConfirmRequested(request) => StockInput::Confirm(request),
         Event::PaymentReceived(payment) => StockInput::Pay(payment),
+        Event::CheckoutOpened(opened) => StockInput::Checkout(opened),
         room if room.is_queue() || room.is_draw() => return Ok(None),
         other => return Err(format!("{} does not belong on the sales topic", other.kind())),
     }))
@@ -226,6 +227,7 @@ fn input_kind(input: &StockInput) -> &'static str {
         StockInput::Cancel(_) => "CancelRequested",
         StockInput::Confirm(_) => "ConfirmRequested",
         StockInput::Pay(_) => "PaymentReceived",
+        StockInput::Checkout(_) => "CheckoutOpened",
     }
 }
 

@@ -1,6 +1,7 @@
 //! The refund worker: gives back every payment the processor decided to
 //! refund (`RefundRequested` on the orders topic), exactly once at the
-//! provider whatever crashes.
+//! provider whatever crashes, and closes the checkouts of orders that
+//! closed ([`CheckoutCloser`]).
 //!
 //! Refunds are driven from the log, not from memory: the worker consumes
 //! the orders topic in its own consumer group and stores a batch's offsets
@@ -26,6 +27,8 @@ use seckill_payments::Provider;
 use seckill_web::payments::timed;
 use tokio_util::sync::CancellationToken;
 
+use crate::closer::CheckoutCloser;
+
 /// The idempotency key of a payment's refund: one refund per payment.
 pub(crate) fn refund_key(payment_id: &str) -> String {
     format!("refund-{payment_id}")
@@ -42,6 +45,8 @@ pub(crate) struct RefundWorker {
     /// First pause after a refused refund; doubles up to `max_backoff`.
     pub(crate) backoff: Duration,
     pub(crate) max_backoff: Duration,
+    /// Expires the checkouts of orders that closed.
+    pub(crate) closer: CheckoutCloser,
 }
 
 /// What became of one refund.
@@ -103,14 +108,21 @@ impl RefundWorker {
 impl BatchHandler for RefundWorker {
     async fn handle(&self, batch: &[OwnedMessage], shutdown: &CancellationToken) -> Result<(), Interrupted> {
         // Records this worker cannot read are the pipeline's and the
-        // projector's to dead-letter; only refund requests matter here.
-        let requests: Vec<(&OwnedMessage, RefundRequested)> = batch
-            .iter()
-            .filter_map(|message| match decode(message).ok()?.event {
-                Event::RefundRequested(request) => Some((message, request)),
-                _ => None,
-            })
-            .collect();
+        // projector's to dead-letter; refund requests and closed orders
+        // matter here.
+        let mut requests: Vec<(&OwnedMessage, RefundRequested)> = Vec::new();
+        for message in batch {
+            let Ok(envelope) = decode(message) else { continue };
+            if let Event::RefundRequested(request) = envelope.event {
+                requests.push((message, request));
+                continue;
+            }
+            let found = self.closer.close(&envelope.event, shutdown).await.map_err(|()| Interrupted)?;
+            for payment in found {
+                retry(shutdown, "reporting a closed order's payment", || self.producer.send(&self.topics.sales, &payment))
+                    .await?;
+            }
+        }
         if requests.is_empty() {
             return Ok(());
         }

@@ -32,6 +32,18 @@ pub struct SandboxConfig {
     pub webhook_attempts: u32,
     /// Wait before the first retry of a delivery; doubled for each next.
     pub webhook_retry_ms: u64,
+    /// The event types the webhook endpoint is subscribed to, as a Stripe
+    /// endpoint's `enabled_events`: `["*"]` (all) or names such as
+    /// `checkout.session.completed`. The `enabled_events` switch changes it.
+    pub enabled_events: Vec<String>,
+    /// How long a change to an intent takes to show in search (Stripe's
+    /// search is eventually consistent); the `search_lag_ms` switch
+    /// changes it.
+    pub search_lag_ms: u64,
+    /// Test knob: the shortest lifetime a checkout session's `expires_at`
+    /// may ask for. Stripe's is 30 minutes (1800, the default); tests lower
+    /// it to see sessions expire by themselves.
+    pub min_session_seconds: u32,
 }
 
 impl Default for SandboxConfig {
@@ -45,6 +57,9 @@ impl Default for SandboxConfig {
             max_objects: 1_000_000,
             webhook_attempts: 8,
             webhook_retry_ms: 200,
+            enabled_events: vec!["*".to_owned()],
+            search_lag_ms: 2_000,
+            min_session_seconds: 1_800,
         }
     }
 }
@@ -67,6 +82,9 @@ impl fmt::Debug for SandboxConfig {
             .field("max_objects", &self.max_objects)
             .field("webhook_attempts", &self.webhook_attempts)
             .field("webhook_retry_ms", &self.webhook_retry_ms)
+            .field("enabled_events", &self.enabled_events)
+            .field("search_lag_ms", &self.search_lag_ms)
+            .field("min_session_seconds", &self.min_session_seconds)
             .finish()
     }
 }
@@ -87,7 +105,11 @@ impl Validate for SandboxConfig {
         ensure(!self.webhook_secret.is_empty(), "webhook_secret", "must not be empty")?;
         ensure((1..=100_000_000).contains(&self.max_objects), "max_objects", "must be 1 to 100000000")?;
         ensure((1..=30).contains(&self.webhook_attempts), "webhook_attempts", "must be 1 to 30")?;
-        ensure((1..=60_000).contains(&self.webhook_retry_ms), "webhook_retry_ms", "must be 1 to 60000")
+        ensure((1..=60_000).contains(&self.webhook_retry_ms), "webhook_retry_ms", "must be 1 to 60000")?;
+        let enabled = crate::switches::check_enabled_events(&self.enabled_events);
+        ensure(enabled.is_ok(), "enabled_events", "must be [\"*\"] or 1 to 256 event types")?;
+        ensure(self.search_lag_ms <= 3_600_000, "search_lag_ms", "must be at most 3600000")?;
+        ensure((1..=1_800).contains(&self.min_session_seconds), "min_session_seconds", "must be 1 to 1800")
     }
 }
 
@@ -111,6 +133,10 @@ mod tests {
             .expect_err("refused")
             .to_string();
         assert!(error.contains("webhook_url"), "{error}");
+        let error = seckill_core::config::load_with::<SandboxConfig>(None, &[("min_session_seconds", "0")])
+            .expect_err("refused")
+            .to_string();
+        assert!(error.contains("min_session_seconds"), "{error}");
     }
 
     #[test]

@@ -40,6 +40,16 @@ impl Failure {
         Self { param: Some(param.to_owned()), ..Self::invalid(code, message) }
     }
 
+    /// `400` without a code, as Stripe answers some refusals of state.
+    pub(crate) fn refused(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, INVALID_REQUEST, None, message)
+    }
+
+    /// `409`: the object is no longer in a state that allows this.
+    pub(crate) fn conflict(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::CONFLICT, INVALID_REQUEST, None, message)
+    }
+
     /// `404`: no `object` with this id.
     pub(crate) fn missing(object: &str, id: &str) -> Self {
         Self::new(StatusCode::NOT_FOUND, INVALID_REQUEST, Some("resource_missing"), format!("No such {object}: '{id}'"))
@@ -72,6 +82,14 @@ impl Failure {
                  Try using a key other than '{key}' if you meant to execute a different request."
             ),
         )
+    }
+
+    /// Whether Stripe saves this refusal under the call's idempotency key:
+    /// it does for what the call met while executing (a `500` included),
+    /// not for a rate limit, which turned the call away before it began.
+    /// (Refusals of the parameters are made before the key is consulted.)
+    pub(crate) fn saved_under_key(&self) -> bool {
+        self.status != StatusCode::TOO_MANY_REQUESTS
     }
 
     /// The body, as the platform's client reads it.

@@ -2,9 +2,9 @@
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use seckill_core::decision::StockLevel;
-use seckill_core::event::{OrderAccepted, OrderRequest, PaymentReceived, VoucherCreated, VoucherUpdated};
-use seckill_core::{Envelope, VoucherId};
+use seckill_core::decision::{OrderRecord, StockLevel};
+use seckill_core::event::{CheckoutOpened, OrderAccepted, OrderRequest, PaymentReceived, VoucherCreated, VoucherUpdated};
+use seckill_core::{Envelope, OrderId, VoucherId};
 use uuid::Uuid;
 
 use crate::StoreError;
@@ -27,6 +27,9 @@ pub enum StockInput {
     Confirm(OrderRequest),
     /// A payment the provider reported: pays the order or is refunded.
     Pay(PaymentReceived),
+    /// A checkout session opened for the order: recorded with it, so it is
+    /// closed and reconciled by id.
+    Checkout(CheckoutOpened),
 }
 
 /// An outcome to emit.
@@ -60,4 +63,8 @@ pub trait StockStore: Send + Sync + std::fmt::Debug + 'static {
     /// oldest deadline first, at most `limit` (capped at
     /// [`MAX_EXPIRED_PAGE`]), as the cancellations to request.
     async fn expired(&self, now: DateTime<Utc>, limit: usize) -> Result<Vec<OrderRequest>, StoreError>;
+
+    /// What was decided and recorded about one order (its outcomes and
+    /// checkout sessions), if anything.
+    async fn order_record(&self, voucher: VoucherId, order: OrderId) -> Result<Option<OrderRecord>, StoreError>;
 }

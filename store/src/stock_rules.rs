@@ -107,6 +107,13 @@ pub(crate) fn apply_input(
                 state.put_order(voucher, order, &record)?;
             }
         }
+        StockInput::Checkout(opened) => {
+            let (voucher, order) = (opened.voucher_id, opened.order_id);
+            let mut record = state.order(voucher, order)?.unwrap_or_default();
+            if record.add_checkout(&opened.session_id) {
+                state.put_order(voucher, order, &record)?;
+            }
+        }
         StockInput::Pay(payment) => {
             let (voucher, order) = (payment.voucher_id, payment.order_id);
             let mut record = state.order(voucher, order)?.unwrap_or_default();

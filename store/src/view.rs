@@ -347,6 +347,7 @@ impl OrderView {
             | Event::CancelRequested(_)
             | Event::ConfirmRequested(_)
             | Event::PaymentReceived(_)
+            | Event::CheckoutOpened(_)
             | Event::RefundRequested(_)
             | Event::PaymentRefunded(_)
             | Event::QueueSeedCommitted(_)

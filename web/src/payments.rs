@@ -40,9 +40,11 @@ pub async fn timed<T, E>(
 }
 
 /// The record a completed payment makes, if it is for an order of this
-/// platform (its metadata names the order and voucher): paid when the
-/// provider's charge was made (whole seconds, as providers stamp it), else
-/// at `fallback_paid_at` (a callback's event time).
+/// platform (its metadata names the order and voucher) and money was
+/// received (`amount_received`): paid when the provider's charge was made
+/// (whole seconds, as providers stamp it), else at `fallback_paid_at`. Every
+/// path (callback or reconciliation) reads the intent with its charge
+/// expanded, so the charge's time is the one judged.
 pub fn payment_received(
     intent: &PaymentIntent,
     fallback_paid_at: i64,
@@ -52,14 +54,16 @@ pub fn payment_received(
     let voucher_id: VoucherId = intent.voucher_id()?.parse().ok()?;
     let currency = Currency::parse(&intent.currency).ok()?;
     let paid_at = DateTime::from_timestamp(intent.paid_at().unwrap_or(fallback_paid_at), 0)?;
-    if !is_provider_id(&intent.id) || intent.amount == 0 {
+    // What the provider took, not what it was asked for: an order is paid
+    // only by the money really received.
+    if !is_provider_id(&intent.id) || intent.amount_received == 0 {
         return None;
     }
     Some(PaymentReceived {
         order_id,
         voucher_id,
         payment_id: intent.id.clone(),
-        amount: intent.amount,
+        amount: intent.amount_received,
         currency,
         paid_at,
         source,

@@ -239,6 +239,8 @@ impl Cluster {
             env.push(("SECKILL_PAYMENTS__BASE_URL".to_owned(), self.url(Service::Payments)));
             env.push(("SECKILL_PAYMENTS__API_KEY".to_owned(), SANDBOX_KEY.to_owned()));
             env.push(("SECKILL_PAYMENTS__WEBHOOK_SECRETS".to_owned(), format!("[{SANDBOX_SECRET}]")));
+            let sale_page = format!("{}/sale/{{voucher_id}}", self.url(Service::Ingress));
+            env.push(("SECKILL_PAYMENTS__RETURN_URL".to_owned(), sale_page));
         }
         let store = |file: &str| self.dir.path().join(file).to_string_lossy().into_owned();
         match service {

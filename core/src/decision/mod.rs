@@ -27,7 +27,7 @@
 
 mod record;
 
-pub use record::{OrderRecord, Request, MAX_PARKED};
+pub use record::{OrderRecord, Request, MAX_CHECKOUTS, MAX_PARKED};
 
 use chrono::{DateTime, Duration, DurationRound, Utc};
 use serde::{Deserialize, Serialize};

@@ -20,6 +20,11 @@ use crate::Envelope;
 /// refunded at once rather than kept.
 pub const MAX_PARKED: usize = 6;
 
+/// Most checkout sessions kept per order: one per day of the longest
+/// payment window (a session lives at most 24 hours), with room to spare;
+/// a later one is not recorded (and closes with the provider's own expiry).
+pub const MAX_CHECKOUTS: usize = 8;
+
 /// A request about an order.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "request", rename_all = "snake_case")]
@@ -65,6 +70,11 @@ pub struct OrderRecord {
     /// reported again finds its refund here and is not refunded twice.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub refunds: Vec<Envelope>,
+    /// The provider's checkout sessions opened for the order (`cs_…`),
+    /// oldest first, at most [`MAX_CHECKOUTS`]: what is closed when the
+    /// order closes, and reconciled by id before it expires.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub checkouts: Vec<String>,
 }
 
 impl OrderRecord {
@@ -76,7 +86,7 @@ impl OrderRecord {
             if record.is_decided() {
                 return Ok(record);
             }
-            if !record.parked.is_empty() {
+            if !record.parked.is_empty() || !record.checkouts.is_empty() {
                 return Ok(record);
             }
         }
@@ -116,6 +126,16 @@ impl OrderRecord {
     }
 
     /// The outcome the order stands at.
+    /// Records a checkout session opened for the order; false when it was
+    /// known already or the record holds its bound.
+    pub fn add_checkout(&mut self, session_id: &str) -> bool {
+        if self.checkouts.iter().any(|known| known == session_id) || self.checkouts.len() >= MAX_CHECKOUTS {
+            return false;
+        }
+        self.checkouts.push(session_id.to_owned());
+        true
+    }
+
     pub fn latest(&self) -> Option<&Envelope> {
         self.cancelled.as_ref().or(self.paid.as_ref()).or(self.decision.as_ref())
     }

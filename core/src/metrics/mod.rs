@@ -159,7 +159,9 @@ impl HttpMetrics {
 /// The ingress's admission metrics.
 #[derive(Clone, Debug)]
 pub struct AdmissionMetrics {
-    /// `seckill_admissions_total{outcome}`: `admitted` or a rejection code.
+    /// `seckill_admissions_total{outcome}`: `admitted`, `replayed`,
+    /// `unavailable`, `unacknowledged` (admitted, but no replica
+    /// acknowledged it in time: answered `503`) or a rejection code.
     pub outcomes: IntCounterVec,
     /// `seckill_redis_script_duration_seconds{script}`.
     pub script_duration: HistogramVec,
@@ -186,8 +188,17 @@ pub struct AdmissionMetrics {
     /// `seckill_admission_settlements_total{result}`: admission calls that
     /// failed without an answer and were settled by the order id:
     /// `admitted`, `not_admitted`, or `unknown` (the gate could not be
-    /// asked).
+    /// asked), or `unacknowledged` (answered, but no replica acknowledged
+    /// the answer in time).
     pub settlements: IntCounterVec,
+    /// `seckill_replica_ack_timeouts_total`: waits for a replica's
+    /// acknowledgement (`WAIT 1`, one behind each pipeline of admission
+    /// calls) that ended without one; every admission the wait covered was
+    /// answered `503` naming its order.
+    pub replica_ack_timeouts: IntCounter,
+    /// `seckill_replica_acks_on`: 1 while admissions wait for a replica's
+    /// acknowledgement before they are answered, 0 otherwise.
+    pub replica_acks_on: IntGauge,
 }
 
 /// Why a request was turned away at the door (the `reason` label).
@@ -338,10 +349,30 @@ impl AdmissionMetrics {
                         service,
                         "seckill_admission_settlements_total",
                         "Admission calls that failed without an answer, settled by the order id: admitted, \
-                         not_admitted or unknown (the gate could not be asked).",
+                         not_admitted, unknown (the gate could not be asked) or unacknowledged (no replica \
+                         acknowledged the answer in time).",
                     ),
                     &["result"],
                 )
+                .expect("valid metric"),
+            ),
+            replica_ack_timeouts: register(
+                registry,
+                IntCounter::with_opts(opts(
+                    service,
+                    "seckill_replica_ack_timeouts_total",
+                    "Waits for a Redis replica's acknowledgement of admissions (WAIT 1) that ended without one; \
+                     the admissions they covered were answered 503 naming the order.",
+                ))
+                .expect("valid metric"),
+            ),
+            replica_acks_on: register(
+                registry,
+                IntGauge::with_opts(opts(
+                    service,
+                    "seckill_replica_acks_on",
+                    "1 while admissions wait for a Redis replica's acknowledgement before they are answered.",
+                ))
                 .expect("valid metric"),
             ),
         }

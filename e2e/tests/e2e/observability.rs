@@ -29,7 +29,10 @@ async fn every_dashboard_query_returns_data_and_metrics_pass_promtool() {
         tokio_util::task::AbortOnDropHandle::new(tokio::spawn(sandbox.run(tokio_util::sync::CancellationToken::new())));
     let platform = Arc::new(
         Platform::start_configured(None, |config| {
-            config.payments = seckill_core::config::PaymentsConfig::sandbox(&provider);
+            config.payments = seckill_core::config::PaymentsConfig {
+                return_url: "http://127.0.0.1:9/sale/{voucher_id}".to_owned(),
+                ..seckill_core::config::PaymentsConfig::sandbox(&provider)
+            };
         })
         .await,
     );

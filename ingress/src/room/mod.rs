@@ -262,6 +262,11 @@ impl RoomHandle {
         self.view.subscribe()
     }
 
+    /// The room's latest summary.
+    pub(crate) fn view(&self) -> RoomView {
+        self.view.borrow().clone()
+    }
+
     /// Whether the room's sale is over and it was looked at within `every`.
     fn ended_and_seen_within(&self, every: Duration) -> bool {
         self.view.borrow().state == RoomState::Ended && self.advanced.lock().expect("advanced lock").elapsed() < every

@@ -1,17 +1,28 @@
 //! `POST /api/v1/orders/{order_id}/payment`: the owner of a created, priced
-//! order asks to pay it. The provider creates one payment per order (the
-//! order id is the idempotency key, so asking again returns the same
-//! payment) and the answer carries where to pay it (`checkout_url`).
+//! order asks to pay it. The platform opens a hosted checkout at the
+//! provider (a Stripe Checkout Session: the voucher's title, unit price,
+//! currency and the order's quantity, the order named in its reference and
+//! metadata) and answers where to pay (`checkout_url`). The order id is
+//! the idempotency key, so asking again returns the same session.
 //!
-//! Nothing is published here: the order is paid when the provider's signed
+//! The session is recorded in the log (`CheckoutOpened` on the sales
+//! topic) before the answer, so the processor closes it when the order
+//! closes and reconciles it by id at `pay_by`. Stripe lets a session live
+//! 30 minutes to 24 hours: a shorter payment window is closed by the
+//! platform expiring the session at `pay_by`; a longer one gets a new
+//! session once the last expired by itself.
+//!
+//! Nothing is paid here: the order is paid when the provider's signed
 //! callback says so (`routes::webhook`), decided by the processor against
-//! the order's `pay_by`.
+//! the order's `pay_by` by the charge's time.
 
 use std::sync::Arc;
 
-use chrono::Utc;
-use seckill_core::OrderId;
-use seckill_payments::{IntentStatus, NewIntent};
+use chrono::{DateTime, Utc};
+use seckill_core::decision::MAX_CHECKOUTS;
+use seckill_core::event::{CheckoutOpened, Event};
+use seckill_core::{Envelope, OrderId};
+use seckill_payments::{CheckoutSession, NewCheckout, SessionStatus, MAX_AMOUNT, MAX_SESSION_SECONDS, MIN_SESSION_SECONDS};
 use seckill_store::OrderStatus;
 use seckill_web::ApiError;
 use warp::http::StatusCode;
@@ -65,24 +76,36 @@ async fn handle(raw: String, caller: Caller, ingress: Arc<Ingress>) -> Result<wa
         return Err(conflict("payment_window_closed", format!("order {order_id} had to be paid by its pay_by")));
     }
 
-    let request = NewIntent {
-        amount: order.amount,
+    if order.amount > MAX_AMOUNT {
+        return Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "amount_too_large",
+            format!("order {order_id} owes more than the payment provider accepts in one payment ({MAX_AMOUNT} minor units)"),
+        )
+        .into());
+    }
+    let title = match payments.view.voucher(order.voucher_id).await {
+        Ok(Some(voucher)) => voucher.title,
+        _ => None,
+    };
+    let now = Utc::now();
+    let quantity = order.quantity.max(1);
+    let request = NewCheckout {
+        unit_amount: order.amount / u64::from(quantity),
+        quantity,
         currency: currency.lowercase(),
+        title: title.unwrap_or_else(|| format!("Voucher {}", order.voucher_id)),
         order_id: order_id.to_string(),
         voucher_id: order.voucher_id.to_string(),
-        return_url: payments.return_url(order_id, order.voucher_id),
+        success_url: payments.return_url(order_id, order.voucher_id),
+        cancel_url: payments.return_url(order_id, order.voucher_id),
+        expires_at: session_expiry(now, order.pay_by),
     };
-    let created = seckill_web::payments::timed(
-        &payments.metrics,
-        "create",
-        payments.provider.create_intent(&request, &format!("order-{order_id}")),
-    )
-    .await;
-    let intent = match created {
-        Ok(intent) => intent,
+    let session = match open_checkout(payments, &request, order_id, now).await {
+        Ok(session) => session,
         Err(error) => {
             payments.metrics.payments_created.with_label_values(&["provider_error"]).inc();
-            tracing::warn!(%error, %order_id, "The payment provider did not create a payment.");
+            tracing::warn!(%error, %order_id, "The payment provider did not open a checkout.");
             return Err(ApiError::new(
                 StatusCode::BAD_GATEWAY,
                 "provider_unavailable",
@@ -91,19 +114,78 @@ async fn handle(raw: String, caller: Caller, ingress: Arc<Ingress>) -> Result<wa
             .into());
         }
     };
-    if intent.status == IntentStatus::Canceled {
-        // Closed by the expiry sweeper: it can no longer be paid.
-        return Err(conflict("payment_window_closed", format!("order {order_id}'s payment was closed unpaid")));
+    if session.status == SessionStatus::Expired {
+        return Err(conflict("payment_window_closed", format!("order {order_id}'s checkout was closed unpaid")));
+    }
+    // Recorded before the buyer can pay on it: the processor closes it
+    // with the order and reconciles it by id.
+    let opened = CheckoutOpened {
+        order_id,
+        voucher_id: order.voucher_id,
+        session_id: session.id.clone(),
+        opened_at: DateTime::from_timestamp(session.created, 0).unwrap_or(now),
+        expires_at: DateTime::from_timestamp(session.expires_at, 0).unwrap_or(now),
+    };
+    let record = Envelope::new(Event::CheckoutOpened(opened));
+    if let Err(error) = ingress.producer.send(&ingress.topics.sales, &record).await {
+        ingress.metrics.produce_errors.inc();
+        tracing::warn!(%error, %order_id, "A checkout could not be recorded in the log; not handed out.");
+        return Err(ApiError::unavailable("the event log is unavailable; nothing was charged, try again").into());
     }
     payments.metrics.payments_created.with_label_values(&["created"]).inc();
     let body = serde_json::json!({
         "order_id": order_id,
-        "payment_id": intent.id,
-        "checkout_url": intent.checkout_url(),
+        "payment_id": session.id,
+        "checkout_url": session.url,
         "amount": order.amount,
         "currency": currency,
         "pay_by": order.pay_by,
-        "status": intent.status.as_str(),
+        "checkout_expires_at": opened_expiry(&session),
+        "status": session.status.as_str(),
     });
     Ok(warp::reply::json(&body).into_response())
+}
+
+/// When the provider should expire the session by itself: at `pay_by`
+/// where Stripe allows it, else as close as it allows (30 minutes to 24
+/// hours after now, a minute inside each bound for clocks that differ); a
+/// shorter window is closed by the platform at `pay_by`.
+fn session_expiry(now: DateTime<Utc>, pay_by: Option<DateTime<Utc>>) -> i64 {
+    let soonest = now.timestamp() + MIN_SESSION_SECONDS + 60;
+    let latest = now.timestamp() + MAX_SESSION_SECONDS - 60;
+    pay_by.map_or(latest, |pay_by| pay_by.timestamp()).clamp(soonest, latest)
+}
+
+/// The order's checkout: the one its idempotency key opened, or, when that
+/// one expired by itself (a payment window longer than a session may
+/// live), the next in a chain of keys each named after the expired one, so
+/// concurrent requests still agree on one session.
+async fn open_checkout(
+    payments: &crate::payments::Payments,
+    request: &NewCheckout,
+    order_id: OrderId,
+    now: DateTime<Utc>,
+) -> Result<CheckoutSession, seckill_payments::ProviderError> {
+    let create = |key: String| async move {
+        seckill_web::payments::timed(&payments.metrics, "create", payments.provider.create_checkout(request, &key))
+            .await
+    };
+    let lapsed = |session: &CheckoutSession| session.expires_at <= now.timestamp();
+    let mut session = create(format!("checkout-{order_id}")).await?;
+    for _ in 1..MAX_CHECKOUTS {
+        if !lapsed(&session) {
+            return Ok(session);
+        }
+        session = create(format!("checkout-{order_id}-after-{}", session.id)).await?;
+    }
+    if lapsed(&session) {
+        // Every session the chain allows has lapsed: nothing payable left.
+        session.status = SessionStatus::Expired;
+    }
+    Ok(session)
+}
+
+/// When the provider expires the session, as RFC 3339.
+fn opened_expiry(session: &CheckoutSession) -> Option<DateTime<Utc>> {
+    DateTime::from_timestamp(session.expires_at, 0)
 }

@@ -230,6 +230,22 @@ async fn handle_create(
         challenge_bits: request.challenge_bits,
     };
     definition.validate().map_err(|e| ApiError::invalid(e.to_string().replace("event is out of range: ", "")))?;
+    // An order holds at most `per_user_limit` units: if that many would
+    // owe more than the provider takes in one payment, such an order could
+    // be admitted and never paid.
+    let largest_order = definition.price.saturating_mul(u64::from(definition.per_user_limit));
+    if largest_order > seckill_payments::MAX_AMOUNT {
+        return Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "amount_too_large",
+            format!(
+                "price × per_user_limit is {largest_order} minor units, above the {} the payment provider accepts in one \
+                 payment: lower the price or the per-user limit",
+                seckill_payments::MAX_AMOUNT
+            ),
+        )
+        .into());
+    }
     if definition.price > 0 && ingress.payments.is_none() {
         return Err(ApiError::new(
             StatusCode::CONFLICT,

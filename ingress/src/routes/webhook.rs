@@ -4,11 +4,21 @@
 //! (`Stripe-Signature: t=…,v1=…`, HMAC-SHA256 over `t.body` with a webhook
 //! secret, compared in constant time; timestamps more than the tolerance
 //! away refused) before anything in it is read; a refused one is `400` and
-//! changes nothing. A completed payment (`payment_intent.succeeded`)
-//! becomes a `PaymentReceived` record on the sales topic, keyed by voucher,
-//! so the processor decides it in log order with the order's other
-//! requests; whether it pays the order or is refunded is its decision, by
-//! the provider's payment time against the order's `pay_by`.
+//! changes nothing. A paid checkout (`checkout.session.completed` whose
+//! `payment_status` is `paid`, or `checkout.session.async_payment_succeeded`
+//! once a bank debit settled) becomes a `PaymentReceived` record on the
+//! sales topic, keyed by voucher, so the processor decides it in log order
+//! with the order's other requests; whether it pays the order or is
+//! refunded is its decision, by the charge's time against the order's
+//! `pay_by`. The session is read back from the provider with its intent
+//! and charge, so the amount is what was received and the time the
+//! charge's, the same on every path (callback or reconciliation), and a
+//! callback naming a session the provider does not have changes nothing.
+//!
+//! An event of the other mode than the key's (`livemode`), of a session
+//! that is not the platform's, or of a type the platform does not act on
+//! is answered `200` (a provider retries anything else), counted and
+//! logged, and changes nothing.
 //!
 //! The answer is `2xx` only once the record is in the log: a provider
 //! retries anything else, so a callback the log could not take is not lost.
@@ -20,8 +30,8 @@ use bytes::Bytes;
 use chrono::Utc;
 use seckill_core::event::{Event, PaymentReceived, PaymentSource, MAX_EVENT_BYTES};
 use seckill_core::Envelope;
-use seckill_payments::signature;
-use seckill_web::payments::{is_provider_id, payment_received};
+use seckill_payments::{signature, CheckoutSession, SessionPaymentStatus};
+use seckill_web::payments::{is_provider_id, payment_received, timed};
 use seckill_web::ApiError;
 use warp::http::StatusCode;
 use warp::{Filter, Rejection, Reply};
@@ -29,8 +39,21 @@ use warp::{Filter, Rejection, Reply};
 use super::{body, Ingress};
 use crate::payments::Payments;
 
-/// The callback that reports a completed payment.
-const SUCCEEDED: &str = "payment_intent.succeeded";
+/// A buyer finished a checkout (paid, or a debit still settling).
+const COMPLETED: &str = "checkout.session.completed";
+/// A checkout's bank debit settled.
+const ASYNC_SUCCEEDED: &str = "checkout.session.async_payment_succeeded";
+/// Events of the flow the platform learns nothing new from: a checkout
+/// expired or its debit failed (the order expires at `pay_by`), and
+/// refunds (the refund worker asks the provider itself).
+const NOTED: &[&str] = &[
+    "checkout.session.expired",
+    "checkout.session.async_payment_failed",
+    "charge.refunded",
+    "refund.created",
+    "refund.updated",
+    "refund.failed",
+];
 
 pub(super) fn receive(ingress: Arc<Ingress>) -> impl Filter<Extract = (impl Reply,), Error = Rejection> + Clone {
     warp::path!("api" / "v1" / "payments" / "webhook")
@@ -82,20 +105,35 @@ async fn handle(
         outcome("duplicate");
         return Ok(received(&event.id, Some("duplicate")));
     }
-    if event.kind != SUCCEEDED {
+    if event.livemode != payments.provider.livemode() {
         outcome("ignored");
-        return Ok(received(&event.id, Some("not a completed payment")));
+        tracing::warn!(event_id = %event.id, livemode = event.livemode, "A callback of the other mode than the key's; ignored.");
+        return Ok(received(&event.id, Some("not of this key's mode (livemode)")));
     }
-    let intent = event.payment_intent().map_err(|e| {
+    if NOTED.contains(&event.kind.as_str()) {
+        outcome("ignored");
+        return Ok(received(&event.id, Some("nothing to record")));
+    }
+    if event.kind != COMPLETED && event.kind != ASYNC_SUCCEEDED {
+        outcome("ignored");
+        tracing::debug!(kind = %event.kind, "A callback of a type the platform does not use; ignored.");
+        return Ok(received(&event.id, Some("not a payment event of this platform")));
+    }
+    let session = event.checkout_session().map_err(|e| {
         outcome("rejected");
         payments.metrics.webhook_rejections.with_label_values(&["body"]).inc();
-        ApiError::new(StatusCode::BAD_REQUEST, "invalid_event", format!("not a payment: {e}"))
+        ApiError::new(StatusCode::BAD_REQUEST, "invalid_event", format!("not a checkout session: {e}"))
     })?;
-    let Some(payment) = payment_received(&intent, event.created, PaymentSource::Webhook) else {
-        // Not one of ours (no order of this platform in its metadata): a
-        // provider account may serve other systems too.
+    if session.payment_status != SessionPaymentStatus::Paid {
+        // A debit still settling: `async_payment_succeeded` follows.
         outcome("ignored");
-        tracing::warn!(payment_id = %intent.id, "A completed payment names no order of this platform; ignored.");
+        return Ok(received(&event.id, Some("payment not settled yet")));
+    }
+    let Some(payment) = paid(payments, &session, event.created).await? else {
+        // Not one of ours (no order of this platform): a provider account
+        // may serve other systems too; or unknown to the provider.
+        outcome("ignored");
+        tracing::warn!(session = %session.id, "A paid checkout names no payment of this platform; ignored.");
         return Ok(received(&event.id, Some("names no order of this platform")));
     };
     publish(&ingress, payments, payment).await?;
@@ -104,6 +142,31 @@ async fn handle(
         tracing::debug!(%error, "Could not remember a handled callback; a repeat will be published again.");
     }
     Ok(received(&event.id, None))
+}
+
+/// The payment a paid session made, read back from the provider (its
+/// intent and charge); None when it is not the platform's or the provider
+/// does not know it; a provider that cannot answer is `503`, so the
+/// provider delivers the callback again.
+async fn paid(
+    payments: &Payments,
+    session: &CheckoutSession,
+    event_time: i64,
+) -> Result<Option<PaymentReceived>, Rejection> {
+    if session.order_id().is_none() || !is_provider_id(&session.id) {
+        return Ok(None);
+    }
+    let read = timed(&payments.metrics, "retrieve", payments.provider.retrieve_checkout(&session.id)).await;
+    let session = match read {
+        Ok(session) => session,
+        Err(error) if error.status() == Some(404) => return Ok(None),
+        Err(error) => {
+            tracing::warn!(%error, session = %session.id, "Could not read a paid checkout back; the provider will retry.");
+            return Err(ApiError::unavailable("the payment provider could not be asked; deliver the event again").into());
+        }
+    };
+    let Some(intent) = session.expanded_intent() else { return Ok(None) };
+    Ok(payment_received(intent, event_time, PaymentSource::Webhook))
 }
 
 async fn publish(ingress: &Ingress, payments: &Payments, payment: PaymentReceived) -> Result<(), Rejection> {

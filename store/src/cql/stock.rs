@@ -158,6 +158,7 @@ impl CqlStockStore {
             StockInput::Order(order) => Some((ORDER, order.order_id.as_uuid())),
             StockInput::Cancel(request) | StockInput::Confirm(request) => Some((ORDER, request.order_id.as_uuid())),
             StockInput::Pay(payment) => Some((ORDER, payment.order_id.as_uuid())),
+            StockInput::Checkout(opened) => Some((ORDER, opened.order_id.as_uuid())),
         });
         let mut rows = self.read_rows(voucher, wanted.chain([(VOUCHER, voucher.as_uuid())])).await?;
         let settings = match rows.remove(&(VOUCHER, voucher.as_uuid())).flatten() {
@@ -436,6 +437,7 @@ fn voucher_of(input: &StockInput) -> VoucherId {
         StockInput::Order(order) => order.voucher_id,
         StockInput::Cancel(request) | StockInput::Confirm(request) => request.voucher_id,
         StockInput::Pay(payment) => payment.voucher_id,
+        StockInput::Checkout(opened) => opened.voucher_id,
     }
 }
 
@@ -462,6 +464,13 @@ impl StockStore for CqlStockStore {
             level.per_user_limit = Some(serde_json::from_slice::<Settings>(&blob).map_err(unreadable)?.per_user_limit);
         }
         Ok(Some(level))
+    }
+
+    async fn order_record(&self, voucher: VoucherId, order: OrderId) -> Result<Option<OrderRecord>, StoreError> {
+        match self.read_row(voucher, ORDER, order.as_uuid()).await?.flatten() {
+            Some(blob) => OrderRecord::decode(&blob).map(Some).map_err(StoreError::Corrupt),
+            None => Ok(None),
+        }
     }
 
     async fn expired(&self, now: DateTime<Utc>, limit: usize) -> Result<Vec<OrderRequest>, StoreError> {

@@ -155,6 +155,18 @@ impl StockStore for EmbeddedStockStore {
         .await
     }
 
+    async fn order_record(&self, _voucher: VoucherId, order: OrderId) -> Result<Option<OrderRecord>, StoreError> {
+        blocking(&self.db, move |db| {
+            let txn = db.begin_read()?;
+            let outcomes = txn.open_table(OUTCOMES)?;
+            match outcomes.get(order.to_string().as_str())? {
+                Some(raw) => OrderRecord::decode(raw.value()).map(Some).map_err(StoreError::Corrupt),
+                None => Ok(None),
+            }
+        })
+        .await
+    }
+
     async fn expired(&self, now: DateTime<Utc>, limit: usize) -> Result<Vec<OrderRequest>, StoreError> {
         let limit = limit.min(MAX_EXPIRED_PAGE);
         blocking(&self.db, move |db| {

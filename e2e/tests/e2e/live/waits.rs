@@ -1,10 +1,13 @@
 //! Long-polls: answered by the event that changes the order, by the end of
-//! the wait, and by shutdown; bounded; woken on every replica.
+//! the wait, and by shutdown; bounded; woken on every replica; without a
+//! status, waiting for a change from the one the order has; every answer
+//! dated when it is sent.
 
 use std::time::{Duration, Instant};
 
+use chrono::{DateTime, Utc};
 use reqwest::StatusCode;
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use super::sse::SseStream;
 use super::{header, read};
@@ -70,7 +73,8 @@ async fn long_polls_on_every_replica_are_answered_by_the_decision_and_others_by_
     assert_eq!((status, wait.as_deref(), body["status"].as_str()), (StatusCode::OK, Some("timeout"), Some("CREATED")));
     assert!(elapsed >= Duration::from_millis(300), "{elapsed:?}");
     // A status that differs at once answers at once.
-    let (_, wait, _, _) = long_poll(&platform, &other, &order, "waiter", "wait=25s").await.expect("answered");
+    let (_, wait, _, _) =
+        long_poll(&platform, &other, &order, "waiter", "wait=25s&status=PENDING").await.expect("answered");
     assert_eq!(wait.as_deref(), Some("changed"));
 
     // Bad waits are refused, someone else's order is not found.
@@ -118,4 +122,72 @@ async fn waiters_and_streams_are_bounded_and_shutdown_answers_every_waiter() {
     let (status, wait, body, _) = waiting.await.expect("answered");
     assert_eq!((status, wait.as_deref(), body["status"].as_str()), (StatusCode::OK, Some("timeout"), Some("PENDING")));
     assert!(stopping.elapsed() < Duration::from_secs(10), "answered at shutdown, not after the wait");
+}
+
+/// A long-poll without `status` waits for the order to leave the status it
+/// has: a created order's is answered by its claim (or, priced, its
+/// payment), not at once because it is no longer `PENDING`.
+#[tokio::test]
+async fn a_wait_without_a_status_is_answered_by_the_next_change_of_the_order() {
+    let platform = Platform::start().await;
+    let voucher = platform.create_voucher(5, 1).await;
+    let (status, placed) = platform.order(&voucher, "follower").await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{placed}");
+    let order = placed["order_id"].as_str().expect("order_id").to_owned();
+    platform.wait_order(&order, |o| o["status"] == "CREATED").await;
+
+    let waiting = long_poll(&platform, &platform.base, &order, "follower", "wait=25s");
+    until_waiting(&platform, &platform.base, 1).await;
+    let (status, body) = platform.post(&format!("/api/v1/orders/{order}/confirm"), Some("follower"), None).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    let (status, wait, body, elapsed) = waiting.await.expect("answered");
+    assert_eq!((status, wait.as_deref(), body["status"].as_str()), (StatusCode::OK, Some("changed"), Some("PAID")));
+    assert!(elapsed < Duration::from_secs(25), "woken by the claim, not timed out: {elapsed:?}");
+
+    // A paid free order changes no more: the wait ends with it as it is.
+    let (status, wait, body, elapsed) =
+        long_poll(&platform, &platform.base, &order, "follower", "wait=500ms").await.expect("answered");
+    assert_eq!((status, wait.as_deref(), body["status"].as_str()), (StatusCode::OK, Some("timeout"), Some("PAID")));
+    assert!(elapsed >= Duration::from_millis(500), "{elapsed:?}");
+}
+
+/// A waiting-room place and a draw entry long-polled until the wait ends
+/// carry the server's clock as it answers, not as the request arrived:
+/// clients count down to the start, `draw_at` and `purchase_until` from it.
+#[tokio::test]
+async fn a_long_polls_server_time_is_when_it_answers() {
+    let platform = Platform::start().await;
+    let now = Utc::now();
+    let later = now + chrono::Duration::hours(1);
+    let room = platform
+        .create_voucher_from(json!({
+            "stock": 5, "mode": "queue", "begins_at": later, "ends_at": later + chrono::Duration::hours(1),
+        }))
+        .await;
+    let draw = platform
+        .create_voucher_from(json!({
+            "stock": 5, "mode": "draw", "begins_at": now, "draw_at": later,
+            "ends_at": later + chrono::Duration::hours(1),
+        }))
+        .await;
+    let (status, body) = platform.post(&format!("/api/v1/vouchers/{room}/queue"), Some("clocked"), None).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let (status, body) = platform.post(&format!("/api/v1/vouchers/{draw}/entries"), Some("clocked"), None).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+
+    for path in [format!("/api/v1/vouchers/{room}/queue/me"), format!("/api/v1/vouchers/{draw}/entries/me")] {
+        // Redis runs on this machine: its clock is this one.
+        let asked = Utc::now();
+        let (status, headers, body) =
+            read(&platform, &platform.base, &format!("{path}?wait=2s"), Some("clocked"), &[]).await;
+        let answered = Utc::now();
+        assert_eq!((status, header(&headers, "seckill-wait")), (StatusCode::OK, Some("timeout")), "{path}: {body}");
+        let server_time: DateTime<Utc> =
+            body["server_time"].as_str().expect("server_time").parse().expect("an RFC 3339 time");
+        assert!(
+            server_time >= asked + chrono::Duration::milliseconds(1_900),
+            "{path}: server_time {server_time} is the request's ({asked}), not the answer's ({answered})"
+        );
+        assert!(server_time <= answered + chrono::Duration::milliseconds(200), "{path}: {server_time} vs {answered}");
+    }
 }

@@ -9,11 +9,17 @@
 //! (the draw was made, a rank was promoted), or every few seconds (a
 //! window running out), so a crowd waiting for returned units costs Redis
 //! little.
+//!
+//! Every answer and every event is told as of when it is sent: its
+//! `server_time` is the admission clock then (clients count down to
+//! `draw_at` and `purchase_until` from it), and a win whose window closed
+//! meanwhile reads as lapsed.
 
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
 use seckill_core::{UserId, VoucherId};
 use seckill_gate::{Entry, EntryState, RoomState};
 use seckill_web::ApiError;
@@ -109,6 +115,15 @@ impl Follow {
         self.status = next;
         Ok(changed)
     }
+
+    /// The status as of `now` (the admission clock as the answer is sent):
+    /// the entry as last read, the draw as it stands, and the clock read
+    /// now, not when the entry was.
+    fn at(&mut self, now: DateTime<Utc>) -> &DrawStatus {
+        self.entry.now = self.entry.now.max(now);
+        self.status = self.handle.draw_status(&self.entry, &self.handle.view());
+        &self.status
+    }
 }
 
 async fn read(rooms: &Rooms, handle: &RoomHandle, user: &UserId) -> Result<(Entry, DrawStatus), ApiError> {
@@ -129,10 +144,10 @@ async fn get_me(
     let voucher: VoucherId = raw.parse().map_err(|e| ApiError::invalid(format!("voucher_id: {e}")))?;
     let wait = query.wait.as_deref().map(parse_wait).transpose()?;
     let mut follow = Follow::start(&reading, voucher, user.clone()).await?;
-    let Some(wait) = wait.filter(|wait| !wait.is_zero() && !follow.status.settled()) else {
-        return Ok(reply(&follow.status, None));
-    };
     let live = &reading.live;
+    let Some(wait) = wait.filter(|wait| !wait.is_zero() && !follow.status.settled()) else {
+        return Ok(reply(follow.at(live.clock.now()), None));
+    };
     let _place = waiter_place(live, &user, address)?;
     let mut views = follow.handle.subscribe();
     let deadline = tokio::time::Instant::now() + wait;
@@ -140,16 +155,16 @@ async fn get_me(
         tokio::select! {
             changed = views.changed() => {
                 if changed.is_err() {
-                    return Ok(reply(&follow.status, Some("timeout")));
+                    return Ok(reply(follow.at(live.clock.now()), Some("timeout")));
                 }
             }
             () = tokio::time::sleep(REREAD_EVERY) => {}
-            () = tokio::time::sleep_until(deadline) => return Ok(reply(&follow.status, Some("timeout"))),
-            () = live.closing.cancelled() => return Ok(reply(&follow.status, Some("timeout"))),
+            () = tokio::time::sleep_until(deadline) => return Ok(reply(follow.at(live.clock.now()), Some("timeout"))),
+            () = live.closing.cancelled() => return Ok(reply(follow.at(live.clock.now()), Some("timeout"))),
         }
         let view = views.borrow_and_update().clone();
         if follow.update(&view).await? {
-            return Ok(reply(&follow.status, Some("changed")));
+            return Ok(reply(follow.at(live.clock.now()), Some("changed")));
         }
     }
 }
@@ -167,7 +182,7 @@ async fn stream_me(
     let mut views = follow.handle.subscribe();
     Ok(sse_reply(&live, move |sender| async move {
         loop {
-            let body = serde_json::to_string(&follow.status).expect("statuses serialize");
+            let body = serde_json::to_string(follow.at(open.live.clock.now())).expect("statuses serialize");
             if sender.send(Event::default().event("draw").data(body)).await.is_err() || follow.status.settled() {
                 return;
             }

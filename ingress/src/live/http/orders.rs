@@ -7,10 +7,11 @@
 //! admin token sees every order.
 //!
 //! `?wait=10s` (at most 30 s) turns the read into a long-poll: the answer
-//! comes as soon as the order's status differs from `?status=` (default
-//! `PENDING`), or when the wait ends, with the order as it stands then;
-//! the `Seckill-Wait` header says which (`changed` or `timeout`; the
-//! ingress shutting down ends every wait early, as `timeout`).
+//! comes as soon as the order's status differs from `?status=` (by default
+//! the status the order has when the request arrives: any change), or when
+//! the wait ends, with the order as it stands then; the `Seckill-Wait`
+//! header says which (`changed` or `timeout`; the ingress shutting down
+//! ends every wait early, as `timeout`).
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -39,7 +40,8 @@ pub(crate) const WAIT_HEADER: &str = "seckill-wait";
 struct OrderQuery {
     /// How long to wait for a change: `250ms`, `10s`.
     wait: Option<String>,
-    /// The status the client has; a change is any other.
+    /// The status the client has; a change is any other. By default the
+    /// status the order has when the request arrives.
     status: Option<OrderStatus>,
 }
 
@@ -132,17 +134,17 @@ async fn get_order(
         let (order, source) = visible_order(&reading.live, &caller, order_id).await?;
         return Ok(reply(&reading, &order, source, None));
     };
-    let have = query.status.unwrap_or(OrderStatus::Pending);
-    long_poll(&reading, &caller, address, order_id, have, wait).await.map_err(Rejection::from)
+    long_poll(&reading, &caller, address, order_id, query.status, wait).await.map_err(Rejection::from)
 }
 
-/// Answers once the order's status is not `have`, or after `wait`.
+/// Answers once the order's status is not `have` (None: the status its
+/// first read finds), or after `wait`.
 async fn long_poll(
     reading: &Reading,
     caller: &Caller,
     address: Option<IpAddr>,
     order_id: OrderId,
-    have: OrderStatus,
+    mut have: Option<OrderStatus>,
     wait: Duration,
 ) -> Result<warp::reply::Response, ApiError> {
     let live = &reading.live;
@@ -180,7 +182,9 @@ async fn long_poll(
     woken.as_mut().enable();
     loop {
         let (order, source) = visible_order(&reading.live, caller, order_id).await?;
-        if order.status != have {
+        // Without `status=`, the first read says which status the order has now.
+        let from = *have.get_or_insert(order.status);
+        if order.status != from {
             return Ok(reply(reading, &order, source, Some("changed")));
         }
         tokio::select! {

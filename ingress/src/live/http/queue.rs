@@ -12,11 +12,17 @@
 //! itself is read from Redis again only when the serving number reaches it,
 //! the room's state changes, or every few seconds (an entry's time running
 //! out), so a crowd waiting costs Redis little.
+//!
+//! Every answer and every event is told as of when it is sent: its
+//! `server_time` is the admission clock then (not when the request arrived
+//! or the place was read), and an entry whose time ran out meanwhile reads
+//! as expired.
 
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
 use seckill_core::{UserId, VoucherId};
 use seckill_gate::{Place, PlaceState, RoomState};
 use seckill_web::ApiError;
@@ -125,6 +131,15 @@ impl Follow {
         self.status = next;
         Ok(change)
     }
+
+    /// The status as of `now` (the admission clock as the answer is sent):
+    /// the place as last read, the room as it stands, and the clock read
+    /// now, not when the place was.
+    fn at(&mut self, now: DateTime<Utc>) -> &QueueStatus {
+        self.place.now = self.place.now.max(now);
+        self.status = self.handle.status(&self.user, &self.place, &self.handle.view());
+        &self.status
+    }
 }
 
 /// How `after` differs from `before` (the clock aside).
@@ -164,10 +179,10 @@ async fn get_me(
     let voucher: VoucherId = raw.parse().map_err(|e| ApiError::invalid(format!("voucher_id: {e}")))?;
     let wait = query.wait.as_deref().map(parse_wait).transpose()?;
     let mut follow = Follow::start(&reading, voucher, user.clone()).await?;
-    let Some(wait) = wait.filter(|wait| !wait.is_zero() && !follow.status.settled()) else {
-        return Ok(reply(&follow.status, None));
-    };
     let live = &reading.live;
+    let Some(wait) = wait.filter(|wait| !wait.is_zero() && !follow.status.settled()) else {
+        return Ok(reply(follow.at(live.clock.now()), None));
+    };
     let _place = waiter_place(live, &user, address)?;
     let mut views = follow.handle.subscribe();
     let started = tokio::time::Instant::now();
@@ -180,18 +195,22 @@ async fn get_me(
         tokio::select! {
             changed = views.changed() => {
                 if changed.is_err() {
-                    return Ok(reply(&follow.status, Some("timeout")));
+                    return Ok(reply(follow.at(live.clock.now()), Some("timeout")));
                 }
             }
             () = tokio::time::sleep(REREAD_EVERY) => {}
-            () = tokio::time::sleep_until(moved_due), if moved => return Ok(reply(&follow.status, Some("changed"))),
-            () = tokio::time::sleep_until(deadline) => return Ok(reply(&follow.status, Some("timeout"))),
-            () = live.closing.cancelled() => return Ok(reply(&follow.status, Some("timeout"))),
+            () = tokio::time::sleep_until(moved_due), if moved => {
+                return Ok(reply(follow.at(live.clock.now()), Some("changed")));
+            }
+            () = tokio::time::sleep_until(deadline) => return Ok(reply(follow.at(live.clock.now()), Some("timeout"))),
+            () = live.closing.cancelled() => return Ok(reply(follow.at(live.clock.now()), Some("timeout"))),
         }
         let view = views.borrow_and_update().clone();
         match follow.update(&view).await? {
-            Change::State => return Ok(reply(&follow.status, Some("changed"))),
-            Change::Moved if started.elapsed() >= MOVE_EVERY => return Ok(reply(&follow.status, Some("changed"))),
+            Change::State => return Ok(reply(follow.at(live.clock.now()), Some("changed"))),
+            Change::Moved if started.elapsed() >= MOVE_EVERY => {
+                return Ok(reply(follow.at(live.clock.now()), Some("changed")));
+            }
             Change::Moved => moved = true,
             Change::None => {}
         }
@@ -214,8 +233,8 @@ pub(super) fn waiter_place(
     })
 }
 
-/// A room's or a draw's status for its user, never cached; `wait` says how
-/// a long-poll ended.
+/// A room's or a draw's status for its user (as of when it is sent), never
+/// cached; `wait` says how a long-poll ended.
 pub(super) fn reply(status: &impl serde::Serialize, wait: Option<&'static str>) -> warp::reply::Response {
     let mut response = warp::reply::json(status).into_response();
     let headers = response.headers_mut();
@@ -241,7 +260,7 @@ async fn stream_me(
     Ok(sse_reply(&live, move |sender| async move {
         let _watching = watching;
         loop {
-            let body = serde_json::to_string(&follow.status).expect("statuses serialize");
+            let body = serde_json::to_string(follow.at(open.live.clock.now())).expect("statuses serialize");
             if sender.send(Event::default().event("queue").data(body)).await.is_err() || follow.status.settled() {
                 return;
             }
