@@ -58,9 +58,12 @@
 -- Returns a two-element array {code, detail}, both strings:
 --   {"admitted", remaining_after}          stock and the user's count were taken (or, for an order id
 --                                          this script admitted before, had been: a repeated call, e.g.
---                                          a retry after a dropped connection, changes nothing)
---   {"replayed", "<order_id>|<quantity>"}  this key was admitted before; nothing changed (the quantity
---                                          is the first admission's, from KEYS[5]; empty if not known)
+--                                          a retry after a dropped connection, changes nothing but
+--                                          writes the order's KEYS[5] record again, the same value)
+--   {"replayed", "<order_id>|<quantity>"}  this key was admitted before; nothing changed but the key's
+--                                          KEYS[4] record, written again with the same value (the
+--                                          quantity is the first admission's, from KEYS[5]; empty if
+--                                          not known)
 --   {"unknown_voucher", ""}                no such voucher loaded
 --   {"not_started", begins_ms}             before the sale window
 --   {"ended", ends_ms}                     after the sale window
@@ -97,6 +100,14 @@
 -- whose call timed out can find out what happened (settle.lua), and a call
 -- that arrives after settle.lua said "not admitted" is refused by the same
 -- record: the answer the client got stays true.
+--
+-- A repeated call and a replay write their record again, unchanged: the
+-- caller may follow this call with WAIT (gate/src/replica_acks.rs), and the
+-- first write may have been made over another connection. Redis 7.0 has a
+-- WAIT cover the replication stream up to the connection's last command of
+-- any kind; 7.2 and later only up to its last write. Writing now puts a
+-- write of this call after the first one in the stream, so a replica that
+-- acknowledges it has both, whichever the server.
 --
 -- Admission and the outbox entry are one atomic step: an order Redis took
 -- stock for is always in the outbox, and the relay publishes it to Kafka and
@@ -136,6 +147,7 @@ if recorded == "fenced" then
   return {"fenced", ""}
 end
 if recorded then
+  redis.call("HSET", KEYS[5], ARGV[3], recorded)
   return {"admitted", voucher[1]}
 end
 
@@ -144,6 +156,7 @@ end
 if ARGV[4] ~= "" then
   local previous = redis.call("HGET", KEYS[4], ARGV[4])
   if previous then
+    redis.call("HSET", KEYS[4], ARGV[4], previous)
     -- The retry may ask for another quantity: the answer is the order the
     -- key admitted, as it was admitted.
     local first = redis.call("HGET", KEYS[5], previous)

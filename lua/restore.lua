@@ -227,8 +227,9 @@ if existed then
     compare("shards", current[9], shards)
     compare("voucher_stock", tonumber(current[10]), voucher_stock)
   else
-    compare("shards", current[9], nil)
-    compare("voucher_stock", current[10], nil)
+    -- A bucket not split has neither field (false: HMGET found none).
+    compare("shards", current[9] or "none", "none")
+    compare("voucher_stock", current[10] or "none", "none")
   end
 end
 local in_redis_bought = as_map(redis.call("HGETALL", KEYS[2]))

@@ -15,6 +15,12 @@
 -- having fenced the id first: admit.lua refuses a fenced id before changing
 -- anything, so a call that runs after this one can no longer admit it, and
 -- "not admitted" stays true.
+--
+-- Either way the id's record is written (again, when it was there: the same
+-- value), so a WAIT the caller sends behind this call on its connection
+-- (gate/src/replica_acks.rs) covers the record, written maybe over another
+-- connection (Redis 7.2 and later have WAIT cover a connection's writes
+-- only, not its reads).
 if #KEYS ~= 2 or #ARGV ~= 2 then
   return redis.error_reply("settle.lua: expects 2 KEYS and 2 ARGV")
 end
@@ -22,6 +28,9 @@ if ARGV[1] == "" then
   return redis.error_reply("settle.lua: the order id must not be empty")
 end
 local recorded = redis.call("HGET", KEYS[2], ARGV[1])
+if recorded then
+  redis.call("HSET", KEYS[2], ARGV[1], recorded)
+end
 if recorded and recorded ~= "fenced" then
   return "admitted"
 end

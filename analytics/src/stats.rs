@@ -219,7 +219,8 @@ impl Stats {
             | Event::ConfirmRequested(_)
             | Event::PaymentReceived(_)
             | Event::RefundRequested(_)
-            | Event::PaymentRefunded(_) => {}
+            | Event::PaymentRefunded(_)
+            | Event::CheckoutOpened(_) => {}
         }
     }
 

@@ -18,9 +18,11 @@ voucher. Against the local run (`seckill dev`) both come from its data directory
 Examples:
   # 50,000 users racing for 10 units over 256 keep-alive connections:
   seckill loadgen --stock 10 --requests 50000 --users 50000 --connections 256
-  # Open loop at 2,000 requests/s (latency measured from the schedule), with the
-  # Redis and persistent stock compared at the end (the local run's ports):
-  seckill loadgen --stock 100000 --requests 20000 --rate 2000 \\
+  # Open loop at 2,000 requests/s (latency measured from the schedule), one request
+  # per user (request i comes from user i mod --users: fewer users than requests
+  # order again, and over the limit are refused duplicate_order), with the Redis
+  # and persistent stock compared at the end (the local run's ports):
+  seckill loadgen --stock 100000 --requests 20000 --users 20000 --rate 2000 \\
     --processor-url http://127.0.0.1:8081 --redis-url redis://127.0.0.1:16379/
   # Machines:
   seckill loadgen --requests 5000 --json | jq .invariants.passed")]

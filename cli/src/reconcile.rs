@@ -1,6 +1,7 @@
 //! `seckill reconcile`: rebuilds the Redis admission state from the log
 //! (the work is `seckill_analytics::reconcile`, safe while the platform
-//! runs); prints one row per voucher. `--dry-run` only reports.
+//! runs); prints one row per voucher, then what differed in each voucher
+//! it corrected (or, with `--dry-run`, which only reports, would correct).
 
 use std::path::PathBuf;
 
@@ -49,6 +50,11 @@ pub(crate) async fn run(args: ReconcileArgs) -> anyhow::Result<()> {
         );
     }
     for voucher in &report.vouchers {
+        if let Some(line) = differences_line(&voucher.outcome.differences, args.dry_run) {
+            println!("{}: {line}", voucher.voucher_id);
+        }
+    }
+    for voucher in &report.vouchers {
         if let Some(line) = voucher.outcome.draw.and_then(draw_line) {
             println!("{}: {line}", voucher.voucher_id);
         }
@@ -56,6 +62,17 @@ pub(crate) async fn run(args: ReconcileArgs) -> anyhow::Result<()> {
     let verb = if args.dry_run { "would change" } else { "changed" };
     println!("{} vouchers in the log; {} {verb}.", report.vouchers.len(), report.changed());
     Ok(())
+}
+
+/// What differed between Redis and the log in a voucher corrected (or to
+/// be corrected), as `restore.lua` names it (None: nothing differed, or
+/// the voucher was missing or expired, which its action says).
+fn differences_line(differences: &[String], dry_run: bool) -> Option<String> {
+    if differences.is_empty() {
+        return None;
+    }
+    let verb = if dry_run { "differs from the log in" } else { "differed from the log in" };
+    Some(format!("Redis {verb}: {}", differences.join("; ")))
 }
 
 /// What was done to a draw Redis had lost (None: kept, or opened new as
@@ -77,5 +94,24 @@ fn draw_line(restored: DrawRestored) -> Option<String> {
                 "draw rebuilt from the log at stage {stage}: {entries} entries, {wins} wins given, {wins_used} spent{seed}"
             ))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_correction_says_what_differs() {
+        let differences = ["the expiry of voucher (none) → 1700003600000".to_owned(), "limit 9 → 1".to_owned()];
+        assert_eq!(
+            differences_line(&differences, true).as_deref(),
+            Some("Redis differs from the log in: the expiry of voucher (none) → 1700003600000; limit 9 → 1")
+        );
+        assert_eq!(
+            differences_line(&differences[1..], false).as_deref(),
+            Some("Redis differed from the log in: limit 9 → 1")
+        );
+        assert_eq!(differences_line(&[], true), None);
     }
 }

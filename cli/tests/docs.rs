@@ -18,11 +18,17 @@
 //! Code blocks are skipped for both: their contents are commands and
 //! examples, not references. Every broken reference is printed with its page
 //! and line before the test fails, so one run lists them all.
+//!
+//! One check reads the code blocks instead: a `seckill …  | jq FILTER`
+//! example whose command the command's `--help` also shows, piped to `jq`,
+//! must use the filter `--help` shows (a reader who pastes either gets the
+//! same answer).
 
 use std::collections::{BTreeSet, HashMap};
 use std::fs;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 /// One Markdown page of the repository.
 #[derive(Debug)]
@@ -375,4 +381,80 @@ fn every_alert_links_to_its_own_runbook_section() {
         }
     }
     assert!(problems.is_empty(), "{problems:#?}");
+}
+
+/// The lines of the page's fenced code blocks, with their 1-based numbers.
+fn code_lines(text: &str) -> Vec<(usize, &str)> {
+    let mut lines = Vec::new();
+    let mut in_block = false;
+    for (number, line) in (1..).zip(text.lines()) {
+        if line.trim_start().starts_with("```") {
+            in_block = !in_block;
+        } else if in_block {
+            lines.push((number, line));
+        }
+    }
+    lines
+}
+
+/// A `seckill … | jq FILTER` line as (the command, the filter), both with
+/// their spaces collapsed and any `# comment` after the filter dropped.
+fn jq_example(line: &str) -> Option<(String, String)> {
+    let line = line.trim();
+    if !line.starts_with("seckill ") {
+        return None;
+    }
+    let (command, filter) = line.split_once(" | jq ")?;
+    let filter = filter.split(" #").next().unwrap_or(filter);
+    let collapse = |text: &str| text.split_whitespace().collect::<Vec<_>>().join(" ");
+    Some((collapse(command), collapse(filter)))
+}
+
+#[test]
+fn jq_filters_in_the_docs_are_the_ones_the_help_shows() {
+    let root = repository_root();
+    let mut helps: HashMap<String, Vec<(String, String)>> = HashMap::new();
+    let mut compared = 0;
+    let mut problems = Vec::new();
+    for path in documentation_pages(&root) {
+        let page = Page::read(&root, path);
+        for (number, line) in code_lines(&page.text) {
+            let Some((command, filter)) = jq_example(line) else { continue };
+            let subcommand = command.split_whitespace().nth(1).expect("seckill and a subcommand").to_owned();
+            let shown = helps.entry(subcommand.clone()).or_insert_with(|| {
+                let output = Command::new(env!("CARGO_BIN_EXE_seckill"))
+                    .args([subcommand.as_str(), "--help"])
+                    .output()
+                    .expect("seckill runs");
+                String::from_utf8_lossy(&output.stdout).lines().filter_map(jq_example).collect()
+            });
+            for (help_command, help_filter) in shown.iter() {
+                if *help_command == command {
+                    compared += 1;
+                    if *help_filter != filter {
+                        problems.push(format!(
+                            "{}:{number}: `{command} | jq {filter}`, while `seckill {subcommand} --help` pipes it to `jq {help_filter}`",
+                            page.name
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    for problem in &problems {
+        println!("{problem}");
+    }
+    assert!(problems.is_empty(), "{} jq filters differ from the help's (listed above)", problems.len());
+    assert!(compared >= 2, "the docs show the help's jq examples (loadgen, audit): {compared} compared");
+}
+
+#[test]
+fn jq_examples_are_read_as_a_command_and_a_filter() {
+    assert_eq!(
+        jq_example("  seckill audit --last 1d  --json | jq '.vouchers[] | .voucher_id'   # failing ones"),
+        Some(("seckill audit --last 1d --json".to_owned(), "'.vouchers[] | .voucher_id'".to_owned()))
+    );
+    assert_eq!(jq_example("curl -s $base | jq ."), None);
+    assert_eq!(jq_example("seckill stats --json"), None);
+    assert_eq!(code_lines("a\n```sh\nb\n```\nc\n"), [(3, "b")]);
 }

@@ -1,12 +1,13 @@
-//! A local `redis-server`.
+//! A local `redis-server`, alone or as the replica of another
+//! ([`Redis::start_replica`]).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::leftover::{stop_leftover, Expected, Leftover};
-use crate::process::{find_binary, on_a_free_port, Server, StopSignal};
+use crate::process::{find_binary, on_a_free_port, send_signal, Server, StopSignal};
 use crate::DevstackError;
 
 /// How long a Redis (or a cluster node) may take to listen: an empty one
@@ -30,6 +31,8 @@ pub struct Redis {
     port: u16,
     dir: std::path::PathBuf,
     persistence: RedisPersistence,
+    /// The port of the master it replicates (None: a master).
+    replica_of: Option<u16>,
 }
 
 impl Redis {
@@ -39,14 +42,47 @@ impl Redis {
         std::fs::create_dir_all(dir).map_err(|source| DevstackError::Spawn { what: "redis".into(), source })?;
         Self::stop_leftover(dir)?;
         let (server, port) = if port == 0 {
-            on_a_free_port(|port| Ok((Self::spawn(dir, port, persistence)?, port)))?
+            on_a_free_port(|port| Ok((Self::spawn(dir, port, persistence, None)?, port)))?
         } else {
-            (Self::spawn(dir, port, persistence)?, port)
+            (Self::spawn(dir, port, persistence, None)?, port)
         };
-        Ok(Self { server, port, dir: dir.to_owned(), persistence })
+        Ok(Self { server, port, dir: dir.to_owned(), persistence, replica_of: None })
     }
 
-    fn spawn(dir: &Path, port: u16, persistence: RedisPersistence) -> Result<Server, DevstackError> {
+    /// Starts a replica of `master` (`--replicaof`) on a free port, memory
+    /// only, with its data in `dir`, and waits until its link to the master
+    /// is up and the first sync done.
+    pub fn start_replica(dir: &Path, master: &Redis) -> Result<Self, DevstackError> {
+        std::fs::create_dir_all(dir).map_err(|source| DevstackError::Spawn { what: "redis".into(), source })?;
+        Self::stop_leftover(dir)?;
+        let persistence = RedisPersistence::None;
+        let (server, port) =
+            on_a_free_port(|port| Ok((Self::spawn(dir, port, persistence, Some(master.port))?, port)))?;
+        let replica = Self { server, port, dir: dir.to_owned(), persistence, replica_of: Some(master.port) };
+        replica.wait_linked()?;
+        Ok(replica)
+    }
+
+    /// Waits until the replica reports `master_link_status:up`.
+    fn wait_linked(&self) -> Result<(), DevstackError> {
+        let cli = find_binary("redis-cli").ok_or_else(|| DevstackError::NotInstalled("redis-cli".into()))?;
+        let deadline = Instant::now() + READY_WITHIN;
+        while Instant::now() < deadline {
+            let info = Command::new(&cli).args(["-p", &self.port.to_string(), "INFO", "replication"]).output();
+            if info.is_ok_and(|info| String::from_utf8_lossy(&info.stdout).contains("master_link_status:up")) {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Err(DevstackError::Setup(format!("the replica on port {} did not link within {READY_WITHIN:?}", self.port)))
+    }
+
+    fn spawn(
+        dir: &Path,
+        port: u16,
+        persistence: RedisPersistence,
+        replica_of: Option<u16>,
+    ) -> Result<Server, DevstackError> {
         let binary = find_binary("redis-server").ok_or_else(|| DevstackError::NotInstalled("redis-server".into()))?;
         let mut command = Command::new(binary);
         command.args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--daemonize", "no"]).args([
@@ -59,6 +95,9 @@ impl Redis {
             RedisPersistence::None => command.args(["--appendonly", "no"]),
             RedisPersistence::AppendOnly => command.args(["--appendonly", "yes", "--appendfsync", "everysec"]),
         };
+        if let Some(master) = replica_of {
+            command.args(["--replicaof", "127.0.0.1", &master.to_string()]);
+        }
         Server::start("redis", command, dir, "redis", SocketAddr::from(([127, 0, 0, 1], port)), READY_WITHIN)
     }
 
@@ -81,6 +120,27 @@ impl Redis {
         format!("redis://127.0.0.1:{}/", self.port)
     }
 
+    /// The port it listens on.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Freezes the server (SIGSTOP): it answers nobody, and a replica
+    /// acknowledges nothing, until [`resume`](Self::resume). Its
+    /// connections stay open, so its master still counts it connected.
+    pub fn pause(&self) {
+        if let Some(pid) = self.pid() {
+            send_signal(pid, "STOP");
+        }
+    }
+
+    /// Lets a frozen server run again (SIGCONT).
+    pub fn resume(&self) {
+        if let Some(pid) = self.pid() {
+            send_signal(pid, "CONT");
+        }
+    }
+
     /// Stops the server gracefully.
     pub fn stop(&mut self) {
         self.server.stop(Duration::from_secs(10));
@@ -94,7 +154,7 @@ impl Redis {
 
     /// Starts the stopped server again on the same port and data.
     pub fn start_again(&mut self) -> Result<(), DevstackError> {
-        self.server = Self::spawn(&self.dir, self.port, self.persistence)?;
+        self.server = Self::spawn(&self.dir, self.port, self.persistence, self.replica_of)?;
         Ok(())
     }
 }

@@ -193,7 +193,7 @@ pub enum RestoreAction {
 
 /// What [`Gate::restore`] found and did (for a voucher split into buckets:
 /// every bucket together; the action is the strongest any bucket needed).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RestoreOutcome {
     pub action: RestoreAction,
     /// Units Redis admitted before (None: the voucher was missing).
@@ -202,6 +202,11 @@ pub struct RestoreOutcome {
     pub remaining_after: Option<u64>,
     /// Users whose units differed.
     pub users_fixed: u64,
+    /// What differed, for [`RestoreAction::Corrected`], each in words as
+    /// `restore.lua` says it ("ends_ms 1700000000000 → 1700003600000", "the
+    /// latest order of 2 users"; on a split voucher "bucket 2: …"); empty
+    /// for the other actions.
+    pub differences: Vec<String>,
     /// A draw-mode voucher's draw, when it was written.
     pub draw: Option<crate::DrawRestored>,
 }

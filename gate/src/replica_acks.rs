@@ -33,9 +33,10 @@
 //! **What a call saw is covered, not only what it wrote.** A repeated
 //! `admit.lua` (its first answer was lost), a replayed Idempotency-Key or a
 //! settlement finds a record written earlier, perhaps over another
-//! connection. Those paths of the scripts write their record again (the
-//! same value), so the WAIT behind them covers the replication stream up to
-//! that moment, the first write included.
+//! connection. Redis 7.0 has WAIT cover the replication stream up to the
+//! connection's last command, reads included; 7.2 and later only up to its
+//! last write. So those paths of the scripts write their record again (the
+//! same value): the WAIT behind them covers the first write on either.
 //!
 //! **When it is on.** `replica_acks = "on"` always, `"off"` never, `"auto"`
 //! once a master reports a connected replica (`INFO replication`, at start
@@ -338,7 +339,8 @@ impl Gate {
 fn evalsha(invocation: &ScriptInvocation<'_>) -> Cmd {
     let mut pipeline = redis::pipe();
     pipeline.invoke_script(invocation);
-    pipeline.cmd_iter().next().cloned().unwrap_or_else(|| redis::cmd("EVALSHA"))
+    let command = pipeline.cmd_iter().next().cloned();
+    command.unwrap_or_else(|| redis::cmd("EVALSHA"))
 }
 
 /// `connected_slaves` of an `INFO replication` answer (0 if absent).

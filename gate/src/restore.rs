@@ -201,7 +201,7 @@ impl Gate {
         for order in orders {
             call.arg(order.order_id.to_string()).arg(order.user_id.as_str()).arg(order.quantity);
         }
-        let (action, before, after, users_fixed): (String, String, String, String) =
+        let (action, before, after, users_fixed, differences): (String, String, String, String, Vec<String>) =
             self.timed("restore", call.invoke_async(&mut self.redis.clone())).await?;
         let action = match action.as_str() {
             "unchanged" => RestoreAction::Unchanged,
@@ -215,6 +215,7 @@ impl Gate {
             remaining_before: before.parse().ok(),
             remaining_after: after.parse().ok(),
             users_fixed: users_fixed.parse().unwrap_or_default(),
+            differences,
             draw: None,
         })
     }
@@ -270,6 +271,17 @@ fn combine(outcomes: &[RestoreOutcome]) -> RestoreOutcome {
             .map(|_| outcomes.iter().filter_map(|outcome| outcome.remaining_before).sum::<u64>()),
         remaining_after: sum(|outcome| outcome.remaining_after),
         users_fixed: outcomes.iter().map(|outcome| outcome.users_fixed).sum(),
+        // The outcomes are of buckets 1, 2, … and 0, in that order.
+        differences: match outcomes {
+            [only] => only.differences.clone(),
+            _ => (1..outcomes.len())
+                .chain([0])
+                .zip(outcomes)
+                .flat_map(|(bucket, outcome)| {
+                    outcome.differences.iter().map(move |difference| format!("bucket {bucket}: {difference}"))
+                })
+                .collect(),
+        },
         draw: None,
     }
 }
@@ -307,6 +319,7 @@ mod tests {
             remaining_before: before,
             remaining_after: Some(after),
             users_fixed: 1,
+            differences: Vec::new(),
             draw: None,
         };
         let mixed = combine(&[
@@ -316,7 +329,26 @@ mod tests {
         ]);
         assert_eq!(mixed.action, RestoreAction::Corrected);
         assert_eq!((mixed.remaining_before, mixed.remaining_after, mixed.users_fixed), (Some(7), Some(9), 3));
+        assert_eq!(mixed.differences, Vec::<String>::new(), "no bucket was corrected, one restored");
         let missing = combine(&[outcome(RestoreAction::Restored, None, 1), outcome(RestoreAction::Restored, None, 1)]);
         assert_eq!((missing.action, missing.remaining_before), (RestoreAction::Restored, None));
+    }
+
+    #[test]
+    fn what_differed_is_named_with_its_bucket() {
+        let outcome = |differences: &[&str]| RestoreOutcome {
+            action: if differences.is_empty() { RestoreAction::Unchanged } else { RestoreAction::Corrected },
+            remaining_before: Some(1),
+            remaining_after: Some(1),
+            users_fixed: 0,
+            differences: differences.iter().map(|d| (*d).to_owned()).collect(),
+            draw: None,
+        };
+        // Buckets 1, 2 and then 0, as restore_split restores them.
+        let split = combine(&[outcome(&["limit 2 → 1"]), outcome(&[]), outcome(&["the expiry of bought (none) → 9"])]);
+        assert_eq!(split.action, RestoreAction::Corrected);
+        assert_eq!(split.differences, ["bucket 1: limit 2 → 1", "bucket 0: the expiry of bought (none) → 9"]);
+        let single = combine(&[outcome(&["ends_ms 1 → 2"])]);
+        assert_eq!(single.differences, ["ends_ms 1 → 2"]);
     }
 }

@@ -73,11 +73,15 @@ impl App {
         // The gate tells the relay which outboxes admissions wrote to (on a
         // cluster, where the relay cannot block on them all).
         let hints = OutboxHints::new();
+        // Admissions answered 202 only once a replica has them, where Redis
+        // has replicas (redis.replica_acks).
         let gate = Gate::connect(&config.redis)
             .await?
             .with_metrics(metrics.clone())
             .with_outbox_limit(config.max_outbox_entries)
-            .with_outbox_hints(hints.clone());
+            .with_outbox_hints(hints.clone())
+            .with_replica_acks(&config.redis)
+            .await?;
 
         register_start_time(&deps.registry, "ingress");
         let (topics, producer) = seckill_kafka::connect(&config.kafka).await?;

@@ -22,7 +22,18 @@ pub enum IngressError {
 use seckill_web::ApiError;
 use warp::http::StatusCode;
 
+use seckill_core::OrderId;
 use seckill_gate::Rejection;
+
+/// The `503` of an order request whose outcome the ingress cannot promise
+/// either way, because `cause`: the order may exist, so the answer names it
+/// (`details.order_id`) for the client to read before ordering again.
+pub(crate) fn may_be_admitted(order: OrderId, cause: &str) -> ApiError {
+    ApiError::unavailable(format!(
+        "{cause}; order {order} may have been admitted: read GET /api/v1/orders/{order} before ordering again"
+    ))
+    .with_detail("order_id", order.to_string())
+}
 
 /// How each gate rejection is answered. State conflicts are `409`; an
 /// unknown voucher is `404`.

@@ -280,8 +280,10 @@ pub struct Refund {
     pub object: String,
     pub amount: u64,
     pub currency: String,
-    /// The intent refunded.
-    pub payment_intent: String,
+    /// The intent refunded; Stripe leaves it null for a refund of a
+    /// charge made without one (never the platform's).
+    #[serde(default)]
+    pub payment_intent: Option<String>,
     /// `succeeded`, `pending`, `failed` or `canceled`.
     pub status: String,
     /// Unix seconds.

@@ -3,7 +3,10 @@
 
 use std::time::Duration;
 
-use seckill_payments::{IntentStatus, NewIntent, Provider, ProviderError, ProviderSettings};
+use seckill_payments::{
+    CheckoutSession, IntentStatus, NewCheckout, Provider, ProviderError, ProviderSettings, SessionPaymentStatus,
+    SessionStatus,
+};
 use seckill_sandbox::{Sandbox, SandboxConfig};
 use tokio_util::sync::CancellationToken;
 
@@ -36,13 +39,18 @@ fn settings(base_url: &str, api_key: &str) -> ProviderSettings {
     ProviderSettings { base_url: base_url.to_owned(), api_key: api_key.to_owned(), timeout: Duration::from_secs(5) }
 }
 
-fn order(order_id: &str) -> NewIntent {
-    NewIntent {
-        amount: 2_500,
+fn order(order_id: &str) -> NewCheckout {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
+    NewCheckout {
+        unit_amount: 1_250,
+        quantity: 2,
         currency: "EUR".to_owned(),
+        title: "Voucher 42".to_owned(),
         order_id: order_id.to_owned(),
         voucher_id: "42".to_owned(),
-        return_url: Some("http://127.0.0.1:9/orders/return".to_owned()),
+        success_url: "http://127.0.0.1:9/sale/42?session={CHECKOUT_SESSION_ID}".to_owned(),
+        cancel_url: "http://127.0.0.1:9/sale/42".to_owned(),
+        expires_at: now + 31 * 60,
     }
 }
 
@@ -50,7 +58,7 @@ impl TestSandbox {
     /// Pays through the sandbox's test route, as the buyer's click would.
     async fn pay(&self, id: &str) -> reqwest::Response {
         self.http
-            .post(format!("{}/sandbox/payment_intents/{id}/pay", self.base_url))
+            .post(format!("{}/sandbox/checkout/sessions/{id}/pay", self.base_url))
             .send()
             .await
             .expect("sandbox answers")
@@ -63,89 +71,76 @@ impl TestSandbox {
 }
 
 #[tokio::test]
-async fn creating_twice_with_one_key_makes_one_intent() {
+async fn opening_twice_with_one_key_makes_one_session() {
     let sandbox = start().await;
-    let first = sandbox.provider.create_intent(&order("create-1"), "key-create-1").await.expect("created");
-    let again = sandbox.provider.create_intent(&order("create-1"), "key-create-1").await.expect("replayed");
+    let first = sandbox.provider.create_checkout(&order("create-1"), "key-create-1").await.expect("created");
+    let again = sandbox.provider.create_checkout(&order("create-1"), "key-create-1").await.expect("replayed");
     assert_eq!(first.id, again.id);
-    assert_eq!(first.status, IntentStatus::RequiresPaymentMethod);
-    assert_eq!((first.amount, first.currency.as_str()), (2_500, "eur"));
+    assert_eq!((first.status, first.payment_status), (SessionStatus::Open, SessionPaymentStatus::Unpaid));
+    assert_eq!((first.amount_total, first.currency.as_deref()), (Some(2_500), Some("eur")));
     assert_eq!((first.order_id(), first.voucher_id()), (Some("create-1"), Some("42")));
-    let checkout = first.checkout_url().expect("a checkout page");
-    assert_eq!(checkout, format!("{}/checkout/{}", sandbox.base_url, first.id));
+    assert_eq!(first.url.as_deref(), Some(format!("{}/checkout/{}", sandbox.base_url, first.id).as_str()));
+    assert!(first.payment_intent.is_none(), "Stripe creates the intent only when the buyer pays");
 
-    let retrieved = sandbox.provider.retrieve(&first.id).await.expect("retrieved");
-    assert_eq!(retrieved, first);
-
-    let refused = sandbox.provider.create_intent(&order("create-2"), "key-create-1").await.expect_err("other params");
+    let refused = sandbox.provider.create_checkout(&order("create-2"), "key-create-1").await.expect_err("other params");
     assert!(matches!(refused, ProviderError::Api { status: 400, .. }), "{refused}");
     assert_eq!(refused.code(), Some("idempotency_key_in_use"));
-    assert_eq!(sandbox.ledger().await["payment_intents"].as_array().map(Vec::len), Some(1));
+}
+
+/// Pays `order`'s new session and reads it back as the platform does.
+async fn paid_session(sandbox: &TestSandbox, order_id: &str) -> CheckoutSession {
+    let session = sandbox.provider.create_checkout(&order(order_id), &format!("key-{order_id}")).await.expect("created");
+    assert!(sandbox.pay(&session.id).await.status().is_success());
+    sandbox.provider.retrieve_checkout(&session.id).await.expect("read back")
 }
 
 #[tokio::test]
-async fn cancelling_a_paid_intent_returns_it_paid() {
+async fn a_paid_session_is_read_with_its_intent_and_charge() {
     let sandbox = start().await;
-    let intent = sandbox.provider.create_intent(&order("paid-1"), "key-paid-1").await.expect("created");
-    assert!(sandbox.pay(&intent.id).await.status().is_success());
-    let after = sandbox.provider.cancel(&intent.id).await.expect("final state");
-    assert_eq!(after.status, IntentStatus::Succeeded);
-    assert!(after.paid_at().is_some_and(|paid| paid >= intent.created));
+    let session = paid_session(&sandbox, "paid-1").await;
+    assert_eq!((session.status, session.payment_status), (SessionStatus::Complete, SessionPaymentStatus::Paid));
+    let intent = session.expanded_intent().expect("the intent, expanded");
+    assert_eq!((intent.status, intent.amount_received), (IntentStatus::Succeeded, 2_500));
+    assert_eq!(intent.order_id(), Some("paid-1"), "the intent carries the order too");
+    assert!(intent.paid_at().is_some_and(|paid| paid >= session.created), "the charge's time");
+
+    // Expiring a paid session returns it as it stays: complete.
+    let after = sandbox.provider.expire_checkout(&session.id).await.expect("its final state");
+    assert_eq!(after.status, SessionStatus::Complete);
 }
 
 #[tokio::test]
-async fn a_cancelled_intent_stays_cancelled_and_cannot_be_paid() {
+async fn an_expired_session_stays_expired_and_cannot_be_paid() {
     let sandbox = start().await;
-    let intent = sandbox.provider.create_intent(&order("cancel-1"), "key-cancel-1").await.expect("created");
-    let canceled = sandbox.provider.cancel(&intent.id).await.expect("canceled");
-    assert_eq!(canceled.status, IntentStatus::Canceled);
-    assert!(canceled.canceled_at.is_some());
-
-    let refused = sandbox.pay(&intent.id).await;
-    assert_eq!(refused.status(), reqwest::StatusCode::BAD_REQUEST);
-    let body: serde_json::Value = refused.json().await.expect("an error body");
-    assert_eq!(body["error"]["code"], "payment_intent_unexpected_state");
-
-    let again = sandbox.provider.cancel(&intent.id).await.expect("still canceled");
-    assert_eq!(again.status, IntentStatus::Canceled);
-}
-
-#[tokio::test]
-async fn an_orders_intents_are_found_by_its_id() {
-    let sandbox = start().await;
-    let first = sandbox.provider.create_intent(&order("search-1"), "key-search-1a").await.expect("created");
-    let second = sandbox.provider.create_intent(&order("search-1"), "key-search-1b").await.expect("created");
-    sandbox.provider.create_intent(&order("search-2"), "key-search-2").await.expect("created");
-    let ids: Vec<String> = sandbox
-        .provider
-        .intents_for_order("search-1")
-        .await
-        .expect("searched")
-        .into_iter()
-        .map(|intent| intent.id)
-        .collect();
-    assert_eq!(ids, vec![first.id, second.id]);
-    assert!(sandbox.provider.intents_for_order("it's-absent").await.expect("searched").is_empty());
+    let session = sandbox.provider.create_checkout(&order("expire-1"), "key-expire-1").await.expect("created");
+    let expired = sandbox.provider.expire_checkout(&session.id).await.expect("expired");
+    assert_eq!(expired.status, SessionStatus::Expired);
+    assert!(!sandbox.pay(&session.id).await.status().is_success(), "an expired session takes no money");
+    let again = sandbox.provider.expire_checkout(&session.id).await.expect("still expired");
+    assert_eq!(again.status, SessionStatus::Expired);
+    let read = sandbox.provider.retrieve_checkout(&session.id).await.expect("read");
+    assert!(read.payment_intent.is_none());
 }
 
 #[tokio::test]
 async fn a_refund_is_made_once_whatever_the_key() {
     let sandbox = start().await;
-    let intent = sandbox.provider.create_intent(&order("refund-1"), "key-refund-1").await.expect("created");
-    let unpaid = sandbox.provider.refund(&intent.id, "refund-key-0").await.expect_err("not paid");
-    assert_eq!(unpaid.code(), Some("payment_intent_unexpected_state"));
-    assert!(sandbox.pay(&intent.id).await.status().is_success());
+    let session = paid_session(&sandbox, "refund-1").await;
+    let intent = session.payment_intent_id().expect("paid").to_owned();
 
-    let refund = sandbox.provider.refund(&intent.id, "refund-key-1").await.expect("refunded");
+    let refund = sandbox.provider.refund(&intent, "refund-key-1").await.expect("refunded");
     assert_eq!((refund.amount, refund.status.as_str()), (2_500, "succeeded"));
-    let replayed = sandbox.provider.refund(&intent.id, "refund-key-1").await.expect("replayed");
+    let replayed = sandbox.provider.refund(&intent, "refund-key-1").await.expect("replayed");
     assert_eq!(replayed.id, refund.id);
-    let existing = sandbox.provider.refund(&intent.id, "refund-key-2").await.expect("the existing refund");
+    let existing = sandbox.provider.refund(&intent, "refund-key-2").await.expect("the existing refund");
     assert_eq!(existing.id, refund.id);
+    let live = sandbox.provider.live_refund(&intent).await.expect("listed");
+    assert_eq!(live.map(|r| r.id), Some(refund.id.clone()));
+    assert_eq!(sandbox.provider.retrieve_refund(&refund.id).await.expect("read").status, "succeeded");
 
     let ledger = sandbox.ledger().await;
     assert_eq!(ledger["refunds"].as_array().map(Vec::len), Some(1));
-    let charge = &sandbox.provider.retrieve(&intent.id).await.expect("retrieved").latest_charge;
+    let charge = &sandbox.provider.retrieve(&intent).await.expect("retrieved").latest_charge;
     assert!(matches!(charge, Some(seckill_payments::ChargeRef::Expanded(charge)) if charge.refunded));
 }
 

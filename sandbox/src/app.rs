@@ -16,7 +16,7 @@ use crate::ledger::Ledger;
 use crate::state::State;
 use crate::switches::Switches;
 use crate::webhooks::{self, Delivery};
-use crate::{api, checkout, testing, SandboxConfig, SandboxError};
+use crate::{api, checkout, testing, ticker, SandboxConfig, SandboxError};
 
 /// How long requests in flight may take to finish at shutdown.
 const DRAIN: Duration = Duration::from_secs(5);
@@ -42,13 +42,14 @@ impl Sandbox {
             .public_url
             .as_deref()
             .map_or_else(|| format!("http://{addr}"), |url| url.trim_end_matches('/').to_owned());
-        let switches = Arc::new(Mutex::new(Switches::default()));
+        let switches = Arc::new(Mutex::new(Switches::new(&config)));
         let (webhooks, delivery) = webhooks::channel(&config, Arc::clone(&switches))?;
         let state = Arc::new(State {
             ledger: Mutex::new(Ledger::new(config.max_objects, &public_url)),
             switches,
             webhooks,
             api_key: config.api_key,
+            min_session_seconds: i64::from(config.min_session_seconds),
         });
         Ok(Self { listener, addr, public_url, state, delivery })
     }
@@ -75,6 +76,7 @@ impl Sandbox {
             .unify();
         // Aborted if `run` is dropped, like the rest of a crashed process.
         let delivery = AbortOnDropHandle::new(tokio::spawn(self.delivery.run(shutdown.clone())));
+        let ticker = AbortOnDropHandle::new(tokio::spawn(ticker::run(Arc::clone(&self.state), shutdown.clone())));
         let server = warp::serve(routes).incoming(self.listener).graceful(shutdown.clone().cancelled_owned()).run();
         tokio::select! {
             () = server => {}
@@ -83,6 +85,7 @@ impl Sandbox {
                 tokio::time::sleep(DRAIN).await;
             } => tracing::warn!(drain = ?DRAIN, "Sandbox connections still open after the drain period; closing them."),
         }
+        let _ = ticker.await;
         let _ = delivery.await;
         tracing::info!(addr = %self.addr, "Payments sandbox stopped.");
         Ok(())

@@ -23,6 +23,7 @@ impl Moment {
         self.0.div_euclid(1_000)
     }
 
+    #[cfg(test)]
     pub(crate) const fn millis(self) -> i64 {
         self.0
     }

@@ -54,7 +54,12 @@ struct Request {
 
 impl<'a> Delivered<'a> {
     pub(crate) fn new(event: &'a Event) -> Self {
-        Self { event, api_version: API_VERSION, pending_webhooks: 1, request: Request { id: None, idempotency_key: None } }
+        Self {
+            event,
+            api_version: API_VERSION,
+            pending_webhooks: 1,
+            request: Request { id: None, idempotency_key: None },
+        }
     }
 }
 

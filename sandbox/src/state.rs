@@ -2,13 +2,15 @@
 
 use std::sync::{Arc, Mutex};
 
-use seckill_payments::PaymentIntent;
-
-use crate::failure::Failure;
+use crate::clock::Moment;
 use crate::ledger::Ledger;
 use crate::switches::Switches;
 use crate::sync::lock;
 use crate::webhooks::Webhooks;
+
+/// Changes come due that one call makes before its own, at most: the
+/// ticker makes the rest.
+const DUE_PER_CALL: usize = 1_000;
 
 /// The sandbox's shared state.
 #[derive(Debug)]
@@ -18,34 +20,31 @@ pub(crate) struct State {
     pub(crate) webhooks: Webhooks,
     /// The key callers of `/v1` must present.
     pub(crate) api_key: String,
-}
-
-/// Now, in Stripe's unit: unix seconds.
-pub(crate) fn unix_now() -> i64 {
-    chrono::Utc::now().timestamp()
-}
-
-/// What the buyer did at the checkout.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Outcome {
-    Pay,
-    Decline,
+    /// The shortest lifetime a session may ask for, in seconds.
+    pub(crate) min_session_seconds: i64,
 }
 
 impl State {
-    /// Records the buyer's payment or decline now and queues its event
-    /// (after the books are unlocked: delivery never holds them up).
-    pub(crate) fn settle(&self, id: &str, outcome: Outcome) -> Result<PaymentIntent, Failure> {
-        let settled = {
+    /// Runs `action` on the books at `now`, after the changes due by then
+    /// (an expiry, a debit settling), and queues the events announced once
+    /// the books are unlocked: delivery never holds them up.
+    pub(crate) fn with_ledger<R>(&self, action: impl FnOnce(&mut Ledger, Moment) -> R) -> R {
+        let now = Moment::now();
+        let (result, events) = {
             let mut ledger = lock(&self.ledger);
-            match outcome {
-                Outcome::Pay => ledger.pay(id, unix_now()),
-                Outcome::Decline => ledger.decline(id, unix_now()),
-            }
+            ledger.run_due(now, DUE_PER_CALL);
+            let result = action(&mut ledger, now);
+            (result, ledger.take_events())
         };
-        let (intent, event) = settled?;
-        tracing::debug!(intent = id, ?outcome, "Checkout settled.");
-        self.webhooks.enqueue(event);
-        Ok(intent)
+        for event in events {
+            self.webhooks.enqueue(event);
+        }
+        result
+    }
+
+    /// The switches in force (a copy, so the books are never locked while
+    /// the switches are).
+    pub(crate) fn switches(&self) -> Switches {
+        lock(&self.switches).clone()
     }
 }

@@ -7,6 +7,7 @@
 use serde::{Deserialize, Serialize};
 use tokio::time::{Duration, Instant};
 
+use crate::ledger::Method;
 use crate::SandboxConfig;
 
 /// Longest delay or outage a switch sets: an hour, past any test.
@@ -177,6 +178,15 @@ impl Switches {
         self.fail_refunds_until.is_some_and(|until| now < until)
     }
 
+    /// How a buyer pays at checkout now.
+    pub(crate) fn payment_method(&self) -> Method {
+        if self.async_payments {
+            Method::BankDebit { settle_ms: self.async_settle_ms, fail: self.async_payments_fail }
+        } else {
+            Method::Card
+        }
+    }
+
     /// Whether the endpoint is subscribed to events of `kind`.
     pub(crate) fn enabled(&self, kind: &str) -> bool {
         self.enabled_events.iter().any(|enabled| enabled == "*" || enabled == kind)
@@ -271,7 +281,8 @@ mod tests {
             serde_json::from_str(r#"{"enabled_events": ["checkout.session.completed"]}"#).expect("valid");
         switches.apply(&update, now).expect("applied");
         assert!(switches.enabled("checkout.session.completed") && !switches.enabled("payment_intent.succeeded"));
-        let empty: SwitchesUpdate = serde_json::from_str(r#"{"enabled_events": [], "async_payments": true}"#).expect("valid");
+        let empty: SwitchesUpdate =
+            serde_json::from_str(r#"{"enabled_events": [], "async_payments": true}"#).expect("valid");
         assert!(switches.apply(&empty, now).is_err());
         assert!(!switches.async_payments, "a refused update changes nothing");
     }

@@ -1,6 +1,7 @@
 //! Webhook delivery, as a provider does it: each event POSTed as JSON to
 //! the configured URL, signed in `Stripe-Signature`, retried with doubling
-//! waits until a `2xx` or the last attempt.
+//! waits until a `2xx` or the last attempt. Only the event types the
+//! endpoint is subscribed to (`enabled_events`) are sent.
 //!
 //! Events wait in a bounded queue; when it is full the event is dropped
 //! (the change it announces is still made), as a lost callback would be,
@@ -20,6 +21,7 @@ use tokio::task::JoinSet;
 use tokio::time::{sleep, sleep_until, timeout, Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
+use crate::events::Delivered;
 use crate::switches::Switches;
 use crate::sync::lock;
 use crate::SandboxConfig;
@@ -47,6 +49,7 @@ struct Counters {
     dropped: AtomicU64,
     failed: AtomicU64,
     pending: AtomicU64,
+    filtered: AtomicU64,
 }
 
 /// The counters as `GET /sandbox/ledger` shows them.
@@ -62,6 +65,8 @@ pub(crate) struct WebhookCounts {
     failed: u64,
     /// Events queued or being delivered now: `0` once all is settled.
     pending: u64,
+    /// Events of types the endpoint is not subscribed to (`enabled_events`).
+    filtered: u64,
 }
 
 /// The routes' side: hands events to the delivery.
@@ -119,10 +124,21 @@ pub(crate) fn channel(
 
 impl Webhooks {
     /// Queues `event` for delivery, or drops it (counted) when the drop
-    /// switch claims it, the queue is full or there is nowhere to send it.
+    /// switch claims it, the queue is full or there is nowhere to send it;
+    /// an event the endpoint is not subscribed to is only counted.
     pub(crate) fn enqueue(&self, event: Event) {
         let counters = &self.counters;
-        if lock(&self.switches).take_drop() {
+        let (enabled, dropped) = {
+            let mut switches = lock(&self.switches);
+            let enabled = switches.enabled(&event.kind);
+            (enabled, enabled && switches.take_drop())
+        };
+        if !enabled {
+            counters.filtered.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(event = %event.id, kind = %event.kind, "Event type not enabled; not sent.");
+            return;
+        }
+        if dropped {
             counters.dropped.fetch_add(1, Ordering::Relaxed);
             tracing::info!(event = %event.id, kind = %event.kind, "Webhook dropped by the drop switch.");
             return;
@@ -161,6 +177,7 @@ impl Webhooks {
             dropped: read(&counters.dropped),
             failed: read(&counters.failed),
             pending: read(&counters.pending),
+            filtered: read(&counters.filtered),
         }
     }
 }
@@ -235,7 +252,7 @@ async fn deliver_batch(
         }
     }
     for event in batch {
-        let body = serde_json::to_vec(&event).expect("an event serializes");
+        let body = serde_json::to_vec(&Delivered::new(&event)).expect("an event serializes");
         let copies = if switches.duplicate_webhooks { 2 } else { 1 };
         for _ in 0..copies {
             target.deliver(&event, &body, &shutdown).await;

@@ -382,6 +382,9 @@ impl VoucherLog {
             | Event::DrawWinnersSelected(_)
             | Event::DrawWinnerPromoted(_)
             | Event::DrawWinUsed(_) => self.draw.apply(envelope, position),
+            // The checkouts a buyer was sent to: the provider's business
+            // until one is paid (`PaymentReceived`).
+            Event::CheckoutOpened(_) => {}
             Event::PaymentReceived(received) => {
                 let payment = self.payment(&received.payment_id, received.order_id);
                 payment.amount = received.amount;

@@ -7,7 +7,7 @@
 //! the ingress answers as soon as the order's status is no longer CREATED
 //! (`GET /api/v1/orders/{id}?wait=30s&status=CREATED`), and pays at the
 //! sandbox's test route. The sandbox answers with the paid intent, then
-//! delivers the signed `payment_intent.succeeded` callback to the ingress
+//! delivers the signed `checkout.session.completed` callback to the ingress
 //! from its own queue, as a provider does (32 deliveries at once). The
 //! figure is the time from the sandbox's answer to the long-poll's: the
 //! callback delivered, verified and logged, the processor's `OrderPaid`,
@@ -198,10 +198,10 @@ async fn ask(
     }
 }
 
-/// Pays at the sandbox; when its answer (the paid intent) arrived.
+/// Pays at the sandbox; when its answer (the paid session) arrived.
 async fn settle(client: &reqwest::Client, sandbox: &str, payment: &str) -> Result<Instant, String> {
     let response = client
-        .post(format!("{sandbox}/sandbox/payment_intents/{payment}/pay"))
+        .post(format!("{sandbox}/sandbox/checkout/sessions/{payment}/pay"))
         .send()
         .await
         .map_err(|_| "pay_transport".to_owned())?;
@@ -209,9 +209,9 @@ async fn settle(client: &reqwest::Client, sandbox: &str, payment: &str) -> Resul
     if !response.status().is_success() {
         return Err(format!("pay_{}", response.status().as_u16()));
     }
-    let intent: serde_json::Value = response.json().await.map_err(|_| "pay_body".to_owned())?;
-    match intent["status"].as_str() {
-        Some("succeeded") => Ok(at),
+    let session: serde_json::Value = response.json().await.map_err(|_| "pay_body".to_owned())?;
+    match session["payment_status"].as_str() {
+        Some("paid") => Ok(at),
         other => Err(format!("pay_{}", other.unwrap_or("unknown"))),
     }
 }

@@ -6,7 +6,7 @@
 //! intent shaped like the sandbox's, signed as the provider signs
 //! (`seckill_payments::signature::sign`, dated now). The ingress verifies
 //! it, reads it, asks whether it handled that event before, and answers
-//! `200` with `ignored`: only `payment_intent.succeeded` is logged. The
+//! `200` with `ignored`: only paid checkouts are logged. The
 //! signatures are good for the ingress's tolerance (five minutes by
 //! default), so they are written just before `wrk` runs.
 
@@ -51,6 +51,7 @@ fn event(now: i64) -> anyhow::Result<Event> {
     let intent = PaymentIntent {
         object: "payment_intent".to_owned(),
         amount: 250,
+        amount_received: 0,
         currency: "eur".to_owned(),
         status: IntentStatus::RequiresPaymentMethod,
         metadata: BTreeMap::from([
@@ -67,6 +68,7 @@ fn event(now: i64) -> anyhow::Result<Event> {
                 return_url: None,
             }),
         }),
+        livemode: false,
         id: intent_id,
     };
     Ok(Event {

@@ -28,6 +28,8 @@ use serde_json::{json, Value};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use crate::checkout::{another_session, intent_id, pay_session};
+
 /// Users per client: each comes back every few requests.
 const USERS_PER_CLIENT: usize = 4;
 /// Requests of one client before its users are replaced by new ones.
@@ -289,31 +291,18 @@ impl Client {
         let Some(payment) = payment else { return };
         self.complete(order, &payment).await;
         if twice {
-            let form = [
-                ("amount", amount.to_string()),
-                ("currency", "eur".to_owned()),
-                ("metadata[order_id]", order.to_owned()),
-                ("metadata[voucher_id]", self.voucher_of(order)),
-            ];
-            let request = self
-                .http
-                .post(format!("{}/v1/payment_intents", self.sandbox))
-                .bearer_auth(crate::cluster::SANDBOX_KEY)
-                .form(&form);
-            let (status, body) = self.send(request).await;
-            if status == StatusCode::OK {
-                let second = body["id"].as_str().expect("an intent has an id").to_owned();
+            let voucher = self.voucher_of(order);
+            if let Some(second) = another_session(&self.http, &self.sandbox, &voucher, order, amount).await {
                 self.complete(order, &second).await;
             }
         }
     }
 
-    /// Pays `payment` at the sandbox; counted when the sandbox completed it.
-    async fn complete(&self, order: &str, payment: &str) {
-        let request = self.http.post(format!("{}/sandbox/payment_intents/{payment}/pay", self.sandbox));
-        let (status, body) = self.send(request).await;
-        if status == StatusCode::OK && body["status"] == "succeeded" {
-            self.tally.lock().expect("tally").paid.entry(order.to_owned()).or_default().push(payment.to_owned());
+    /// Pays the checkout `session` at the sandbox; counted, by the payment
+    /// it made, when the sandbox completed it.
+    async fn complete(&self, order: &str, session: &str) {
+        if let Some(intent) = pay_session(&self.http, &self.sandbox, session).await {
+            self.tally.lock().expect("tally").paid.entry(order.to_owned()).or_default().push(intent_id(&intent).to_owned());
         }
     }
 

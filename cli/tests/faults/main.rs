@@ -13,6 +13,7 @@
 
 mod brokers;
 mod check;
+mod checkout;
 mod cluster;
 mod dev_run;
 mod load;

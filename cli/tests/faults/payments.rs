@@ -15,6 +15,7 @@ use seckill_devstack::user_token;
 use serde_json::{json, Value};
 
 use crate::check::Voucher;
+use crate::checkout::{another_session, intent_id, pay_session};
 use crate::cluster::{Cluster, Service, SANDBOX_SECRET};
 use crate::load::{Promised, Tally};
 use crate::{create_priced_voucher, place_one, settle_tally, turn};
@@ -78,38 +79,17 @@ async fn payment_of(cluster: &Cluster, order: &str, user: &str) -> String {
     body["payment_id"].as_str().expect("a payment id").to_owned()
 }
 
-/// Pays `payment` at the sandbox now: the intent when it succeeded.
-async fn pay(cluster: &Cluster, payment: &str) -> Option<Value> {
-    let response = cluster
-        .http
-        .post(format!("{}/sandbox/payment_intents/{payment}/pay", cluster.url(Service::Payments)))
-        .send()
-        .await
-        .expect("the sandbox answers");
-    let ok = response.status() == StatusCode::OK;
-    let intent: Value = response.json().await.expect("json");
-    (ok && intent["status"] == "succeeded").then_some(intent)
+/// Pays the checkout `session` at the sandbox now: the intent it made
+/// when the payment succeeded.
+async fn pay(cluster: &Cluster, session: &str) -> Option<Value> {
+    pay_session(&cluster.http, &cluster.url(Service::Payments), session).await
 }
 
-/// A second checkout of `order` made at the provider, for `amount`.
+/// A second checkout of `order` opened at the provider, for `amount`.
 async fn another_payment(cluster: &Cluster, voucher: &str, order: &str, amount: u64) -> String {
-    let form = [
-        ("amount", amount.to_string()),
-        ("currency", "eur".to_owned()),
-        ("metadata[order_id]", order.to_owned()),
-        ("metadata[voucher_id]", voucher.to_owned()),
-    ];
-    let response = cluster
-        .http
-        .post(format!("{}/v1/payment_intents", cluster.url(Service::Payments)))
-        .bearer_auth(crate::cluster::SANDBOX_KEY)
-        .form(&form)
-        .send()
+    another_session(&cluster.http, &cluster.url(Service::Payments), voucher, order, amount)
         .await
-        .expect("the sandbox answers");
-    assert_eq!(response.status(), StatusCode::OK);
-    let intent: Value = response.json().await.expect("json");
-    intent["id"].as_str().expect("an id").to_owned()
+        .expect("the sandbox opens a second checkout")
 }
 
 async fn sandbox_settings(cluster: &Cluster, settings: Value) {
@@ -166,17 +146,13 @@ async fn payments_racing_their_deadline_either_pay_or_are_refunded_never_both() 
         racing.spawn(async move {
             let wait = (pay_by + offset - Utc::now()).to_std().unwrap_or_default();
             tokio::time::sleep(wait).await;
-            let response =
-                http.post(format!("{sandbox}/sandbox/payment_intents/{payment}/pay")).send().await.expect("sandbox");
-            let ok = response.status() == StatusCode::OK;
-            let intent: Value = response.json().await.expect("json");
-            (order, pay_by, payment, ok.then_some(intent))
+            (order, pay_by, pay_session(&http, &sandbox, &payment).await)
         });
     }
     let (mut on_time, mut late, mut closed_first) = (0, 0, 0);
     let mut verdicts = Vec::new();
     while let Some(raced) = racing.join_next().await {
-        let (order, pay_by, payment, intent) = raced.expect("a racer");
+        let (order, pay_by, intent) = raced.expect("a racer");
         let Some(intent) = intent else {
             // The sweeper cancelled the payment first: no money moved.
             closed_first += 1;
@@ -190,7 +166,7 @@ async fn payments_racing_their_deadline_either_pay_or_are_refunded_never_both() 
         } else {
             late += 1;
         }
-        record_paid(&mut tally, &order, &payment);
+        record_paid(&mut tally, &order, intent_id(&intent));
         verdicts.push((order, Some(in_time)));
     }
     // By the provider's time, not by who reached the log first.
@@ -220,8 +196,8 @@ async fn duplicated_reordered_and_lost_callbacks_pay_each_order_once() {
         let (order, _) = created_order(&cluster, &voucher, &user, &mut tally).await;
         let payment = payment_of(&cluster, &order, &user).await;
         assert_eq!(payment_of(&cluster, &order, &user).await, payment, "one payment per order");
-        pay(&cluster, &payment).await.expect("paid");
-        record_paid(&mut tally, &order, &payment);
+        let paid_payment = pay(&cluster, &payment).await.expect("paid");
+        record_paid(&mut tally, &order, intent_id(&paid_payment));
     }
     // A lost callback: the provider completed the payment, the platform
     // never heard; before closing the order it asks, and finds it paid.
@@ -229,10 +205,10 @@ async fn duplicated_reordered_and_lost_callbacks_pay_each_order_once() {
         .await;
     let (lost, _) = created_order(&cluster, &voucher, "lost", &mut tally).await;
     let payment = payment_of(&cluster, &lost, "lost").await;
-    pay(&cluster, &payment).await.expect("paid");
-    record_paid(&mut tally, &lost, &payment);
+    let paid_payment = pay(&cluster, &payment).await.expect("paid");
+    record_paid(&mut tally, &lost, intent_id(&paid_payment));
     let row = wait_for(&cluster, &lost, "lost", |row| row["status"] != "CREATED").await;
-    assert_eq!((row["status"].as_str(), row["payment_id"].as_str()), (Some("PAID"), Some(payment.as_str())), "{row}");
+    assert_eq!((row["status"].as_str(), row["payment_id"].as_str()), (Some("PAID"), Some(intent_id(&paid_payment))), "{row}");
     let found = metric(&cluster, Service::Processor, "seckill_payment_reconciliations_total", "result=\"paid\"").await;
     assert!(found >= 1.0, "the lost payment was found by asking the provider");
     let duplicates = metric(&cluster, Service::Ingress, "seckill_webhooks_total", "outcome=\"duplicate\"").await;
@@ -295,8 +271,8 @@ async fn forged_stale_and_mismatched_payments_change_nothing_or_are_refunded() {
 
     // A payment of the wrong amount is refunded; the order can still be paid.
     let short = another_payment(&cluster, &voucher.id, &order, PRICE - 1).await;
-    pay(&cluster, &short).await.expect("paid");
-    record_paid(&mut tally, &order, &short);
+    let paid_short = pay(&cluster, &short).await.expect("paid");
+    record_paid(&mut tally, &order, intent_id(&paid_short));
     let payment = payment_of(&cluster, &order, "victim").await;
     // The real payment only once the short one is decided, so the order
     // is CREATED when it is.
@@ -311,10 +287,10 @@ async fn forged_stale_and_mismatched_payments_change_nothing_or_are_refunded() {
     tokio::time::timeout(Duration::from_secs(30), refunded).await.expect("the short payment is refunded");
     let row = wait_for(&cluster, &order, "victim", |_| true).await;
     assert_eq!(row["status"], "CREATED", "a short payment pays nothing: {row}");
-    pay(&cluster, &payment).await.expect("paid");
-    record_paid(&mut tally, &order, &payment);
+    let paid_payment = pay(&cluster, &payment).await.expect("paid");
+    record_paid(&mut tally, &order, intent_id(&paid_payment));
     let row = wait_for(&cluster, &order, "victim", |row| row["status"] == "PAID").await;
-    assert_eq!(row["payment_id"].as_str(), Some(payment.as_str()));
+    assert_eq!(row["payment_id"].as_str(), Some(intent_id(&paid_payment)));
     settle_tally(&mut cluster, &[voucher], tally, "forged, stale, short").await;
 }
 
@@ -330,11 +306,11 @@ async fn refunds_refused_for_a_minute_are_made_once_when_the_provider_is_back() 
         let user = format!("double-{n}");
         let (order, _) = created_order(&cluster, &voucher, &user, &mut tally).await;
         let payment = payment_of(&cluster, &order, &user).await;
-        pay(&cluster, &payment).await.expect("paid");
-        record_paid(&mut tally, &order, &payment);
+        let paid_payment = pay(&cluster, &payment).await.expect("paid");
+        record_paid(&mut tally, &order, intent_id(&paid_payment));
         let second = another_payment(&cluster, &voucher.id, &order, PRICE).await;
-        pay(&cluster, &second).await.expect("paid");
-        record_paid(&mut tally, &order, &second);
+        let paid_second = pay(&cluster, &second).await.expect("paid");
+        record_paid(&mut tally, &order, intent_id(&paid_second));
     }
     // Half-way through the outage the processor is killed and started
     // again: the refunds are driven from the log, not from its memory.
@@ -383,32 +359,13 @@ async fn the_processor_killed_among_payments_and_refunds_decides_each_once() {
             for (n, (order, payment)) in orders.into_iter().enumerate() {
                 let mut payments = vec![payment];
                 if n % 2 == 0 {
-                    let form = [
-                        ("amount", PRICE.to_string()),
-                        ("currency", "eur".to_owned()),
-                        ("metadata[order_id]", order.clone()),
-                        ("metadata[voucher_id]", voucher.clone()),
-                    ];
-                    let intent: Value = http
-                        .post(format!("{sandbox}/v1/payment_intents"))
-                        .bearer_auth(crate::cluster::SANDBOX_KEY)
-                        .form(&form)
-                        .send()
-                        .await
-                        .expect("sandbox")
-                        .json()
-                        .await
-                        .expect("json");
-                    payments.push(intent["id"].as_str().expect("id").to_owned());
+                    if let Some(second) = another_session(&http, &sandbox, &voucher, &order, PRICE).await {
+                        payments.push(second);
+                    }
                 }
                 for payment in payments {
-                    let response = http
-                        .post(format!("{sandbox}/sandbox/payment_intents/{payment}/pay"))
-                        .send()
-                        .await
-                        .expect("sandbox");
-                    if response.status() == StatusCode::OK {
-                        paid.push((order.clone(), payment));
+                    if let Some(intent) = pay_session(&http, &sandbox, &payment).await {
+                        paid.push((order.clone(), intent_id(&intent).to_owned()));
                     }
                 }
                 tokio::time::sleep(Duration::from_millis(50)).await;
@@ -440,12 +397,12 @@ async fn a_refund_worker_killed_after_the_provider_refunded_refunds_once() {
     sandbox_settings(&cluster, json!({ "refund_answer_delay_ms": 30_000 })).await;
     let (order, _) = created_order(&cluster, &voucher, "refunded", &mut tally).await;
     let payment = payment_of(&cluster, &order, "refunded").await;
-    pay(&cluster, &payment).await.expect("paid");
-    record_paid(&mut tally, &order, &payment);
+    let paid_payment = pay(&cluster, &payment).await.expect("paid");
+    record_paid(&mut tally, &order, intent_id(&paid_payment));
     wait_for(&cluster, &order, "refunded", |row| row["status"] == "PAID").await;
     let second = another_payment(&cluster, &voucher.id, &order, PRICE).await;
-    pay(&cluster, &second).await.expect("paid");
-    record_paid(&mut tally, &order, &second);
+    let paid_second = pay(&cluster, &second).await.expect("paid");
+    record_paid(&mut tally, &order, intent_id(&paid_second));
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     loop {
         let ledger: Value = cluster
@@ -485,13 +442,13 @@ async fn a_payment_made_in_time_while_the_processor_is_down_pays_when_decided_la
     let intent = pay(&cluster, &payment).await.expect("paid");
     let paid_at = intent["latest_charge"]["created"].as_i64().expect("a charge time");
     assert!(paid_at < pay_by.timestamp(), "paid in time");
-    record_paid(&mut tally, &order, &payment);
+    record_paid(&mut tally, &order, intent_id(&intent));
     let after_deadline = (pay_by - Utc::now()).to_std().unwrap_or_default() + Duration::from_secs(2);
     tokio::time::sleep(after_deadline).await;
     tokio::task::block_in_place(|| cluster.start_service(Service::Processor));
     let row =
         wait_for(&cluster, &order, "patient", |row| matches!(row["status"].as_str(), Some("PAID" | "CANCELLED"))).await;
-    assert_eq!((row["status"].as_str(), row["payment_id"].as_str()), (Some("PAID"), Some(payment.as_str())), "{row}");
+    assert_eq!((row["status"].as_str(), row["payment_id"].as_str()), (Some("PAID"), Some(intent_id(&intent))), "{row}");
     let paid_at_in_view: DateTime<Utc> = row["paid_at"].as_str().expect("paid_at").parse().expect("a time");
     assert!(paid_at_in_view < pay_by, "the order shows when it was paid, not when it was decided");
     println!("[processor down at the deadline] paid at {paid_at_in_view} (pay_by {pay_by}), decided after the deadline: PAID");

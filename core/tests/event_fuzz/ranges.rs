@@ -40,6 +40,12 @@ pub(crate) fn broken_rule(envelope: &Envelope) -> Option<&'static str> {
             (p.amount >= 1 && p.amount <= MAX_AMOUNT, "amount is 1..=MAX_AMOUNT"),
             (in_sale_years(p.paid_at), "paid_at is in 1970..=9999"),
         ]),
+        Event::CheckoutOpened(c) => rules.extend([
+            (provider_id_ok(&c.session_id), "session_id is 1-255 printable ASCII"),
+            (in_sale_years(c.opened_at), "opened_at is in 1970..=9999"),
+            (in_sale_years(c.expires_at), "expires_at is in 1970..=9999"),
+            (c.expires_at >= c.opened_at, "expires_at >= opened_at"),
+        ]),
         Event::RefundRequested(r) => rules.extend([
             (provider_id_ok(&r.payment_id), "payment_id is 1-255 printable ASCII"),
             (r.amount <= MAX_AMOUNT, "amount <= MAX_AMOUNT"),

@@ -136,7 +136,8 @@ pub(crate) fn decide_everything(envelope: &Envelope) -> Result<(), TestCaseError
             | Event::DrawRanked(_)
             | Event::DrawWinnersSelected(_)
             | Event::DrawWinnerPromoted(_)
-            | Event::DrawWinUsed(_) => continue,
+            | Event::DrawWinUsed(_)
+            | Event::CheckoutOpened(_) => continue,
         };
         if let Event::OrderCreated(created) = &latest.event {
             let _ = level.hold_deadline(created);

@@ -54,6 +54,14 @@ impl StockStore for DiesAfterCommit {
     async fn expired(&self, now: DateTime<Utc>, limit: usize) -> Result<Vec<OrderRequest>, StoreError> {
         self.store.expired(now, limit).await
     }
+
+    async fn order_record(
+        &self,
+        voucher: VoucherId,
+        order: seckill_core::OrderId,
+    ) -> Result<Option<seckill_core::decision::OrderRecord>, StoreError> {
+        self.store.order_record(voucher, order).await
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

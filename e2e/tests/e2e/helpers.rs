@@ -99,7 +99,17 @@ impl Platform {
     /// `seed_nodes` (the test's namespace as key prefix), creating vouchers
     /// split into `shards` buckets.
     pub async fn start_on_cluster(seed_nodes: Vec<String>, shards: u32) -> Self {
-        let mut platform = Self::start_full(None, seed_nodes, |_| {}).await;
+        Self::start_on_cluster_configured(seed_nodes, shards, |_| {}).await
+    }
+
+    /// [`start_on_cluster`](Self::start_on_cluster), the ingress configured
+    /// by `configure` on top of the test defaults.
+    pub async fn start_on_cluster_configured(
+        seed_nodes: Vec<String>,
+        shards: u32,
+        configure: impl FnOnce(&mut IngressConfig),
+    ) -> Self {
+        let mut platform = Self::start_full(None, seed_nodes, configure).await;
         platform.voucher_shards = shards;
         platform
     }

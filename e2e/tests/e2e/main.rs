@@ -29,6 +29,7 @@ mod orders;
 mod rebuild;
 mod reconcile;
 mod replay;
+mod replica_acks;
 mod report;
 mod restart;
 mod retries;

@@ -1,7 +1,8 @@
 //! `reconcile` while the platform runs: what lands in Redis between its
 //! reads and its writes (a release, an update, an admission) survives it, an
 //! outbox entry relayed between its two reads is counted, and "unchanged"
-//! means every field it restores is the same.
+//! means every field it restores is the same (and "corrected" says what
+//! differed).
 
 use std::collections::HashMap;
 
@@ -160,28 +161,54 @@ async fn unchanged_means_every_field_reconcile_restores_is_the_same() {
     eventually(|| async { (platform.redis_remaining(&voucher).await == 5).then_some(()) }).await;
     // Whatever the first run sets for good (e.g. an expiry older keys lack).
     platform.reconcile(Mode::Write).await;
-    assert_eq!(platform.reconcile(Mode::DryRun).await.changed(), 0, "Redis agrees with the log");
+    let agreed = platform.reconcile(Mode::DryRun).await;
+    assert_eq!(agreed.changed(), 0, "Redis agrees with the log");
+    assert!(agreed.vouchers.iter().all(|v| v.outcome.differences.is_empty()), "{:?}", agreed.vouchers);
 
     let keys = platform.keys(&voucher);
     let update_id = update["update_id"].as_str().expect("update_id").to_owned();
-    let drifts: Vec<(&str, redis::Cmd)> = vec![
-        ("paused", redis::cmd("HSET").arg(&keys.voucher).arg("paused").arg("1").clone()),
-        ("ends_ms", redis::cmd("HSET").arg(&keys.voucher).arg("ends_ms").arg(Utc::now().timestamp_millis()).clone()),
-        ("limit", redis::cmd("HSET").arg(&keys.voucher).arg("limit").arg(9).clone()),
-        ("hold_seconds", redis::cmd("HSET").arg(&keys.voucher).arg("hold_seconds").arg(60).clone()),
+    // Each drift, and how a dry run names it.
+    let drifts: Vec<(&str, redis::Cmd, &str)> = vec![
+        ("paused", redis::cmd("HSET").arg(&keys.voucher).arg("paused").arg("1").clone(), "paused 1 → 0"),
+        (
+            "ends_ms",
+            redis::cmd("HSET").arg(&keys.voucher).arg("ends_ms").arg(Utc::now().timestamp_millis()).clone(),
+            "ends_ms ",
+        ),
+        ("limit", redis::cmd("HSET").arg(&keys.voucher).arg("limit").arg(9).clone(), "limit 9 → 2"),
+        ("hold_seconds", redis::cmd("HSET").arg(&keys.voucher).arg("hold_seconds").arg(60).clone(), "hold_seconds 60 → "),
         (
             "latest order",
             redis::cmd("HSET").arg(&keys.orders).arg("keeper").arg(OrderId::generate().to_string()).clone(),
+            "the latest order of 1 user",
         ),
-        ("released set", redis::cmd("SREM").arg(&keys.released).arg(&given_back).clone()),
-        ("applied updates", redis::cmd("SREM").arg(&keys.updates).arg(&update_id).clone()),
-        ("admitted orders", redis::cmd("HDEL").arg(&keys.admitted).arg(&kept).clone()),
-        ("an expiry", redis::cmd("PERSIST").arg(&keys.bought).clone()),
+        (
+            "released set",
+            redis::cmd("SREM").arg(&keys.released).arg(&given_back).clone(),
+            "1 order given back but not in the released set",
+        ),
+        (
+            "applied updates",
+            redis::cmd("SREM").arg(&keys.updates).arg(&update_id).clone(),
+            "1 update of the log not in the applied set",
+        ),
+        (
+            "admitted orders",
+            redis::cmd("HDEL").arg(&keys.admitted).arg(&kept).clone(),
+            "1 admitted order not recorded as the log has them",
+        ),
+        ("an expiry", redis::cmd("PERSIST").arg(&keys.bought).clone(), "the expiry of bought (none) → "),
     ];
-    for (what, drift) in drifts {
+    for (what, drift, named) in drifts {
         let before = platform.voucher_fields(&voucher).await;
         let _: () = drift.query_async(&mut platform.redis_connection().await).await.expect("drifts");
-        assert_eq!(platform.reconcile(Mode::DryRun).await.changed(), 1, "a drifted {what} is not unchanged");
+        let checked = platform.reconcile(Mode::DryRun).await;
+        assert_eq!(checked.changed(), 1, "a drifted {what} is not unchanged");
+        let differences: Vec<&String> = checked.vouchers.iter().flat_map(|v| &v.outcome.differences).collect();
+        assert!(
+            differences.len() == 1 && differences[0].starts_with(named),
+            "a drifted {what} is named as such ({named}…): {differences:?}"
+        );
         assert_eq!(platform.reconcile(Mode::Write).await.changed(), 1, "{what}");
         assert_eq!(platform.reconcile(Mode::DryRun).await.changed(), 0, "{what} restored");
         let after = platform.voucher_fields(&voucher).await;

@@ -17,6 +17,7 @@ mod expiry;
 mod failover;
 mod restore;
 mod room;
+mod replica_acks;
 mod settle;
 mod transfers;
 mod validation;

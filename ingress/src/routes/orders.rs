@@ -8,7 +8,10 @@
 //! is down the outbox grows up to `max_outbox_entries`; past that, orders get
 //! `503` before any stock is touched. A call that fails without an answer
 //! is settled by the order id before the client hears anything: `202` if
-//! the script had admitted the order, `503` only if it had not.
+//! the script had admitted the order, `503` only if it had not. Where Redis
+//! has replicas, a `202` waits until one has acknowledged the admission
+//! (`redis.replica_acks`); if none does in time, the answer is a `503`
+//! naming the order, which may still exist.
 
 use std::convert::Infallible;
 use std::net::IpAddr;
@@ -25,11 +28,13 @@ use warp::{Filter, Rejection, Reply};
 
 use super::{body, Ingress};
 use crate::access::{auth, limits};
-use crate::error::rejection_error;
+use crate::error::{may_be_admitted, rejection_error};
 use seckill_gate::{Admission, Presented, Rejection as GateRejection, RetryKey, Settlement};
 
 /// The answer when the gate settled a request as not admitted.
 const NOT_ADMITTED: &str = "the admission call failed; nothing was admitted, retry the request";
+/// Why an order no replica acknowledged in time is not promised.
+const UNACKNOWLEDGED: &str = "no Redis replica acknowledged the order in time";
 /// How often the gate is asked what became of a call that failed, and the
 /// pause between the attempts (each is bounded by the Redis response
 /// timeout).
@@ -159,6 +164,12 @@ async fn place_order(
             ingress.metrics.outcomes.with_label_values(&["unavailable"]).inc();
             return Err(ApiError::unavailable(NOT_ADMITTED));
         }
+        Admission::Unacknowledged { order } => {
+            // It stands on the master, and goes if the master fails before
+            // a replica has it: not a promise.
+            ingress.metrics.outcomes.with_label_values(&["unacknowledged"]).inc();
+            return Err(may_be_admitted(order, UNACKNOWLEDGED));
+        }
         Admission::Replayed { order: first, quantity } => {
             ingress.metrics.outcomes.with_label_values(&["replayed"]).inc();
             // The ingress that admitted it may have died before writing its
@@ -208,8 +219,9 @@ async fn entry_of(ingress: &Ingress, voucher: VoucherId, user: &UserId, token: &
 /// timeout, a dropped connection): the script may have run, or may still
 /// run. The gate is asked, by the order id, what happened, and the client is
 /// told exactly that: `202` if the order was admitted, `503` if it was not
-/// (and now never will be). Only if the gate cannot be asked at all is the
-/// answer a `503` that says it may have been, naming the order to look up.
+/// (and now never will be). Only if the gate cannot be asked at all, or no
+/// replica acknowledged its answer in time, is the answer a `503` that says
+/// it may have been, naming the order to look up.
 async fn settle(
     ingress: &Ingress,
     order: &OrderAccepted,
@@ -234,18 +246,18 @@ async fn settle(
                 ingress.metrics.outcomes.with_label_values(&["unavailable"]).inc();
                 return Err(ApiError::unavailable(NOT_ADMITTED));
             }
+            Ok(Settlement::Unacknowledged) => {
+                ingress.metrics.settlements.with_label_values(&["unacknowledged"]).inc();
+                ingress.metrics.outcomes.with_label_values(&["unacknowledged"]).inc();
+                return Err(may_be_admitted(order.order_id, UNACKNOWLEDGED));
+            }
             Err(error) => last_error = Some(error),
         }
     }
     ingress.metrics.settlements.with_label_values(&["unknown"]).inc();
     ingress.metrics.outcomes.with_label_values(&["unavailable"]).inc();
     tracing::error!(error = ?last_error, order_id = %order.order_id, "Could not find out whether an order was admitted.");
-    Err(ApiError::unavailable(format!(
-        "the admission gate did not answer; order {} may have been admitted: read GET /api/v1/orders/{} before \
-         ordering again",
-        order.order_id, order.order_id
-    ))
-    .with_detail("order_id", order.order_id.to_string()))
+    Err(may_be_admitted(order.order_id, "the admission gate did not answer"))
 }
 
 /// Makes the admitted order readable by its owner through any ingress

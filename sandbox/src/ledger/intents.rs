@@ -136,10 +136,8 @@ impl Ledger {
         limit: usize,
     ) -> (Vec<PaymentIntent>, bool) {
         let positions = self.by_order.get(order_id).map(Vec::as_slice).unwrap_or_default();
-        let found: Vec<PaymentIntent> = positions
-            .iter()
-            .filter_map(|position| self.search.get_mut(*position)?.as_of(cutoff).cloned())
-            .collect();
+        let found: Vec<PaymentIntent> =
+            positions.iter().filter_map(|position| self.search.get_mut(*position)?.as_of(cutoff).cloned()).collect();
         let more = found.len() > offset.saturating_add(limit);
         (found.into_iter().skip(offset).take(limit).collect(), more)
     }
@@ -223,9 +221,9 @@ mod tests {
         let first = ledger.create_intent(request("o1"), NOW).expect("created");
         ledger.create_intent(request("o2"), NOW).expect("created");
         let third = ledger.create_intent(request("o1"), NOW.after_ms(100)).expect("created");
-        assert_eq!(ledger.intents_for_order("o1", NOW.after_ms(100), 0, 1), (vec![first.clone()], true));
+        assert_eq!(ledger.intents_for_order("o1", NOW.after_ms(99), 0, 10), (vec![first.clone()], false), "too new");
+        assert_eq!(ledger.intents_for_order("o1", NOW.after_ms(100), 0, 1), (vec![first], true));
         assert_eq!(ledger.intents_for_order("o1", NOW.after_ms(100), 1, 1), (vec![third], false));
-        assert_eq!(ledger.intents_for_order("o1", NOW.after_ms(99), 0, 10), (vec![first], false), "too new");
         assert_eq!(ledger.intents_for_order("o3", NOW, 0, 10), (vec![], false));
         let refused = ledger.create_intent(request("o4"), NOW).expect_err("full");
         assert_eq!(refused.status, warp::http::StatusCode::TOO_MANY_REQUESTS);

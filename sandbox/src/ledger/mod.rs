@@ -20,10 +20,11 @@ use std::collections::HashMap;
 
 use seckill_payments::{Event, PaymentIntent};
 
+pub(crate) use attempts::Attempt;
 pub(crate) use audit::Audit;
 pub(crate) use intents::IntentRequest;
 pub(crate) use refunds::{RefundRecord, RefundTiming};
-pub(crate) use sessions::{Expansion, Method, SessionObject, SessionRecord, SessionRequest};
+pub(crate) use sessions::{Expansion, Method, SessionRecord, SessionRequest};
 
 use crate::clock::Moment;
 use crate::failure::Failure;

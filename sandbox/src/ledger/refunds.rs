@@ -49,6 +49,7 @@ pub(crate) struct RefundTiming {
     pub(crate) fail: bool,
 }
 
+#[cfg(test)]
 impl RefundTiming {
     /// Refunds succeed at once.
     pub(crate) const AT_ONCE: Self = Self { pending_ms: 0, fail: false };
@@ -92,7 +93,7 @@ impl Ledger {
                 object: "refund".to_owned(),
                 amount: intent.amount,
                 currency: intent.currency.clone(),
-                payment_intent: intent.id.clone(),
+                payment_intent: Some(intent.id.clone()),
                 status: if timing.pending_ms == 0 { SUCCEEDED } else { PENDING }.to_owned(),
                 created: now.secs(),
             },
@@ -127,7 +128,9 @@ impl Ledger {
         }
         let record = record.clone();
         if fail {
-            if let Err(failure) = self.set_refunded(&record.refund.payment_intent, now, false) {
+            if let Err(failure) =
+                self.set_refunded(record.refund.payment_intent.as_deref().unwrap_or_default(), now, false)
+            {
                 tracing::warn!(refund = id, error = %failure.message, "A failed refund's charge could not be restored.");
             }
             self.announce(event("refund.failed", now.secs(), &record));
@@ -152,6 +155,14 @@ impl Ledger {
         Ok(())
     }
 
+    /// One refund as it is now.
+    pub(crate) fn refund_by_id(&self, id: &str) -> Result<RefundRecord, Failure> {
+        self.refund_index
+            .get(id)
+            .and_then(|position| self.refunds.get(*position).cloned())
+            .ok_or_else(|| Failure::missing("refund", id))
+    }
+
     /// The refunds of one intent, oldest first.
     pub(crate) fn refunds_for(&self, id: &str) -> Vec<RefundRecord> {
         let positions = self.refunds_by_intent.get(id).map(Vec::as_slice).unwrap_or_default();
@@ -169,12 +180,8 @@ mod tests {
     const NOW: Moment = Moment::from_secs(1_700_000_000);
 
     fn paid(ledger: &mut Ledger) -> String {
-        let request = IntentRequest {
-            amount: 1_500,
-            currency: "eur".to_owned(),
-            metadata: BTreeMap::new(),
-            return_url: None,
-        };
+        let request =
+            IntentRequest { amount: 1_500, currency: "eur".to_owned(), metadata: BTreeMap::new(), return_url: None };
         let intent = ledger.create_intent(request, NOW).expect("created");
         ledger.pay(&intent.id, NOW).expect("paid");
         ledger.take_events();
@@ -235,7 +242,10 @@ mod tests {
         ledger.take_events();
         ledger.run_due(NOW.after_ms(500), 10);
         let events = ledger.take_events();
-        assert_eq!(events.iter().map(|event| event.kind.as_str()).collect::<Vec<_>>(), ["refund.failed", "refund.updated"]);
+        assert_eq!(
+            events.iter().map(|event| event.kind.as_str()).collect::<Vec<_>>(),
+            ["refund.failed", "refund.updated"]
+        );
         assert_eq!(events[0].data.object["failure_reason"], "unknown");
         let Some(ChargeRef::Expanded(charge)) = ledger.intent(&id).expect("intent").latest_charge else {
             panic!("the charge is expanded");

@@ -30,7 +30,8 @@ impl Versions {
     }
 
     /// The version search shows when changes made up to `cutoff` have
-    /// reached it.
+    /// reached it. Cutoffs move forward with the clock; a version once
+    /// shown stays shown even if the lag is raised afterwards.
     pub(super) fn as_of(&mut self, cutoff: Moment) -> Option<&PaymentIntent> {
         while self.coming.front().is_some_and(|(at, _)| *at <= cutoff) {
             self.shown = self.coming.pop_front().map(|(_, intent)| intent);

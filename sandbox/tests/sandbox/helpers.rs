@@ -1,18 +1,19 @@
 //! A sandbox per test, a webhook receiver per test, and polling with a
 //! deadline instead of sleeps.
 
+use std::future::Future;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use seckill_payments::{NewIntent, PaymentIntent, Provider, ProviderSettings};
+use seckill_payments::{CheckoutSession, NewCheckout, PaymentIntent, Provider, ProviderSettings};
 use seckill_sandbox::{Sandbox, SandboxConfig};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use warp::Filter;
 
 /// How long a condition may take to come true.
-const DEADLINE: Duration = Duration::from_secs(10);
+pub(crate) const DEADLINE: Duration = Duration::from_secs(10);
 
 /// A sandbox serving until dropped.
 pub(crate) struct TestSandbox {
@@ -26,6 +27,21 @@ pub(crate) struct TestSandbox {
 impl Drop for TestSandbox {
     fn drop(&mut self) {
         self.stop.cancel();
+    }
+}
+
+/// An answer: status, `Idempotent-Replayed`, and the JSON body.
+#[derive(Debug)]
+pub(crate) struct Answer {
+    pub(crate) status: u16,
+    pub(crate) replayed: bool,
+    pub(crate) body: serde_json::Value,
+}
+
+impl Answer {
+    /// The Stripe error code, or "" when there is none.
+    pub(crate) fn code(&self) -> &str {
+        self.body["error"]["code"].as_str().unwrap_or_default()
     }
 }
 
@@ -49,22 +65,55 @@ impl TestSandbox {
         Self { base_url, provider, http, config, stop }
     }
 
-    /// An intent for `order_id`.
-    pub(crate) async fn create(&self, order_id: &str) -> PaymentIntent {
-        let request = NewIntent {
-            amount: 2_500,
-            currency: "eur".to_owned(),
-            order_id: order_id.to_owned(),
-            voucher_id: "7".to_owned(),
-            return_url: Some("http://shop.test/return?from=checkout".to_owned()),
-        };
-        self.provider.create_intent(&request, &format!("create-{order_id}")).await.expect("created")
+    /// POSTs `form` to `/v1/<path>` with the key, under `idempotency_key`.
+    pub(crate) async fn post(&self, path: &str, form: &[(&str, String)], idempotency_key: Option<&str>) -> Answer {
+        let mut request = self.http.post(format!("{}/v1/{path}", self.base_url)).bearer_auth(&self.config.api_key);
+        if let Some(key) = idempotency_key {
+            request = request.header("Idempotency-Key", key);
+        }
+        // An empty form still sends `Content-Length: 0`, as the sandbox wants.
+        answer(request.form(form).send().await.expect("the sandbox answers")).await
     }
 
-    /// Pays or declines (`action`) through the test route.
+    /// GETs `/v1/<path>` with `query` and the key.
+    pub(crate) async fn get(&self, path: &str, query: &[(&str, &str)]) -> Answer {
+        let request = self.http.get(format!("{}/v1/{path}", self.base_url)).bearer_auth(&self.config.api_key);
+        answer(request.query(query).send().await.expect("the sandbox answers")).await
+    }
+
+    /// A bare intent for `order_id`, created as the platform used to.
+    pub(crate) async fn create(&self, order_id: &str) -> PaymentIntent {
+        let form = [
+            ("amount", "2500".to_owned()),
+            ("currency", "eur".to_owned()),
+            ("metadata[order_id]", order_id.to_owned()),
+            ("metadata[voucher_id]", "7".to_owned()),
+            ("return_url", "http://shop.test/return?from=checkout".to_owned()),
+        ];
+        let answer = self.post("payment_intents", &form, Some(&format!("create-{order_id}"))).await;
+        assert_eq!(answer.status, 200, "{:?}", answer.body);
+        serde_json::from_value(answer.body).expect("an intent")
+    }
+
+    /// A checkout session for `order_id` (2 × 12.50 EUR), through the
+    /// platform's adapter, expiring `lifetime` seconds from now.
+    pub(crate) async fn checkout(&self, order_id: &str, lifetime: i64) -> CheckoutSession {
+        self.provider
+            .create_checkout(&new_checkout(order_id, lifetime), &format!("checkout-{order_id}"))
+            .await
+            .expect("created")
+    }
+
+    /// Pays or declines (`action`) an intent through the test route.
     pub(crate) async fn settle(&self, id: &str, action: &str) -> reqwest::Response {
         let url = format!("{}/sandbox/payment_intents/{id}/{action}", self.base_url);
         self.http.post(url).send().await.expect("sandbox answers")
+    }
+
+    /// Pays or declines (`action`) a session through the test route.
+    pub(crate) async fn settle_session(&self, id: &str, action: &str) -> Answer {
+        let url = format!("{}/sandbox/checkout/sessions/{id}/{action}", self.base_url);
+        answer(self.http.post(url).send().await.expect("sandbox answers")).await
     }
 
     /// Changes the test switches.
@@ -82,15 +131,46 @@ impl TestSandbox {
 
     /// Waits until no event is queued or being delivered.
     pub(crate) async fn settled_webhooks(&self) -> serde_json::Value {
-        let deadline = Instant::now() + DEADLINE;
-        loop {
-            let ledger = self.ledger().await;
-            if ledger["webhooks"]["pending"] == 0 {
-                return ledger["webhooks"].clone();
-            }
-            assert!(Instant::now() < deadline, "webhooks still pending: {}", ledger["webhooks"]);
-            tokio::time::sleep(Duration::from_millis(20)).await;
+        let ledger = eventually(|| self.ledger(), |ledger| ledger["webhooks"]["pending"] == 0).await;
+        ledger["webhooks"].clone()
+    }
+}
+
+/// What the platform's adapter sends for `order_id`.
+pub(crate) fn new_checkout(order_id: &str, lifetime: i64) -> NewCheckout {
+    NewCheckout {
+        unit_amount: 1_250,
+        quantity: 2,
+        currency: "EUR".to_owned(),
+        title: "Flash sale voucher".to_owned(),
+        order_id: order_id.to_owned(),
+        voucher_id: "7".to_owned(),
+        success_url: format!("http://shop.test/orders/{order_id}?session={{CHECKOUT_SESSION_ID}}"),
+        cancel_url: "http://shop.test/sale".to_owned(),
+        expires_at: chrono::Utc::now().timestamp() + lifetime,
+    }
+}
+
+async fn answer(response: reqwest::Response) -> Answer {
+    let status = response.status().as_u16();
+    let replayed = response.headers().get("idempotent-replayed").is_some_and(|value| value == "true");
+    let body = response.json().await.expect("a JSON answer");
+    Answer { status, replayed, body }
+}
+
+/// Reads `read` until `done` holds of what it gives, within [`DEADLINE`].
+pub(crate) async fn eventually<T: std::fmt::Debug, F: Future<Output = T>>(
+    mut read: impl FnMut() -> F,
+    done: impl Fn(&T) -> bool,
+) -> T {
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        let value = read().await;
+        if done(&value) {
+            return value;
         }
+        assert!(Instant::now() < deadline, "still not so after {DEADLINE:?}: {value:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
@@ -105,6 +185,11 @@ pub(crate) struct Received {
 impl Received {
     pub(crate) fn event(&self) -> seckill_payments::Event {
         serde_json::from_slice(&self.body).expect("an event")
+    }
+
+    /// The body as JSON, for what the shared type does not read.
+    pub(crate) fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body).expect("JSON")
     }
 }
 
@@ -151,6 +236,11 @@ impl Receiver {
         self.received.lock().expect("not poisoned").clone()
     }
 
+    /// The types of the events received so far, in order.
+    pub(crate) fn kinds(&self) -> Vec<String> {
+        self.received().iter().map(|received| received.event().kind).collect()
+    }
+
     /// Waits until at least `count` requests arrived; returns them all.
     pub(crate) async fn wait_for(&self, count: usize) -> Vec<Received> {
         let deadline = Instant::now() + DEADLINE;
@@ -160,6 +250,18 @@ impl Receiver {
                 return received;
             }
             assert!(Instant::now() < deadline, "{} of {count} webhooks arrived", received.len());
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// Waits for the first event of `kind`.
+    pub(crate) async fn event_of(&self, kind: &str) -> Received {
+        let deadline = Instant::now() + DEADLINE;
+        loop {
+            if let Some(found) = self.received().into_iter().find(|received| received.event().kind == kind) {
+                return found;
+            }
+            assert!(Instant::now() < deadline, "no {kind} among {:?}", self.kinds());
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }

@@ -3,4 +3,6 @@
 
 mod api;
 mod helpers;
+mod provider_timing;
+mod sessions;
 mod webhooks;

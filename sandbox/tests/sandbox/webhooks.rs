@@ -24,10 +24,16 @@ async fn a_payment_is_announced_signed_and_dated_as_its_charge() {
 
     let event = received[0].event();
     assert_eq!(event.kind, "payment_intent.succeeded");
+    assert_eq!(received[0].json()["api_version"], "2024-06-20");
     let announced = event.payment_intent().expect("an intent");
     assert_eq!(announced.id, intent.id);
     assert_eq!(announced.order_id(), Some("hook-1"));
-    assert_eq!(Some(event.created), announced.paid_at());
+    // As in Stripe's events nothing is expanded: the charge is an id, and
+    // its time is the retrieved intent's.
+    assert!(matches!(announced.latest_charge, Some(seckill_payments::ChargeRef::Id(_))));
+    let retrieved = sandbox.provider.retrieve(&intent.id).await.expect("retrieved");
+    assert_eq!(Some(event.created), retrieved.paid_at());
+    assert_eq!(announced.amount_received, 2_500);
     assert_eq!(sandbox.settled_webhooks().await["delivered"], 1);
 }
 
@@ -141,4 +147,24 @@ async fn without_a_webhook_url_events_are_counted_as_dropped() {
     sandbox.settle(&intent.id, "pay").await;
     let counts = sandbox.settled_webhooks().await;
     assert_eq!((counts["dropped"].as_u64(), counts["queued"].as_u64()), (Some(1), Some(0)));
+}
+
+#[tokio::test]
+async fn the_endpoint_receives_only_the_event_types_it_is_subscribed_to() {
+    let receiver = Receiver::start(0).await;
+    let sandbox = TestSandbox::start(Some(receiver.url.clone()), |config| {
+        config.enabled_events = vec!["checkout.session.completed".to_owned()];
+    })
+    .await;
+    let session = sandbox.checkout("enabled-1", 3_600).await;
+    sandbox.settle_session(&session.id, "pay").await;
+    let counts = sandbox.settled_webhooks().await;
+    assert_eq!(receiver.kinds(), ["checkout.session.completed"]);
+    assert_eq!((counts["filtered"].as_u64(), counts["delivered"].as_u64()), (Some(1), Some(1)), "the intent's event");
+
+    let settings = sandbox.switch(serde_json::json!({"enabled_events": ["*"]})).await;
+    assert_eq!(settings["enabled_events"], serde_json::json!(["*"]));
+    let url = format!("{}/sandbox/settings", sandbox.base_url);
+    let refused = sandbox.http.post(url).json(&serde_json::json!({"enabled_events": []})).send().await;
+    assert_eq!(refused.expect("answers").status(), reqwest::StatusCode::BAD_REQUEST);
 }

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use seckill_payments::{NewIntent, PaymentIntent, Provider, ProviderSettings};
+use seckill_payments::{NewCheckout, PaymentIntent, Provider, ProviderSettings};
 use seckill_sandbox::{Sandbox, SandboxConfig};
 use tokio_util::sync::CancellationToken;
 
@@ -41,23 +41,31 @@ impl TestSandbox {
         Self { base_url, api_key: config.api_key, provider, stop }
     }
 
-    /// An intent for `order`'s amount.
-    async fn intent(&self, order: &seckill_core::event::OrderAccepted) -> PaymentIntent {
-        let request = NewIntent {
-            amount: order.amount,
+    /// A checkout for `order`'s amount, paid by its buyer: the intent it
+    /// made.
+    async fn paid_intent(&self, order: &seckill_core::event::OrderAccepted) -> PaymentIntent {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
+        let request = NewCheckout {
+            unit_amount: order.amount,
+            quantity: 1,
             currency: "eur".to_owned(),
+            title: "Voucher".to_owned(),
             order_id: order.order_id.to_string(),
             voucher_id: order.voucher_id.to_string(),
-            return_url: None,
+            success_url: "http://127.0.0.1:9/sale".to_owned(),
+            cancel_url: "http://127.0.0.1:9/sale".to_owned(),
+            expires_at: now + 31 * 60,
         };
-        self.provider.create_intent(&request, &format!("create-{}", order.order_id)).await.expect("created")
-    }
-
-    /// The buyer pays `intent`.
-    async fn pay(&self, intent: &PaymentIntent) {
-        let url = format!("{}/sandbox/payment_intents/{}/pay", self.base_url, intent.id);
+        let session = self
+            .provider
+            .create_checkout(&request, &format!("create-{}", order.order_id))
+            .await
+            .expect("created");
+        let url = format!("{}/sandbox/checkout/sessions/{}/pay", self.base_url, session.id);
         let response = reqwest::Client::new().post(url).send().await.expect("the sandbox answers");
         assert!(response.status().is_success(), "{}", response.status());
+        let session = self.provider.retrieve_checkout(&session.id).await.expect("read back");
+        session.expanded_intent().cloned().expect("paid, so an intent")
     }
 }
 
@@ -74,15 +82,14 @@ async fn the_provider_is_asked_about_every_payment_and_order() {
             order
         })
         .collect();
+    // Ann pays and keeps it; Bob pays and is refunded; Cat never pays (no
+    // intent: Stripe makes one only when the buyer pays); Dan pays, and
+    // the log never hears of it.
     let mut intents = Vec::new();
-    for order in &orders {
-        intents.push(sandbox.intent(order).await);
+    for order in [&orders[0], &orders[1], &orders[3]] {
+        intents.push(sandbox.paid_intent(order).await);
     }
-    // Ann pays and keeps it; Bob pays and is refunded; Cat abandons her
-    // checkout; Dan pays, and the log never hears of it.
-    for paid in [&intents[0], &intents[1], &intents[3]] {
-        sandbox.pay(paid).await;
-    }
+    let dan = &intents[2];
     let refund = sandbox.provider.refund(&intents[1].id, "refund-bob").await.expect("refunded");
     sale.pay(&orders[0], &intents[0].id, 1_000);
     let bob = sale.payment(&orders[1], &intents[1].id, 1_250, 1_100);
@@ -96,10 +103,10 @@ async fn the_provider_is_asked_about_every_payment_and_order() {
     assert_eq!(failing(&audit), ["provider_agrees"]);
     let detail = &audit.rules.last().expect("the provider's rule").detail;
     assert!(detail.contains("4 orders searched, 1 succeeded there missing from the log"), "{detail}");
-    assert!(detail.contains(&format!("(e.g. {} succeeded and is not in the log)", intents[3].id)), "{detail}");
+    assert!(detail.contains(&format!("(e.g. {} succeeded and is not in the log)", dan.id)), "{detail}");
 
     // Once the log has Dan's payment too, both sides agree.
-    sale.pay(&orders[3], &intents[3].id, 1_300);
+    sale.pay(&orders[3], &dan.id, 1_300);
     let figures = source.figures(&sale.log).await.expect("the provider answers");
     let audit = audit_voucher_against(&sale.log, None, Some(&figures));
     assert!(audit.pass, "{:?}", audit.rules.last());
