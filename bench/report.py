@@ -562,6 +562,67 @@ def fsync_diagnostic(w, load, cpu, burst, e2e):
     w("")
 
 
+def metric_value(path, name):
+    """The sum of `name`'s series in a saved /metrics page (None if absent)."""
+    if not path.exists():
+        return None
+    values = [float(line.rsplit(" ", 1)[1]) for line in path.read_text().splitlines()
+              if line.split("{", 1)[0].split(" ", 1)[0] == name]
+    return sum(values) if values else None
+
+
+def replica_wait(w, results, load):
+    """Scenario 15: the admission burst against Redis with one replica, the
+    ingress waiting for the replica's acknowledgement (WAIT 1) and not."""
+    runs = {mode: sorted((run for name, run in load.items() if name.startswith(f"replicas_{mode}_")),
+                         key=lambda run: run["status_counts"].get("202", 0) / run["elapsed_s"])
+            for mode in ("off", "on")}
+    if not (runs["off"] and runs["on"]):
+        return
+    cpu = cpu_rows(results)
+
+    def rate(run):
+        return run["status_counts"].get("202", 0) / run["elapsed_s"]
+
+    def median(mode):
+        return runs[mode][len(runs[mode]) // 2]
+
+    def row(mode, label):
+        run = median(mode)
+        names = sorted(name for name, r in load.items() if name.startswith(f"replicas_{mode}_"))
+        timeouts = [metric_value(results / f"{name}.ingress.metrics", "seckill_replica_ack_timeouts_total")
+                    for name in names]
+        unacknowledged = sum(run["status_counts"].get("503", 0) for run in runs[mode])
+        redis_cores = [cores(cpu, name, "redis") for name in names]
+        replica_cores = [cores(cpu, name, "redis_replica") for name in names]
+        w(f"| {label} | {rate(run):,.0f} | {ms(run['latency']['p50_ms'])} | {ms(run['latency']['p99_ms'])} "
+          f"| {', '.join(f'{rate(r):,.0f}' for r in runs[mode])} | {unacknowledged} "
+          f"| {', '.join('-' if t is None else f'{t:.0f}' for t in timeouts)} "
+          f"| {', '.join('-' if c is None else f'{c:.2f}' for c in redis_cores)} "
+          f"| {', '.join('-' if c is None else f'{c:.2f}' for c in replica_cores)} "
+          f"| {'PASS' if all(r['invariants']['passed'] for r in runs[mode]) else 'FAIL'} |")
+
+    w("## The replica wait: what a 202 that survives the loss of the master costs")
+    w("")
+    w(f"Scenario 15: the admission burst ({median('on')['requests']:,} distinct users, stock 1,000,000, 64")
+    w("connections) against the same Redis with one replica (`redis-server --replicaof`, memory only, on this")
+    w("machine), on freshly started services, the two settings alternated: the ingress answering each admission once")
+    w("the replica has acknowledged it (`redis.replica_acks = on`: `WAIT 1` behind each pipeline of admissions,")
+    w("docs/CLUSTER.md) and not (`off`). Median run by the rate; each run's rate listed. A `503` is an admission no")
+    w("replica acknowledged within `replica_ack_timeout_ms`.")
+    w("")
+    w("| ingress | 202/s (median) | POST p50 | POST p99 | each run, 202/s | 503s | waits timed out | "
+      "Redis cores | replica cores | invariants |")
+    w("|---|---|---|---|---|---|---|---|---|---|")
+    row("off", "no wait (`off`)")
+    row("on", "waits for the replica (`on`)")
+    w("")
+    w(f"The wait costs {1 - rate(median('on')) / rate(median('off')):.0%} of the rate "
+      f"({rate(median('on')) / rate(median('off')):.2f} × the rate without it) and moves the POST p99 from "
+      f"{ms(median('off')['latency']['p99_ms'])} to {ms(median('on')['latency']['p99_ms'])}.")
+    w("")
+
+
 def hot_voucher(w, results, load, admit, floor):
     """Scenario 10: one voucher, every order admitted, shards 1 and 8, on one
     Redis and on a three-master cluster, with each part's CPU per admission."""
@@ -721,9 +782,10 @@ def main():
     w("`idle` is the platform up with no traffic; `*_fsync` the diagnostic with Kafka fsyncing every batch.")
     w("")
     processes = list(dict.fromkeys(row["process"] for row in cpu))
-    # The Redis Cluster runs only during the hot-voucher scenario, the payments
-    # sandbox only during the payments one: no column without them.
-    for sometimes in ("redis_cluster", "sandbox"):
+    # The Redis Cluster runs only during the hot-voucher scenario, Redis's
+    # replica only during scenario 15, the payments sandbox only during the
+    # payments one: no column without them.
+    for sometimes in ("redis_cluster", "redis_replica", "sandbox"):
         if not any(row["cpu_s"] > 0.05 for row in cpu if row["process"] == sometimes):
             processes = [p for p in processes if p != sometimes]
     w("| scenario | wall | " + " | ".join(processes) + " | load generator |")
@@ -735,6 +797,7 @@ def main():
         "burst_fsync": [load.get("admission_burst_fsync")],
         "e2e_fsync": [load.get("end_to_end_fsync")],
         **{f"hot_{t}_{k}": [load.get(f"hot_{t}_{k}")] for t in ("single", "cluster") for k in (1, 8)},
+        **{name: [run] for name, run in load.items() if name.startswith("replicas_")},
     }
     for scenario in dict.fromkeys(row["scenario"] for row in cpu):
         rows = {row["process"]: row for row in cpu if row["scenario"] == scenario}
@@ -752,6 +815,7 @@ def main():
         w(f"| {scenario} | {wall:.1f} s | {cells} | {generator} |")
     w("")
     hot_voucher(w, results, load, admit, floor)
+    replica_wait(w, results, load)
     w(notes.read_text().rstrip())
     print("\n".join(out))
 
@@ -787,6 +851,16 @@ def draws_only():
     print("\n".join(out))
 
 
+def replicas_only():
+    """`report.py --replicas RESULTS`: the replica wait's section alone (a
+    `BENCH_ONLY=replicas` run, which writes no BENCHMARKS.md)."""
+    results = Path(sys.argv[2])
+    load = {p.stem: json.loads(p.read_text()) for p in results.glob("replicas_*.json")}
+    out = []
+    replica_wait(out.append, results, load)
+    print("\n".join(out))
+
+
 def payments_only():
     """`report.py --payments RESULTS`: the payments section alone (a
     `BENCH_ONLY=payments` run, which writes no BENCHMARKS.md)."""
@@ -802,6 +876,8 @@ if __name__ == "__main__":
         hot_only()
     elif sys.argv[1:2] == ["--payments"]:
         payments_only()
+    elif sys.argv[1:2] == ["--replicas"]:
+        replicas_only()
     elif sys.argv[1:2] == ["--queue"]:
         queue_only()
     elif sys.argv[1:2] in (["--draw"], ["--challenge"]):

@@ -105,7 +105,7 @@
 -- caller may follow this call with WAIT (gate/src/replica_acks.rs), and the
 -- first write may have been made over another connection. Redis 7.0 has a
 -- WAIT cover the replication stream up to the connection's last command of
--- any kind; 7.2 and later only up to its last write. Writing now puts a
+-- any kind; later versions only up to its last write. Writing now puts a
 -- write of this call after the first one in the stream, so a replica that
 -- acknowledges it has both, whichever the server.
 --

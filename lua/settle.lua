@@ -19,8 +19,8 @@
 -- Either way the id's record is written (again, when it was there: the same
 -- value), so a WAIT the caller sends behind this call on its connection
 -- (gate/src/replica_acks.rs) covers the record, written maybe over another
--- connection (Redis 7.2 and later have WAIT cover a connection's writes
--- only, not its reads).
+-- connection (Redis after 7.0 has WAIT cover a connection's writes only,
+-- not its reads).
 if #KEYS ~= 2 or #ARGV ~= 2 then
   return redis.error_reply("settle.lua: expects 2 KEYS and 2 ARGV")
 end

@@ -783,7 +783,10 @@ mod tests {
         let own = PaymentsConfig { webhook_secrets: vec![Secret::new("whsec_real")], ..stripe.clone() };
         assert!(own.validate_receiving().is_ok());
         let sandbox_key_at_stripe = PaymentsConfig { api_key: Secret::new(SANDBOX_API_KEY), ..stripe };
-        assert!(sandbox_key_at_stripe.validate_receiving().is_err(), "the sandbox's key does not make Stripe a sandbox");
+        assert!(
+            sandbox_key_at_stripe.validate_receiving().is_err(),
+            "the sandbox's key does not make Stripe a sandbox"
+        );
     }
 
     #[test]

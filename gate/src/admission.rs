@@ -252,7 +252,8 @@ impl Gate {
         let decided = |admission| Ok(Reply::Decided(admission));
         let rejected = |rejection| Ok(Reply::Decided(Admission::Rejected(rejection)));
         // A promise only once a replica has it (when the wait is on).
-        let promised = |order, admission| decided(if acknowledged { admission } else { Admission::Unacknowledged { order } });
+        let promised =
+            |order, admission| decided(if acknowledged { admission } else { Admission::Unacknowledged { order } });
         match code.as_str() {
             "admitted" => {
                 promised(order.order_id, Admission::Admitted { remaining: detail.parse().unwrap_or_default() })

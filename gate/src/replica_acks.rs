@@ -34,8 +34,8 @@
 //! `admit.lua` (its first answer was lost), a replayed Idempotency-Key or a
 //! settlement finds a record written earlier, perhaps over another
 //! connection. Redis 7.0 has WAIT cover the replication stream up to the
-//! connection's last command, reads included; 7.2 and later only up to its
-//! last write. So those paths of the scripts write their record again (the
+//! connection's last command, reads included; later versions only up to
+//! its last write. So those paths of the scripts write their record again (the
 //! same value): the WAIT behind them covers the first write on either.
 //!
 //! **When it is on.** `replica_acks = "on"` always, `"off"` never, `"auto"`

@@ -230,7 +230,11 @@ impl Provider {
                 if session.status == SessionStatus::Open {
                     return Err(error);
                 }
-                tracing::debug!(session = id, status = session.status.as_str(), "Session was already closed when expired.");
+                tracing::debug!(
+                    session = id,
+                    status = session.status.as_str(),
+                    "Session was already closed when expired."
+                );
                 Ok(session)
             }
             result => result,
@@ -290,10 +294,8 @@ impl Provider {
 
     /// Every refund of a payment (newest first, as Stripe lists them).
     pub async fn refunds_of(&self, payment_intent: &str) -> Result<Vec<Refund>, ProviderError> {
-        let call = self
-            .http
-            .get(self.url(&["v1", "refunds"]))
-            .query(&[("payment_intent", payment_intent), ("limit", "100")]);
+        let call =
+            self.http.get(self.url(&["v1", "refunds"])).query(&[("payment_intent", payment_intent), ("limit", "100")]);
         let refunds: List<Refund> = self.call(call).await?;
         Ok(refunds.data)
     }

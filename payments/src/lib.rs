@@ -10,7 +10,8 @@ pub mod signature;
 pub mod types;
 
 pub use client::{
-    NewCheckout, Provider, ProviderError, ProviderSettings, MAX_AMOUNT, MAX_SESSION_SECONDS, MIN_SESSION_SECONDS, STRIPE_VERSION,
+    NewCheckout, Provider, ProviderError, ProviderSettings, MAX_AMOUNT, MAX_SESSION_SECONDS, MIN_SESSION_SECONDS,
+    STRIPE_VERSION,
 };
 pub use signature::SignatureError;
 pub use types::{

@@ -89,7 +89,8 @@ async fn opening_twice_with_one_key_makes_one_session() {
 
 /// Pays `order`'s new session and reads it back as the platform does.
 async fn paid_session(sandbox: &TestSandbox, order_id: &str) -> CheckoutSession {
-    let session = sandbox.provider.create_checkout(&order(order_id), &format!("key-{order_id}")).await.expect("created");
+    let session =
+        sandbox.provider.create_checkout(&order(order_id), &format!("key-{order_id}")).await.expect("created");
     assert!(sandbox.pay(&session.id).await.status().is_success());
     sandbox.provider.retrieve_checkout(&session.id).await.expect("read back")
 }

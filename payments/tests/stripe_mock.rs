@@ -24,8 +24,7 @@ struct Mock {
 fn start() -> Mock {
     let dir = TempDir::new().expect("a test directory");
     let mock = StripeMock::start(dir.path()).expect("stripe-mock starts (scripts/setup --tests installs it)");
-    let settings =
-        ProviderSettings { base_url: mock.url(), api_key: KEY.to_owned(), timeout: Duration::from_secs(10) };
+    let settings = ProviderSettings { base_url: mock.url(), api_key: KEY.to_owned(), timeout: Duration::from_secs(10) };
     let provider = Provider::new(settings).expect("valid settings");
     Mock { _dir: dir, mock, provider }
 }
@@ -51,7 +50,8 @@ fn chrono_now() -> i64 {
 #[tokio::test]
 async fn the_checkout_calls_are_ones_stripe_accepts_and_their_answers_decode() {
     let mock = start();
-    let created = mock.provider.create_checkout(&checkout(), "checkout-o1-1").await.expect("stripe accepts the session");
+    let created =
+        mock.provider.create_checkout(&checkout(), "checkout-o1-1").await.expect("stripe accepts the session");
     assert_eq!(created.object, "checkout.session");
     assert!(created.id.starts_with("cs_"), "{}", created.id);
 
@@ -116,7 +116,8 @@ async fn stripe_mock_refuses_what_stripe_refuses() {
     assert!(status.is_client_error(), "{status} {body}");
     assert_eq!(body["error"]["type"], "invalid_request_error", "{body}");
 
-    let wrong_type = post(vec![("mode", "payment".to_owned()), ("expires_at", "soon".to_owned())]).await.expect("answers");
+    let wrong_type =
+        post(vec![("mode", "payment".to_owned()), ("expires_at", "soon".to_owned())]).await.expect("answers");
     assert!(wrong_type.status().is_client_error());
 
     // Through the adapter, Stripe's refusal of a bad key is an `Api` error.

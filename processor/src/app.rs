@@ -19,9 +19,9 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::AbortOnDropHandle;
 use warp::{Filter, Rejection};
 
+use crate::closer::CheckoutCloser;
 use crate::expiry::ExpirySweeper;
 use crate::pipeline::Pipeline;
-use crate::closer::CheckoutCloser;
 use crate::reconcile::Reconciler;
 use crate::refunds::RefundWorker;
 use crate::stock_gauge::StockGauge;

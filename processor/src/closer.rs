@@ -70,7 +70,8 @@ impl CheckoutCloser {
                 })
                 .await?;
             if let Some(Paying::Paid(payment)) = closed.map(|session| paid_by(&session, order.order_id)) {
-                let paid_here = matches!(event, Event::OrderPaid(paid) if paid.payment_id.as_deref() == Some(&payment.payment_id));
+                let paid_here =
+                    matches!(event, Event::OrderPaid(paid) if paid.payment_id.as_deref() == Some(&payment.payment_id));
                 if !paid_here {
                     tracing::info!(order_id = %order.order_id, payment_id = %payment.payment_id, "A closed order's checkout was paid; reported.");
                     found.push(Envelope::new(Event::PaymentReceived(*payment)));

@@ -132,16 +132,30 @@ impl ExpirySweeper {
         let Some(reconciler) = &self.reconciler else {
             return (order_id, Some(vec![Event::CancelRequested(request)]));
         };
-        let checkouts = match self.store.order_record(request.voucher_id, order_id).await {
-            Ok(record) => record.map(|record| record.checkouts).unwrap_or_default(),
+        let record = match self.store.order_record(request.voucher_id, order_id).await {
+            Ok(record) => record.unwrap_or_default(),
             Err(error) => {
                 tracing::warn!(%error, %order_id, "Could not read an expiring order's checkouts; kept open.");
                 return (order_id, None);
             }
         };
-        match reconciler.settle(order_id, &checkouts).await {
+        match reconciler.settle(order_id, &record.checkouts).await {
             Ok(Settled::Unpaid) => (order_id, Some(vec![Event::CancelRequested(request)])),
-            Ok(Settled::Paid(payments)) => (order_id, Some(payments.into_iter().map(Event::PaymentReceived).collect())),
+            Ok(Settled::Paid(payments)) => {
+                // A payment already decided against (refunded: the wrong
+                // amount, say) pays nothing: reporting it again would hold
+                // the order open for ever, asked about every sweep.
+                let fresh: Vec<Event> = payments
+                    .into_iter()
+                    .filter(|payment| !record.refunded(&payment.payment_id))
+                    .map(Event::PaymentReceived)
+                    .collect();
+                if fresh.is_empty() {
+                    (order_id, Some(vec![Event::CancelRequested(request)]))
+                } else {
+                    (order_id, Some(fresh))
+                }
+            }
             Ok(Settled::Settling) => {
                 tracing::info!(%order_id, "An expiring order's payment is still settling; kept open.");
                 (order_id, None)

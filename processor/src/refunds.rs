@@ -9,7 +9,12 @@
 //! `PaymentRefunded` record is in the log. A crash replays the batch; the
 //! refund call carries the payment id as its idempotency key, so the
 //! provider answers a repeated call with the refund it already made, never
-//! a second one. A provider that refuses (down, failing) is asked again
+//! a second one. A provider keeps a failed (`5xx`) answer under its key and
+//! replays it for a day, so a later attempt reads the payment's refunds
+//! first and asks under a new key only when none is done or under way. A
+//! refund is final only when the provider says so: one accepted `pending`
+//! is followed until it `succeeded` (then logged) or `failed` (then made
+//! again). A provider that refuses (down, failing) is asked again
 //! with doubling pauses until it acknowledges; a refund it refuses for good
 //! (no such payment) is dead-lettered for an operator, never a stalled
 //! partition.
@@ -23,15 +28,23 @@ use seckill_core::metrics::PaymentMetrics;
 use seckill_core::topics::Topics;
 use seckill_core::Envelope;
 use seckill_kafka::{decode, retry, BatchConsumer, BatchHandler, DeadLetter, EventProducer, Interrupted, OwnedMessage};
-use seckill_payments::Provider;
+use seckill_payments::{Provider, ProviderError, Refund};
 use seckill_web::payments::timed;
 use tokio_util::sync::CancellationToken;
 
 use crate::closer::CheckoutCloser;
 
-/// The idempotency key of a payment's refund: one refund per payment.
-pub(crate) fn refund_key(payment_id: &str) -> String {
-    format!("refund-{payment_id}")
+/// The idempotency key of a payment's refund, attempt `attempt`: the
+/// first attempt's key is the payment's alone; a later attempt is made
+/// under a new key only once the provider's list of the payment's refunds
+/// shows none done or under way, so there are never two (a provider keeps
+/// a failed answer under its key for a day and would replay it).
+pub(crate) fn refund_key(payment_id: &str, attempt: u32) -> String {
+    if attempt == 0 {
+        format!("refund-{payment_id}")
+    } else {
+        format!("refund-{payment_id}-{attempt}")
+    }
 }
 
 /// Gives back refunded payments.
@@ -64,44 +77,99 @@ impl RefundWorker {
         tracing::info!("Refund worker stopped.");
     }
 
-    /// Refunds one payment, asking until the provider acknowledges or
-    /// refuses for good.
+    /// Refunds one payment, asking until the provider says the refund is
+    /// done (`succeeded`) or refuses it for good. A refund the provider
+    /// accepted as `pending` is followed until it ends; one that `failed`
+    /// is made again.
     async fn refund(&self, request: &RefundRequested, shutdown: &CancellationToken) -> Result<Refunded, Interrupted> {
-        let key = refund_key(&request.payment_id);
+        let payment = request.payment_id.as_str();
+        let mut attempt = 0;
         let mut pause = self.backoff;
         loop {
-            match timed(&self.metrics, "refund", self.provider.refund(&request.payment_id, &key)).await {
-                Ok(refund) => {
-                    self.metrics.refunds.with_label_values(&["completed"]).inc();
-                    tracing::info!(payment_id = %request.payment_id, refund_id = %refund.id, reason = request.reason.as_str(), "Payment refunded.");
-                    return Ok(Refunded::Done(Envelope::new(Event::PaymentRefunded(PaymentRefunded {
-                        order_id: request.order_id,
-                        voucher_id: request.voucher_id,
-                        payment_id: request.payment_id.clone(),
-                        refund_id: refund.id,
-                        amount: refund.amount,
-                        currency: request.currency,
-                        refunded_at: Utc::now(),
-                    }))));
-                }
+            match self.attempt(payment, attempt).await {
+                Ok(refund) => match self.until_final(refund, shutdown).await? {
+                    Some(refund) => {
+                        self.metrics.refunds.with_label_values(&["completed"]).inc();
+                        tracing::info!(payment_id = %payment, refund_id = %refund.id, reason = request.reason.as_str(), "Payment refunded.");
+                        return Ok(Refunded::Done(Envelope::new(Event::PaymentRefunded(PaymentRefunded {
+                            order_id: request.order_id,
+                            voucher_id: request.voucher_id,
+                            payment_id: request.payment_id.clone(),
+                            refund_id: refund.id,
+                            amount: refund.amount,
+                            currency: request.currency,
+                            refunded_at: Utc::now(),
+                        }))));
+                    }
+                    None => {
+                        self.metrics.refunds.with_label_values(&["failed"]).inc();
+                        tracing::warn!(payment_id = %payment, "The provider failed a refund; refunding again.");
+                    }
+                },
                 // A refused key (401, 403) is a configuration an operator
                 // fixes, not a verdict on the refund: asked again.
                 Err(error) if !error.is_retryable() && !matches!(error.status(), Some(401 | 403)) => {
                     self.metrics.refunds.with_label_values(&["rejected"]).inc();
-                    tracing::error!(%error, payment_id = %request.payment_id, "The provider refused a refund for good; dead-lettered.");
+                    tracing::error!(%error, payment_id = %payment, "The provider refused a refund for good; dead-lettered.");
                     return Ok(Refunded::Rejected(format!("refund refused by the provider: {error}")));
                 }
                 Err(error) => {
                     self.metrics.refunds.with_label_values(&["retried"]).inc();
-                    tracing::warn!(%error, payment_id = %request.payment_id, ?pause, "Refund not acknowledged; asking again.");
-                    tokio::select! {
-                        () = shutdown.cancelled() => return Err(Interrupted),
-                        () = tokio::time::sleep(pause) => {}
+                    tracing::warn!(%error, payment_id = %payment, ?pause, "Refund not acknowledged; asking again.");
+                }
+            }
+            attempt += 1;
+            self.pause(&mut pause, shutdown).await?;
+        }
+    }
+
+    /// One attempt: the first under the payment's own key; a later one
+    /// only after reading the payment's refunds, so a refund an earlier
+    /// attempt made (its answer lost) is taken instead of made twice.
+    async fn attempt(&self, payment: &str, attempt: u32) -> Result<Refund, ProviderError> {
+        if attempt > 0 {
+            if let Some(made) = timed(&self.metrics, "refunds", self.provider.live_refund(payment)).await? {
+                return Ok(made);
+            }
+        }
+        timed(&self.metrics, "refund", self.provider.refund(payment, &refund_key(payment, attempt))).await
+    }
+
+    /// Follows a refund until the provider says how it ended: Some when it
+    /// succeeded, None when it failed (or was canceled).
+    async fn until_final(
+        &self,
+        mut refund: Refund,
+        shutdown: &CancellationToken,
+    ) -> Result<Option<Refund>, Interrupted> {
+        let mut pause = self.backoff;
+        loop {
+            match refund.status.as_str() {
+                "succeeded" => return Ok(Some(refund)),
+                "failed" | "canceled" => return Ok(None),
+                _ => {
+                    // `pending` (or `requires_action`): not final yet.
+                    self.metrics.refunds.with_label_values(&["pending"]).inc();
+                    self.pause(&mut pause, shutdown).await?;
+                    match timed(&self.metrics, "refunds", self.provider.retrieve_refund(&refund.id)).await {
+                        Ok(now) => refund = now,
+                        Err(error) => {
+                            tracing::warn!(%error, refund_id = %refund.id, "A pending refund could not be read; asking again.")
+                        }
                     }
-                    pause = (pause * 2).min(self.max_backoff);
                 }
             }
         }
+    }
+
+    /// Waits `pause` (Err on shutdown), then doubles it up to the bound.
+    async fn pause(&self, pause: &mut Duration, shutdown: &CancellationToken) -> Result<(), Interrupted> {
+        tokio::select! {
+            () = shutdown.cancelled() => return Err(Interrupted),
+            () = tokio::time::sleep(*pause) => {}
+        }
+        *pause = (*pause * 2).min(self.max_backoff);
+        Ok(())
     }
 }
 
@@ -119,8 +187,10 @@ impl BatchHandler for RefundWorker {
             }
             let found = self.closer.close(&envelope.event, shutdown).await.map_err(|()| Interrupted)?;
             for payment in found {
-                retry(shutdown, "reporting a closed order's payment", || self.producer.send(&self.topics.sales, &payment))
-                    .await?;
+                retry(shutdown, "reporting a closed order's payment", || {
+                    self.producer.send(&self.topics.sales, &payment)
+                })
+                .await?;
             }
         }
         if requests.is_empty() {

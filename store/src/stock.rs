@@ -3,7 +3,9 @@
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use seckill_core::decision::{OrderRecord, StockLevel};
-use seckill_core::event::{CheckoutOpened, OrderAccepted, OrderRequest, PaymentReceived, VoucherCreated, VoucherUpdated};
+use seckill_core::event::{
+    CheckoutOpened, OrderAccepted, OrderRequest, PaymentReceived, VoucherCreated, VoucherUpdated,
+};
 use seckill_core::{Envelope, OrderId, VoucherId};
 use uuid::Uuid;
 

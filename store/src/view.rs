@@ -99,6 +99,14 @@ pub struct OrderView {
     /// The provider's payment that paid it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub payment_id: Option<String>,
+    /// The newest checkout session opened for it (`cs_…`): the platform's
+    /// own record of where the buyer pays, so asking again never opens a
+    /// second one while it lives, whatever the provider remembers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkout_id: Option<String>,
+    /// When the provider expires that session by itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkout_expires_at: Option<DateTime<Utc>>,
 }
 
 fn is_zero(value: &u64) -> bool {
@@ -318,6 +326,8 @@ impl OrderView {
             currency: order.currency,
             pay_by: None,
             payment_id: None,
+            checkout_id: None,
+            checkout_expires_at: None,
         };
         match event {
             Event::OrderAccepted(o) => Some(row(o, OrderStatus::Pending)),
@@ -383,6 +393,8 @@ pub fn merge_order(existing: Option<&OrderView>, incoming: &OrderView) -> Option
                 cancelled_at: current.cancelled_at.or(incoming.cancelled_at),
                 pay_by: current.pay_by.or(incoming.pay_by),
                 payment_id: current.payment_id.clone().or_else(|| incoming.payment_id.clone()),
+                checkout_id: current.checkout_id.clone().or_else(|| incoming.checkout_id.clone()),
+                checkout_expires_at: current.checkout_expires_at.or(incoming.checkout_expires_at),
                 ..current.clone()
             };
             (filled != *current).then_some((Transition { from: Some(current.status), to: current.status }, filled))
@@ -394,6 +406,8 @@ pub fn merge_order(existing: Option<&OrderView>, incoming: &OrderView) -> Option
                 cancelled_at: incoming.cancelled_at.or(current.cancelled_at),
                 pay_by: incoming.pay_by.or(current.pay_by),
                 payment_id: incoming.payment_id.clone().or_else(|| current.payment_id.clone()),
+                checkout_id: incoming.checkout_id.clone().or_else(|| current.checkout_id.clone()),
+                checkout_expires_at: incoming.checkout_expires_at.or(current.checkout_expires_at),
                 ..incoming.clone()
             };
             Some((Transition { from: Some(current.status), to: incoming.status }, merged))

@@ -45,6 +45,18 @@ pub(crate) fn apply_event(state: &mut impl ViewState, envelope: &Envelope) -> Re
             state.mark_update(update.voucher_id, envelope.event_id)?;
             Ok(true)
         }
+        Event::CheckoutOpened(opened) => {
+            // Only an order the view has, and only a newer session: the
+            // view keeps the one the buyer should be sent to.
+            let Some(mut row) = state.order(opened.voucher_id, opened.order_id)? else { return Ok(false) };
+            if row.checkout_expires_at.is_some_and(|known| known >= opened.expires_at) {
+                return Ok(false);
+            }
+            row.checkout_id = Some(opened.session_id.clone());
+            row.checkout_expires_at = Some(opened.expires_at);
+            state.put_order(&row, false)?;
+            Ok(true)
+        }
         event => {
             let Some(row) = OrderView::from_event(event) else { return Ok(false) };
             let existing = state.order(row.voucher_id, row.order_id)?;

@@ -45,10 +45,12 @@ impl Progress {
 
 /// `template` with its `{rate}` key written by [`rate`].
 fn style(template: &str) -> Result<ProgressStyle, indicatif::style::TemplateError> {
-    Ok(ProgressStyle::with_template(template)?
-        .with_key("rate", |state: &ProgressState, out: &mut dyn std::fmt::Write| {
+    Ok(ProgressStyle::with_template(template)?.with_key(
+        "rate",
+        |state: &ProgressState, out: &mut dyn std::fmt::Write| {
             let _ = out.write_str(&rate(state.per_sec()));
-        }))
+        },
+    ))
 }
 
 /// Records a second, whole, with thousands separated: `12,345 records/s`

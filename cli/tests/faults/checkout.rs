@@ -31,7 +31,13 @@ pub fn session_form(voucher: &str, order: &str, amount: u64) -> Vec<(&'static st
 }
 
 /// Opens a second session for `order` at the sandbox: its id.
-pub async fn another_session(http: &reqwest::Client, sandbox: &str, voucher: &str, order: &str, amount: u64) -> Option<String> {
+pub async fn another_session(
+    http: &reqwest::Client,
+    sandbox: &str,
+    voucher: &str,
+    order: &str,
+    amount: u64,
+) -> Option<String> {
     let response = http
         .post(format!("{sandbox}/v1/checkout/sessions"))
         .bearer_auth(SANDBOX_KEY)

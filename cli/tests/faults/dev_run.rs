@@ -212,6 +212,7 @@ async fn a_killed_local_run_leaves_servers_the_next_run_stops() {
         r#""status":"PENDING""#,
         "seckill-wait:",
         r#""phase":"#,
+        "etag:",
         r#""unix_ms":"#,
         r#""requested":"confirm""#,
         r#""paused":true"#,

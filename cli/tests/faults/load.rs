@@ -302,7 +302,13 @@ impl Client {
     /// it made, when the sandbox completed it.
     async fn complete(&self, order: &str, session: &str) {
         if let Some(intent) = pay_session(&self.http, &self.sandbox, session).await {
-            self.tally.lock().expect("tally").paid.entry(order.to_owned()).or_default().push(intent_id(&intent).to_owned());
+            self.tally
+                .lock()
+                .expect("tally")
+                .paid
+                .entry(order.to_owned())
+                .or_default()
+                .push(intent_id(&intent).to_owned());
         }
     }
 

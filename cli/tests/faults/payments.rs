@@ -208,7 +208,11 @@ async fn duplicated_reordered_and_lost_callbacks_pay_each_order_once() {
     let paid_payment = pay(&cluster, &payment).await.expect("paid");
     record_paid(&mut tally, &lost, intent_id(&paid_payment));
     let row = wait_for(&cluster, &lost, "lost", |row| row["status"] != "CREATED").await;
-    assert_eq!((row["status"].as_str(), row["payment_id"].as_str()), (Some("PAID"), Some(intent_id(&paid_payment))), "{row}");
+    assert_eq!(
+        (row["status"].as_str(), row["payment_id"].as_str()),
+        (Some("PAID"), Some(intent_id(&paid_payment))),
+        "{row}"
+    );
     let found = metric(&cluster, Service::Processor, "seckill_payment_reconciliations_total", "result=\"paid\"").await;
     assert!(found >= 1.0, "the lost payment was found by asking the provider");
     let duplicates = metric(&cluster, Service::Ingress, "seckill_webhooks_total", "outcome=\"duplicate\"").await;

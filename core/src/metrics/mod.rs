@@ -13,7 +13,7 @@ mod queue;
 mod watch;
 
 pub use live::{LiveMetrics, ReadSource};
-pub use payments::{PaymentMetrics, PROVIDER_CALLS, WEBHOOK_OUTCOMES, WEBHOOK_REJECTIONS};
+pub use payments::{PaymentMetrics, PROVIDER_CALLS, REFUND_RESULTS, WEBHOOK_OUTCOMES, WEBHOOK_REJECTIONS};
 pub use queue::{QueueMetrics, ENTRY_OUTCOMES, JOIN_OUTCOMES};
 pub use watch::{dependency_up, PipelineWatchMetrics, DEPENDENCIES};
 

@@ -14,7 +14,11 @@ const PROVIDER_BUCKETS: &[f64] = &[0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0
 /// Every outcome of `seckill_webhooks_total`.
 pub const WEBHOOK_OUTCOMES: [&str; 4] = ["accepted", "duplicate", "ignored", "rejected"];
 /// Every call of `seckill_payment_provider_seconds`.
-pub const PROVIDER_CALLS: [&str; 5] = ["create", "retrieve", "cancel", "search", "refund"];
+pub const PROVIDER_CALLS: [&str; 5] = ["create", "retrieve", "expire", "refund", "refunds"];
+/// Every result of `seckill_refunds_total`: done, asked again after no
+/// answer, refused for good, followed while pending, failed by the provider
+/// (then made again).
+pub const REFUND_RESULTS: [&str; 5] = ["completed", "retried", "rejected", "pending", "failed"];
 /// Every reason of `seckill_webhook_rejections_total`.
 pub const WEBHOOK_REJECTIONS: [&str; 6] = ["missing", "malformed", "stale", "future", "no_match", "body"];
 
@@ -93,7 +97,7 @@ impl PaymentMetrics {
         for reason in WEBHOOK_REJECTIONS {
             metrics.webhook_rejections.with_label_values(&[reason]);
         }
-        for result in ["completed", "retried", "rejected"] {
+        for result in REFUND_RESULTS {
             metrics.refunds.with_label_values(&[result]);
         }
         for call in PROVIDER_CALLS {

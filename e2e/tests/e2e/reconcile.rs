@@ -176,7 +176,11 @@ async fn unchanged_means_every_field_reconcile_restores_is_the_same() {
             "ends_ms ",
         ),
         ("limit", redis::cmd("HSET").arg(&keys.voucher).arg("limit").arg(9).clone(), "limit 9 → 2"),
-        ("hold_seconds", redis::cmd("HSET").arg(&keys.voucher).arg("hold_seconds").arg(60).clone(), "hold_seconds 60 → "),
+        (
+            "hold_seconds",
+            redis::cmd("HSET").arg(&keys.voucher).arg("hold_seconds").arg(60).clone(),
+            "hold_seconds 60 → ",
+        ),
         (
             "latest order",
             redis::cmd("HSET").arg(&keys.orders).arg("keeper").arg(OrderId::generate().to_string()).clone(),

@@ -42,11 +42,8 @@ async fn once_redis_has_a_replica_a_202_is_on_it_and_a_silent_replica_gets_a_503
     let replica =
         Redis::start_replica(&platform.infra.dir.path().join("replica"), &platform.infra.redis).expect("replica");
     eventually(|| async { (metric(&platform, "seckill_replica_acks_on").await == 1.0).then_some(()) }).await;
-    let mut on_replica = redis::Client::open(replica.url())
-        .expect("url")
-        .get_multiplexed_async_connection()
-        .await
-        .expect("connects");
+    let mut on_replica =
+        redis::Client::open(replica.url()).expect("url").get_multiplexed_async_connection().await.expect("connects");
     for buyer in ["first", "second", "third"] {
         let (status, body) = platform.order(&voucher, buyer).await;
         assert_eq!(status, StatusCode::ACCEPTED, "{body}");

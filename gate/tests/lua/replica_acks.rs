@@ -195,7 +195,10 @@ async fn with_the_replica_frozen_or_gone_the_answer_names_the_order_within_about
     pair.replica.kill();
     let lost = order(v, "gone");
     let started = Instant::now();
-    assert_eq!(gate.admit_order(&lost, None).await.expect("answers"), Admission::Unacknowledged { order: lost.order_id });
+    assert_eq!(
+        gate.admit_order(&lost, None).await.expect("answers"),
+        Admission::Unacknowledged { order: lost.order_id }
+    );
     assert!(started.elapsed() < SHORT_WAIT + Duration::from_secs(2));
     assert!(gate.replica_acks_on(), "auto stays on once a replica was seen: losing it is what the wait is for");
 }
@@ -219,7 +222,10 @@ async fn a_repeated_call_or_a_replay_is_promised_only_once_the_replica_has_the_f
 
     // The same id again, and the same key again, over the waiting gate,
     // whose connection wrote nothing: its WAIT must still cover them.
-    assert_eq!(gate.admit_order(&first, None).await.expect("answers"), Admission::Unacknowledged { order: first.order_id });
+    assert_eq!(
+        gate.admit_order(&first, None).await.expect("answers"),
+        Admission::Unacknowledged { order: first.order_id }
+    );
     let retried = order(v, "keyed");
     assert_eq!(
         gate.admit_order(&retried, Some(&key)).await.expect("answers"),

@@ -86,6 +86,8 @@ mod tests {
             currency: None,
             pay_by: None,
             payment_id: None,
+            checkout_id: None,
+            checkout_expires_at: None,
         };
         let change = super::super::changes::changes(&row).remove(0);
         feeds.publish(&alice, change.clone());

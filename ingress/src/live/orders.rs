@@ -147,6 +147,8 @@ mod tests {
             currency: None,
             pay_by: None,
             payment_id: None,
+            checkout_id: None,
+            checkout_expires_at: None,
         }
     }
 

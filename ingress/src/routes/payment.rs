@@ -22,7 +22,9 @@ use chrono::{DateTime, Utc};
 use seckill_core::decision::MAX_CHECKOUTS;
 use seckill_core::event::{CheckoutOpened, Event};
 use seckill_core::{Envelope, OrderId};
-use seckill_payments::{CheckoutSession, NewCheckout, SessionStatus, MAX_AMOUNT, MAX_SESSION_SECONDS, MIN_SESSION_SECONDS};
+use seckill_payments::{
+    CheckoutSession, NewCheckout, SessionStatus, MAX_AMOUNT, MAX_SESSION_SECONDS, MIN_SESSION_SECONDS,
+};
 use seckill_store::OrderStatus;
 use seckill_web::ApiError;
 use warp::http::StatusCode;
@@ -114,8 +116,19 @@ async fn handle(raw: String, caller: Caller, ingress: Arc<Ingress>) -> Result<wa
             .into());
         }
     };
-    if session.status == SessionStatus::Expired {
-        return Err(conflict("payment_window_closed", format!("order {order_id}'s checkout was closed unpaid")));
+    match session.status {
+        SessionStatus::Expired => {
+            return Err(conflict("payment_window_closed", format!("order {order_id}'s checkout was closed unpaid")))
+        }
+        SessionStatus::Complete => {
+            // Paid (or a debit settling): the order follows once the
+            // provider's callback is decided.
+            return Err(conflict(
+                "payment_in_progress",
+                format!("order {order_id}'s checkout is complete; its payment is being recorded"),
+            ));
+        }
+        SessionStatus::Open | SessionStatus::Unknown => {}
     }
     // Recorded before the buyer can pay on it: the processor closes it
     // with the order and reconciles it by id.
@@ -156,10 +169,12 @@ fn session_expiry(now: DateTime<Utc>, pay_by: Option<DateTime<Utc>>) -> i64 {
     pay_by.map_or(latest, |pay_by| pay_by.timestamp()).clamp(soonest, latest)
 }
 
-/// The order's checkout: the one its idempotency key opened, or, when that
+/// The order's checkout: the live one the log recorded (the view's
+/// `checkout_id`), else the one its idempotency key opens, or, when that
 /// one expired by itself (a payment window longer than a session may
 /// live), the next in a chain of keys each named after the expired one, so
-/// concurrent requests still agree on one session.
+/// concurrent requests still agree on one session and a second is opened
+/// only once the first can no longer be paid.
 async fn open_checkout(
     payments: &crate::payments::Payments,
     request: &NewCheckout,
@@ -171,7 +186,22 @@ async fn open_checkout(
             .await
     };
     let lapsed = |session: &CheckoutSession| session.expires_at <= now.timestamp();
-    let mut session = create(format!("checkout-{order_id}")).await?;
+    // The platform's own record first: the provider forgets idempotency
+    // keys after a day, the log does not.
+    let recorded = match payments.view.order(order_id).await {
+        Ok(Some(row)) => row.checkout_id.zip(row.checkout_expires_at),
+        _ => None,
+    };
+    let mut session = match recorded {
+        Some((id, expires_at)) if expires_at.timestamp() > now.timestamp() => {
+            let session =
+                seckill_web::payments::timed(&payments.metrics, "retrieve", payments.provider.retrieve_checkout(&id))
+                    .await?;
+            return Ok(session);
+        }
+        Some((id, _)) => create(format!("checkout-{order_id}-after-{id}")).await?,
+        None => create(format!("checkout-{order_id}")).await?,
+    };
     for _ in 1..MAX_CHECKOUTS {
         if !lapsed(&session) {
             return Ok(session);

@@ -162,7 +162,9 @@ async fn paid(
         Err(error) if error.status() == Some(404) => return Ok(None),
         Err(error) => {
             tracing::warn!(%error, session = %session.id, "Could not read a paid checkout back; the provider will retry.");
-            return Err(ApiError::unavailable("the payment provider could not be asked; deliver the event again").into());
+            return Err(
+                ApiError::unavailable("the payment provider could not be asked; deliver the event again").into()
+            );
         }
     };
     let Some(intent) = session.expanded_intent() else { return Ok(None) };

@@ -13,7 +13,7 @@ use crate::helpers::{eventually, Receiver, TestSandbox};
 async fn search_finds_a_change_only_after_its_lag() {
     let sandbox = TestSandbox::start(None, |_| {}).await;
     assert_eq!(sandbox.switch(serde_json::json!({})).await["search_lag_ms"], 2_000, "Stripe's few seconds");
-    sandbox.switch(serde_json::json!({"search_lag_ms": 400})).await;
+    sandbox.switch(serde_json::json!({"search_lag_ms": 1_000})).await;
     let created = Instant::now();
     let intent = sandbox.create("lag-1").await;
     assert!(sandbox.provider.intents_for_order("lag-1").await.expect("searched").is_empty(), "too new");
@@ -21,7 +21,7 @@ async fn search_finds_a_change_only_after_its_lag() {
         eventually(|| sandbox.provider.intents_for_order("lag-1"), |found| found.as_ref().is_ok_and(|f| !f.is_empty()))
             .await
             .expect("searched");
-    assert!(created.elapsed() >= Duration::from_millis(400), "found after {:?}", created.elapsed());
+    assert!(created.elapsed() >= Duration::from_millis(1_000), "found after {:?}", created.elapsed());
     assert_eq!((found[0].id.as_str(), found[0].status), (intent.id.as_str(), IntentStatus::RequiresPaymentMethod));
 
     sandbox.settle(&intent.id, "pay").await;
@@ -42,7 +42,7 @@ async fn a_failure_saved_under_a_key_is_replayed_after_the_outage_and_a_fresh_ke
     let sandbox = TestSandbox::start(None, |_| {}).await;
     let intent = sandbox.create("saved-1").await;
     sandbox.settle(&intent.id, "pay").await;
-    sandbox.switch(serde_json::json!({"fail_refunds_for_ms": 200})).await;
+    sandbox.switch(serde_json::json!({"fail_refunds_for_ms": 1_000})).await;
     let form = [("payment_intent", intent.id.clone())];
     let first = sandbox.post("refunds", &form, Some("refund-saved-1")).await;
     assert_eq!((first.status, first.replayed, first.body["error"]["type"].as_str()), (500, false, Some("api_error")));
@@ -78,12 +78,12 @@ async fn a_failure_saved_under_a_key_is_replayed_after_the_outage_and_a_fresh_ke
 async fn a_key_is_forgotten_after_its_lifetime() {
     let sandbox = TestSandbox::start(None, |_| {}).await;
     assert_eq!(sandbox.switch(serde_json::json!({})).await["idempotency_ttl_ms"], 86_400_000);
-    sandbox.switch(serde_json::json!({"idempotency_ttl_ms": 300})).await;
+    sandbox.switch(serde_json::json!({"idempotency_ttl_ms": 1_000})).await;
     let form = [("amount", "100".to_owned()), ("currency", "eur".to_owned())];
     let first = sandbox.post("payment_intents", &form, Some("ttl-1")).await;
     let again = sandbox.post("payment_intents", &form, Some("ttl-1")).await;
     assert_eq!((again.replayed, &again.body["id"]), (true, &first.body["id"]));
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
     let later = sandbox.post("payment_intents", &form, Some("ttl-1")).await;
     assert_eq!((later.status, later.replayed), (200, false));
     assert_ne!(later.body["id"], first.body["id"], "a forgotten key makes a new object");
@@ -115,7 +115,7 @@ async fn a_failed_pending_refund_frees_the_charge_for_a_new_refund() {
     let sandbox = TestSandbox::start(Some(receiver.url.clone()), |_| {}).await;
     let intent = sandbox.create("pending-2").await;
     sandbox.settle(&intent.id, "pay").await;
-    sandbox.switch(serde_json::json!({"pending_refunds_ms": 300, "fail_pending_refunds": true})).await;
+    sandbox.switch(serde_json::json!({"pending_refunds_ms": 1_000, "fail_pending_refunds": true})).await;
     let pending = sandbox.provider.refund(&intent.id, "refund-pending-2a").await.expect("made");
     assert_eq!(pending.status, "pending");
     let covered = sandbox.provider.refund(&intent.id, "refund-pending-2b").await.expect("the pending one");

@@ -139,7 +139,7 @@ async fn a_session_expires_by_itself_at_expires_at_without_being_read() {
 async fn a_bank_debit_completes_the_session_unpaid_then_settles() {
     let receiver = Receiver::start(0).await;
     let sandbox = TestSandbox::start(Some(receiver.url.clone()), |_| {}).await;
-    sandbox.switch(serde_json::json!({"async_payments": true, "async_settle_ms": 300})).await;
+    sandbox.switch(serde_json::json!({"async_payments": true, "async_settle_ms": 1_000})).await;
     let session = sandbox.checkout("debit-1", 3_600).await;
     let paid = sandbox.settle_session(&session.id, "pay").await;
     assert_eq!(

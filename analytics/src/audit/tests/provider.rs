@@ -56,11 +56,8 @@ impl TestSandbox {
             cancel_url: "http://127.0.0.1:9/sale".to_owned(),
             expires_at: now + 31 * 60,
         };
-        let session = self
-            .provider
-            .create_checkout(&request, &format!("create-{}", order.order_id))
-            .await
-            .expect("created");
+        let session =
+            self.provider.create_checkout(&request, &format!("create-{}", order.order_id)).await.expect("created");
         let url = format!("{}/sandbox/checkout/sessions/{}/pay", self.base_url, session.id);
         let response = reqwest::Client::new().post(url).send().await.expect("the sandbox answers");
         assert!(response.status().is_success(), "{}", response.status());
