@@ -6,6 +6,7 @@
 //! the sandbox (`seckill-sandbox`) the tests and local runs use.
 
 mod client;
+pub mod events;
 pub mod signature;
 pub mod types;
 

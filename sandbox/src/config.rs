@@ -34,7 +34,9 @@ pub struct SandboxConfig {
     pub webhook_retry_ms: u64,
     /// The event types the webhook endpoint is subscribed to, as a Stripe
     /// endpoint's `enabled_events`: `["*"]` (all) or names such as
-    /// `checkout.session.completed`. The `enabled_events` switch changes it.
+    /// `checkout.session.completed`; by default the platform's
+    /// (`seckill_payments::events::SUBSCRIBED`). The `enabled_events`
+    /// switch changes it.
     pub enabled_events: Vec<String>,
     /// How long a change to an intent takes to show in search (Stripe's
     /// search is eventually consistent); the `search_lag_ms` switch
@@ -57,7 +59,8 @@ impl Default for SandboxConfig {
             max_objects: 1_000_000,
             webhook_attempts: 8,
             webhook_retry_ms: 200,
-            enabled_events: vec!["*".to_owned()],
+            // The platform's endpoint as operators register it at Stripe.
+            enabled_events: seckill_payments::events::SUBSCRIBED.iter().map(|&kind| kind.to_owned()).collect(),
             search_lag_ms: 2_000,
             min_session_seconds: 1_800,
         }

@@ -163,7 +163,8 @@ pub struct AdmissionMetrics {
     /// `unavailable`, `unacknowledged` (admitted, but no replica
     /// acknowledged it in time: answered `503`) or a rejection code.
     pub outcomes: IntCounterVec,
-    /// `seckill_redis_script_duration_seconds{script}`.
+    /// `seckill_redis_script_duration_seconds{script}` (`admit` and
+    /// `settle` include the replica wait when it is on).
     pub script_duration: HistogramVec,
     /// `seckill_kafka_produce_duration_seconds`: send to acknowledgement.
     pub produce_duration: Histogram,
@@ -272,7 +273,8 @@ impl AdmissionMetrics {
                     histogram_opts(
                         service,
                         "seckill_redis_script_duration_seconds",
-                        "Round trip of one Redis Lua script call.",
+                        "Round trip of one Redis Lua script call (admit and settle, with the replica wait on: \
+                         until a replica acknowledged it).",
                         FAST_BUCKETS,
                     ),
                     &["script"],

@@ -30,7 +30,7 @@ use bytes::Bytes;
 use chrono::Utc;
 use seckill_core::event::{Event, PaymentReceived, PaymentSource, MAX_EVENT_BYTES};
 use seckill_core::Envelope;
-use seckill_payments::{signature, CheckoutSession, SessionPaymentStatus};
+use seckill_payments::{events, signature, CheckoutSession, SessionPaymentStatus};
 use seckill_web::payments::{is_provider_id, payment_received, timed};
 use seckill_web::ApiError;
 use warp::http::StatusCode;
@@ -38,22 +38,6 @@ use warp::{Filter, Rejection, Reply};
 
 use super::{body, Ingress};
 use crate::payments::Payments;
-
-/// A buyer finished a checkout (paid, or a debit still settling).
-const COMPLETED: &str = "checkout.session.completed";
-/// A checkout's bank debit settled.
-const ASYNC_SUCCEEDED: &str = "checkout.session.async_payment_succeeded";
-/// Events of the flow the platform learns nothing new from: a checkout
-/// expired or its debit failed (the order expires at `pay_by`), and
-/// refunds (the refund worker asks the provider itself).
-const NOTED: &[&str] = &[
-    "checkout.session.expired",
-    "checkout.session.async_payment_failed",
-    "charge.refunded",
-    "refund.created",
-    "refund.updated",
-    "refund.failed",
-];
 
 pub(super) fn receive(ingress: Arc<Ingress>) -> impl Filter<Extract = (impl Reply,), Error = Rejection> + Clone {
     warp::path!("api" / "v1" / "payments" / "webhook")
@@ -110,11 +94,12 @@ async fn handle(
         tracing::warn!(event_id = %event.id, livemode = event.livemode, "A callback of the other mode than the key's; ignored.");
         return Ok(received(&event.id, Some("not of this key's mode (livemode)")));
     }
-    if NOTED.contains(&event.kind.as_str()) {
+    let pays = [events::CHECKOUT_COMPLETED, events::CHECKOUT_ASYNC_SUCCEEDED].contains(&event.kind.as_str());
+    if !pays && events::SUBSCRIBED.contains(&event.kind.as_str()) {
         outcome("ignored");
         return Ok(received(&event.id, Some("nothing to record")));
     }
-    if event.kind != COMPLETED && event.kind != ASYNC_SUCCEEDED {
+    if !pays {
         outcome("ignored");
         tracing::debug!(kind = %event.kind, "A callback of a type the platform does not use; ignored.");
         return Ok(received(&event.id, Some("not a payment event of this platform")));

@@ -50,6 +50,8 @@ impl TestSandbox {
     pub(crate) async fn start(webhook_url: Option<String>, tweak: impl FnOnce(&mut SandboxConfig)) -> Self {
         let mut config = SandboxConfig::local(webhook_url);
         config.webhook_retry_ms = 10;
+        // Every event the sandbox can send, not only the platform's.
+        config.enabled_events = vec!["*".to_owned()];
         tweak(&mut config);
         let sandbox = Sandbox::build(config.clone()).await.expect("sandbox binds");
         let base_url = format!("http://{}", sandbox.local_addr());

@@ -27,7 +27,8 @@ impl Drop for TestSandbox {
 
 impl TestSandbox {
     async fn start() -> Self {
-        let config = SandboxConfig::local(None);
+        // Searched right after paying: no lag (Stripe's search can lag).
+        let config = SandboxConfig { search_lag_ms: 0, ..SandboxConfig::local(None) };
         let sandbox = Sandbox::build(config.clone()).await.expect("the sandbox binds");
         let base_url = format!("http://{}", sandbox.local_addr());
         let stop = CancellationToken::new();
