@@ -48,18 +48,17 @@ impl CheckoutCloser {
             Event::OrderPaid(paid) if paid.payment_id.is_some() => &paid.order,
             _ => return Ok(Vec::new()),
         };
-        let checkouts = self
+        let record = self
             .asked(shutdown, "reading a closed order's checkouts", || async {
                 self.store.order_record(order.voucher_id, order.order_id).await.map_err(|e| e.to_string())
             })
             .await?
-            .map(|record| record.checkouts)
             .unwrap_or_default();
         let mut found = Vec::new();
-        for id in checkouts {
+        for id in &record.checkouts {
             let closed = self
                 .asked(shutdown, "expiring a closed order's checkout", || async {
-                    match self.reconciler.closed(&id).await {
+                    match self.reconciler.closed(id).await {
                         Ok(session) => Ok(Some(session)),
                         Err(error) if is_final(&error) => {
                             tracing::warn!(%error, session = %id, "A closed order's checkout is unknown to the provider.");
@@ -70,9 +69,11 @@ impl CheckoutCloser {
                 })
                 .await?;
             if let Some(Paying::Paid(payment)) = closed.map(|session| paid_by(&session, order.order_id)) {
-                let paid_here =
-                    matches!(event, Event::OrderPaid(paid) if paid.payment_id.as_deref() == Some(&payment.payment_id));
-                if !paid_here {
+                // A payment already decided (it paid the order, or was
+                // refunded) is not reported again: its decision would be
+                // repeated, with the order's outcomes, and bring us back.
+                let decided = record.paid_by(&payment.payment_id) || record.refunded(&payment.payment_id);
+                if !decided {
                     tracing::info!(order_id = %order.order_id, payment_id = %payment.payment_id, "A closed order's checkout was paid; reported.");
                     found.push(Envelope::new(Event::PaymentReceived(*payment)));
                 }

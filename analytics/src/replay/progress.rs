@@ -78,7 +78,7 @@ mod tests {
         assert_eq!(rate(0.0), "0 records/s");
         assert_eq!(rate(7.4999), "7 records/s");
         assert_eq!(rate(999.5), "1,000 records/s");
-        assert_eq!(rate(123_456.7891), "123,457 records/s");
+        assert_eq!(rate(123_456.789), "123,457 records/s");
         assert_eq!(rate(1_234_567.0), "1,234,567 records/s");
         assert_eq!(rate(f64::NAN), "0 records/s");
         assert_eq!(rate(f64::INFINITY), "0 records/s");
