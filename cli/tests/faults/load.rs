@@ -259,7 +259,7 @@ impl Client {
         for _ in 0..40 {
             let request = self
                 .http
-                .get(format!("{}/api/v1/orders/{order}?wait=2s", self.base))
+                .get(format!("{}/api/v1/orders/{order}?wait=2s&status=PENDING", self.base))
                 .header("authorization", format!("Bearer {}", user_token(user)));
             let (status, body) = self.send(request).await;
             if status == StatusCode::OK && body["status"] != "PENDING" {

@@ -48,10 +48,13 @@ async fn created_order(cluster: &Cluster, voucher: &Voucher, user: &str, tally: 
 /// The order as its owner reads it, once `done` says so (30 s at most).
 async fn wait_for(cluster: &Cluster, order: &str, user: &str, done: impl Fn(&Value) -> bool) -> Value {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    // Read at once first; then long-poll, which answers at the order's
+    // next change (or after 2 s).
+    let mut wait = "";
     loop {
         let response = cluster
             .http
-            .get(format!("{}/api/v1/orders/{order}?wait=2s", cluster.url(Service::Ingress)))
+            .get(format!("{}/api/v1/orders/{order}{wait}", cluster.url(Service::Ingress)))
             .header("authorization", format!("Bearer {}", user_token(user)))
             .send()
             .await
@@ -61,6 +64,7 @@ async fn wait_for(cluster: &Cluster, order: &str, user: &str, done: impl Fn(&Val
             return row;
         }
         assert!(tokio::time::Instant::now() < deadline, "order {order} never got there: {row}");
+        wait = "?wait=2s";
     }
 }
 

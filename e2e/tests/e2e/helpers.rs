@@ -247,6 +247,14 @@ impl Platform {
             redis: self.redis.clone(),
             // Expiry tests wait for the sweeper; a short interval keeps them quick.
             expiry_sweep_ms: 100,
+            // The ingress's provider, if it has one: the processor settles
+            // with it before closing orders, closes their checkouts and
+            // refunds (quickly asked again in tests).
+            payments: seckill_core::config::PaymentsConfig {
+                refund_retry_ms: 100,
+                refund_retry_max_ms: 500,
+                ..self.ingress_config.payments.clone()
+            },
             ..ProcessorConfig::default()
         };
         let store_config = self.store("processor.redb");

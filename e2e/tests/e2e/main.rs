@@ -26,6 +26,7 @@ mod observability;
 mod old_logs;
 mod openapi;
 mod orders;
+mod payments;
 mod rebuild;
 mod reconcile;
 mod replay;
