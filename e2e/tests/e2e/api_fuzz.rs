@@ -41,6 +41,16 @@ include-operation-id = ["createVoucher", "updateVoucher"]
 checks.positive_data_acceptance.expected-statuses = ["2xx", "3xx", 400, 401, 403, 404, 409, 422, 429]
 "#;
 
+/// A long-poll on an order answers at the order's next change, or at its
+/// `wait` (up to 30 s): the client waits longer than that, and an answer
+/// that long is on time.
+const LONG_POLLS: &str = r#"
+[[operations]]
+include-operation-id = ["getOrder"]
+request-timeout = 40.0
+checks.max_response_time = 35.0
+"#;
+
 /// The fuzzed platform has no payment provider: starting a payment and the
 /// provider's callback answer the documented `503 unavailable` (payments
 /// are not configured) to every request that gets past authentication, the
@@ -76,7 +86,7 @@ async fn fuzz(platform: &Platform, what: &str, config: Option<&str>, authorizati
     std::fs::create_dir_all(&dir).expect("a directory for the run");
     let mut command = tokio::process::Command::new(schemathesis());
     let file = dir.join("schemathesis.toml");
-    std::fs::write(&file, format!("{}\n{VOUCHER_RULES}\n{PAYMENT_ROUTES}", config.unwrap_or_default()))
+    std::fs::write(&file, format!("{}\n{VOUCHER_RULES}\n{PAYMENT_ROUTES}\n{LONG_POLLS}", config.unwrap_or_default()))
         .expect("config written");
     command.arg("--config-file").arg(file);
     command
