@@ -42,6 +42,9 @@ pub struct SandboxConfig {
     /// search is eventually consistent); the `search_lag_ms` switch
     /// changes it.
     pub search_lag_ms: u64,
+    /// How long a refund stays `pending` before it ends (0: refunds succeed
+    /// at once); the `pending_refunds_ms` switch changes it.
+    pub pending_refunds_ms: u64,
     /// Test knob: the shortest lifetime a checkout session's `expires_at`
     /// may ask for. Stripe's is 30 minutes (1800, the default); tests lower
     /// it to see sessions expire by themselves.
@@ -62,6 +65,7 @@ impl Default for SandboxConfig {
             // The platform's endpoint as operators register it at Stripe.
             enabled_events: seckill_payments::events::SUBSCRIBED.iter().map(|&kind| kind.to_owned()).collect(),
             search_lag_ms: 2_000,
+            pending_refunds_ms: 0,
             min_session_seconds: 1_800,
         }
     }
@@ -87,6 +91,7 @@ impl fmt::Debug for SandboxConfig {
             .field("webhook_retry_ms", &self.webhook_retry_ms)
             .field("enabled_events", &self.enabled_events)
             .field("search_lag_ms", &self.search_lag_ms)
+            .field("pending_refunds_ms", &self.pending_refunds_ms)
             .field("min_session_seconds", &self.min_session_seconds)
             .finish()
     }
@@ -112,6 +117,7 @@ impl Validate for SandboxConfig {
         let enabled = crate::switches::check_enabled_events(&self.enabled_events);
         ensure(enabled.is_ok(), "enabled_events", "must be [\"*\"] or 1 to 256 event types")?;
         ensure(self.search_lag_ms <= 3_600_000, "search_lag_ms", "must be at most 3600000")?;
+        ensure(self.pending_refunds_ms <= 3_600_000, "pending_refunds_ms", "must be at most 3600000")?;
         ensure((1..=1_800).contains(&self.min_session_seconds), "min_session_seconds", "must be 1 to 1800")
     }
 }

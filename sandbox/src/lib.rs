@@ -89,7 +89,7 @@
 //!
 //! Config fields beyond the addresses and secrets: `max_objects`,
 //! `webhook_attempts`, `webhook_retry_ms`, `enabled_events`,
-//! `search_lag_ms`, and the test knob `min_session_seconds` (default
+//! `search_lag_ms`, `pending_refunds_ms`, and the test knob `min_session_seconds` (default
 //! 1800, Stripe's 30 minutes): the shortest `expires_at` a session may ask
 //! for, lowered by tests to see sessions expire by themselves.
 //!

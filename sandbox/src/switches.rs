@@ -129,6 +129,7 @@ impl Switches {
         Self {
             search_lag_ms: config.search_lag_ms.min(MAX_SWITCH_MS),
             enabled_events: config.enabled_events.clone(),
+            pending_refunds_ms: config.pending_refunds_ms.min(MAX_SWITCH_MS),
             ..Self::default()
         }
     }

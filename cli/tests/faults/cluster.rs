@@ -223,6 +223,10 @@ impl Cluster {
                 ("SECKILL_SANDBOX_API_KEY".to_owned(), SANDBOX_KEY.to_owned()),
                 ("SECKILL_SANDBOX_WEBHOOK_SECRET".to_owned(), SANDBOX_SECRET.to_owned()),
                 ("SECKILL_SANDBOX_WEBHOOK_URL".to_owned(), webhook),
+                // Stripe's ways that decide money: search lags (2 s, the
+                // sandbox's default), a failed answer is replayed to its
+                // idempotency key (default), and refunds go pending first.
+                ("SECKILL_SANDBOX_PENDING_REFUNDS_MS".to_owned(), "300".to_owned()),
             ];
         }
         let mut env = vec![

@@ -279,7 +279,16 @@ impl Client {
                     amount = body["amount"].as_u64().expect("a payment names its amount");
                     break;
                 }
-                StatusCode::CONFLICT => return,
+                StatusCode::CONFLICT => {
+                    // Only the order's own state may refuse it: closed or
+                    // paid since, or its checkout already paid.
+                    let code = body["error"].as_str().unwrap_or_default();
+                    assert!(
+                        matches!(code, "not_payable" | "already_paid" | "payment_window_closed" | "payment_in_progress"),
+                        "asking for a payment answered 409 {body}"
+                    );
+                    return;
+                }
                 StatusCode::NOT_FOUND => panic!("an owner's order is never 404 after its 202: {body}"),
                 status => assert!(
                     matches!(status.as_u16(), 429 | 502 | 503),

@@ -22,6 +22,8 @@ use crate::load::Tally;
 pub struct Payments {
     /// `PaymentReceived`: payment → its order.
     pub received: HashMap<String, String>,
+    /// `PaymentReceived`: payment → (the provider's payment time, amount).
+    pub received_at: HashMap<String, (chrono::DateTime<chrono::Utc>, u64)>,
     /// `OrderPaid` with a payment: order → the payments that paid it.
     pub paid: HashMap<String, HashSet<String>>,
     /// `RefundRequested`: payment → the reasons given.
@@ -36,6 +38,7 @@ impl Payments {
         match &envelope.event {
             Event::PaymentReceived(p) => {
                 self.received.insert(p.payment_id.clone(), p.order_id.to_string());
+                self.received_at.insert(p.payment_id.clone(), (p.paid_at, p.amount));
             }
             Event::OrderPaid(p) => {
                 if let Some(payment) = &p.payment_id {
@@ -120,6 +123,21 @@ pub async fn check(cluster: &Cluster, tally: &Tally, log: &Payments, fault: &str
             status == "CANCELLED" || (status == "PAID" && paid_with.is_some_and(|p| payments.iter().any(|q| q == p))),
             "[{fault}] order {order} was paid by {payments:?} and ends {status} (paid by {paid_with:?})"
         );
+        // A right payment made before the deadline pays the order: it is
+        // never refunded for an order cancelled after all.
+        if status == "CANCELLED" {
+            let pay_by: Option<chrono::DateTime<chrono::Utc>> = row["pay_by"].as_str().and_then(|t| t.parse().ok());
+            let owed = row["amount"].as_u64();
+            let paying = payments.iter().find(|payment| {
+                log.received_at.get(payment.as_str()).is_some_and(|(paid_at, amount)| {
+                    Some(*amount) == owed && pay_by.is_some_and(|pay_by| *paid_at < pay_by)
+                })
+            });
+            assert!(
+                paying.is_none() || row["reason"] == "requested" || row["reason"] == "refunded",
+                "[{fault}] order {order} was paid in time and for its amount by {paying:?}, yet ends CANCELLED: {row}"
+            );
+        }
     }
 
     // The provider's books: nothing refunded twice, nothing refunded the log
@@ -137,6 +155,7 @@ pub async fn check(cluster: &Cluster, tally: &Tally, log: &Payments, fault: &str
     }
     let refunded_in_log: u64 = log.refunded.values().map(|(_, amount)| amount).sum();
     assert_eq!(refunded_at_provider, refunded_in_log, "[{fault}] refunded amounts: provider vs log");
+    assert!(kept > 0 || tally.paid.is_empty(), "[{fault}] no payment paid its order: the payment path did nothing");
     let summary = format!(
         "payments: {} orders paid at the provider ({both_ways:?}), {kept} payments kept, {given_back} refunded once \
          ({refunded_at_provider} cents), reasons {:?}",
