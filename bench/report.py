@@ -608,8 +608,8 @@ def replica_wait(w, results, load):
     w("connections) against the same Redis with one replica (`redis-server --replicaof`, memory only, on this")
     w("machine), on freshly started services, the two settings alternated: the ingress answering each admission once")
     w("the replica has acknowledged it (`redis.replica_acks = on`: `WAIT 1` behind each pipeline of admissions,")
-    w("docs/CLUSTER.md) and not (`off`). Median run by the rate; each run's rate listed. A `503` is an admission no")
-    w("replica acknowledged within `replica_ack_timeout_ms`.")
+    w("docs/CLUSTER.md) and not (`off`). The median run by the rate (of two, the faster); each run's rate listed.")
+    w("A `503` is an admission no replica acknowledged within `replica_ack_timeout_ms`.")
     w("")
     w("| ingress | 202/s (median) | POST p50 | POST p99 | each run, 202/s | 503s | waits timed out | "
       "Redis cores | replica cores | invariants |")

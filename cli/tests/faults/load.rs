@@ -284,7 +284,10 @@ impl Client {
                     // paid since, or its checkout already paid.
                     let code = body["error"].as_str().unwrap_or_default();
                     assert!(
-                        matches!(code, "not_payable" | "already_paid" | "payment_window_closed" | "payment_in_progress"),
+                        matches!(
+                            code,
+                            "not_payable" | "already_paid" | "payment_window_closed" | "payment_in_progress"
+                        ),
                         "asking for a payment answered 409 {body}"
                     );
                     return;

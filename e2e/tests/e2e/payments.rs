@@ -159,7 +159,9 @@ impl Paying {
         let of_order = |read: &[seckill_kafka::OwnedMessage]| -> Vec<Envelope> {
             read.iter()
                 .filter_map(|m| Envelope::decode(seckill_kafka::Message::payload(m)?).ok())
-                .filter(|e| e.event.order().map(|o| o.order_id.to_string()).as_deref() == Some(order) || names(e, order))
+                .filter(|e| {
+                    e.event.order().map(|o| o.order_id.to_string()).as_deref() == Some(order) || names(e, order)
+                })
                 .collect()
         };
         let read = self.platform.read_topic(&orders, |read| enough(&of_order(read))).await;
@@ -207,7 +209,11 @@ async fn a_voucher_whose_largest_order_the_provider_would_refuse_is_refused() {
         })
     };
     let (status, body) = paying.platform.post("/api/v1/vouchers", None, Some(request(3))).await;
-    assert_eq!((status, body["error"].as_str()), (StatusCode::UNPROCESSABLE_ENTITY, Some("amount_too_large")), "{body}");
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (StatusCode::UNPROCESSABLE_ENTITY, Some("amount_too_large")),
+        "{body}"
+    );
     let (status, list) = paying.platform.get(&format!("{}/api/v1/vouchers", paying.platform.base)).await;
     assert_eq!(status, StatusCode::OK);
     assert!(list["vouchers"].as_array().is_some_and(Vec::is_empty), "nothing was created: {list}");
@@ -226,13 +232,15 @@ async fn cancelling_an_order_closes_its_checkout_at_the_provider() {
     let row = paying.platform.wait_order(&order, |row| row["checkout_id"].is_string()).await;
     assert_eq!(row["checkout_id"], session.as_str(), "the view records the order's checkout");
 
-    let (status, body) = paying.platform.post(&format!("/api/v1/orders/{order}/cancel"), Some("changed-mind"), None).await;
+    let (status, body) =
+        paying.platform.post(&format!("/api/v1/orders/{order}/cancel"), Some("changed-mind"), None).await;
     assert_eq!(status, StatusCode::ACCEPTED, "{body}");
     assert_eq!(paying.platform.wait_order(&order, |row| row["status"] != "CREATED").await["status"], "CANCELLED");
     // The tab left open cannot take the money any more.
     eventually(|| async { (paying.session(&session).await["status"] == "expired").then_some(()) }).await;
     assert_eq!(paying.pay(&session).await, None, "an expired checkout takes no money");
-    let (status, body) = paying.platform.post(&format!("/api/v1/orders/{order}/payment"), Some("changed-mind"), None).await;
+    let (status, body) =
+        paying.platform.post(&format!("/api/v1/orders/{order}/payment"), Some("changed-mind"), None).await;
     assert_eq!((status, body["error"].as_str()), (StatusCode::CONFLICT, Some("not_payable")), "{body}");
 }
 
@@ -285,7 +293,8 @@ async fn a_refunded_payment_does_not_hold_its_order_open_past_pay_by() {
     let row = paying.platform.wait_order(&order, |row| row["status"] != "CREATED").await;
     assert_eq!(row["status"], "CANCELLED", "{row}");
     let pay_by: chrono::DateTime<Utc> = row["pay_by"].as_str().expect("pay_by").parse().expect("a time");
-    let cancelled_at: chrono::DateTime<Utc> = row["cancelled_at"].as_str().expect("cancelled_at").parse().expect("a time");
+    let cancelled_at: chrono::DateTime<Utc> =
+        row["cancelled_at"].as_str().expect("cancelled_at").parse().expect("a time");
     assert!(cancelled_at - pay_by < chrono::Duration::seconds(10), "closed soon after pay_by: {row}");
 }
 
