@@ -50,6 +50,7 @@ struct Counters {
     failed: AtomicU64,
     pending: AtomicU64,
     filtered: AtomicU64,
+    reordered: AtomicU64,
 }
 
 /// The counters as `GET /sandbox/ledger` shows them.
@@ -67,6 +68,9 @@ pub(crate) struct WebhookCounts {
     pending: u64,
     /// Events of types the endpoint is not subscribed to (`enabled_events`).
     filtered: u64,
+    /// Events delivered in a reversed batch (the reorder switch): sent
+    /// after events that happened later.
+    reordered: u64,
 }
 
 /// The routes' side: hands events to the delivery.
@@ -178,6 +182,7 @@ impl Webhooks {
             failed: read(&counters.failed),
             pending: read(&counters.pending),
             filtered: read(&counters.filtered),
+            reordered: read(&counters.reordered),
         }
     }
 }
@@ -214,6 +219,9 @@ impl Delivery {
                     }
                 }
                 batch.reverse();
+                if batch.len() > 1 {
+                    self.target.counters.reordered.fetch_add(batch.len() as u64, Ordering::Relaxed);
+                }
             }
             let permit = tokio::select! {
                 () = shutdown.cancelled() => break,
