@@ -57,7 +57,16 @@ impl Reconciler {
         let mut paid = Vec::new();
         let mut settling = false;
         for id in checkouts {
-            let session = self.closed(id).await?;
+            let session = match self.closed(id).await {
+                Ok(session) => session,
+                // A session the provider does not have (another account or
+                // mode) can take no payment: nothing to wait for.
+                Err(error) if error.status() == Some(404) => {
+                    tracing::warn!(%error, session = %id, %order, "A recorded checkout is unknown to the provider.");
+                    continue;
+                }
+                Err(error) => return Err(error),
+            };
             match paid_by(&session, order) {
                 Paying::Paid(payment) => paid.push(*payment),
                 Paying::Settling => settling = true,

@@ -29,7 +29,9 @@ const PRICE: u64 = 1_500;
 struct Paying {
     platform: Platform,
     sandbox: String,
-    _sandbox: AbortOnDropHandle<Result<(), seckill_sandbox::SandboxError>>,
+    sandbox_addr: SocketAddr,
+    webhook_url: String,
+    running: Option<AbortOnDropHandle<Result<(), seckill_sandbox::SandboxError>>>,
 }
 
 impl Paying {
@@ -45,15 +47,32 @@ impl Paying {
             };
         })
         .await;
+        let mut paying = Self {
+            platform,
+            sandbox: format!("http://{sandbox_addr}"),
+            sandbox_addr,
+            webhook_url: format!("{base}/api/v1/payments/webhook"),
+            running: None,
+        };
+        paying.start_sandbox().await;
+        paying
+    }
+
+    /// Starts the sandbox (afresh: a sandbox keeps nothing across starts).
+    async fn start_sandbox(&mut self) {
         let sandbox = seckill_sandbox::Sandbox::build(seckill_sandbox::SandboxConfig {
-            listen: sandbox_addr,
-            webhook_url: Some(format!("{base}/api/v1/payments/webhook")),
+            listen: self.sandbox_addr,
+            webhook_url: Some(self.webhook_url.clone()),
             ..seckill_sandbox::SandboxConfig::default()
         })
         .await
         .expect("the sandbox starts");
-        let task = AbortOnDropHandle::new(tokio::spawn(sandbox.run(CancellationToken::new())));
-        Self { platform, sandbox: format!("http://{sandbox_addr}"), _sandbox: task }
+        self.running = Some(AbortOnDropHandle::new(tokio::spawn(sandbox.run(CancellationToken::new()))));
+    }
+
+    /// The provider becomes unreachable.
+    fn stop_sandbox(&mut self) {
+        self.running = None;
     }
 
     /// A priced voucher whose orders have `payment_seconds` to be paid.
@@ -170,7 +189,16 @@ impl Paying {
 
     /// A counter of the ingress's metrics, summed over matching series.
     async fn ingress_metric(&self, name: &str, labels: &str) -> f64 {
-        let text = self.platform.http.get(format!("{}/metrics", self.platform.base)).send().await.expect("answers");
+        self.metric(&self.platform.base, name, labels).await
+    }
+
+    /// A counter of the processor's metrics, summed over matching series.
+    async fn processor_metric(&self, name: &str, labels: &str) -> f64 {
+        self.metric(&format!("http://{}", self.platform.processor_addr), name, labels).await
+    }
+
+    async fn metric(&self, service: &str, name: &str, labels: &str) -> f64 {
+        let text = self.platform.http.get(format!("{service}/metrics")).send().await.expect("answers");
         let text = text.text().await.expect("text");
         text.lines()
             .filter(|line| line.starts_with(name) && line.contains(labels))
@@ -378,4 +406,28 @@ async fn callbacks_the_platform_has_no_use_for_are_acknowledged_and_change_nothi
     let (_, row) = paying.platform.get(&format!("{}/api/v1/orders/{order}", paying.platform.base)).await;
     assert_eq!(row["status"], "CREATED", "{row}");
     assert_eq!(paying.session(&session).await["status"], "open");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provider_unreachable_at_pay_by_keeps_the_order_open_and_is_asked_again() {
+    let mut paying = Paying::start().await;
+    let voucher = paying.voucher(3).await;
+    let order = paying.created(&voucher, "patient").await;
+    let session = paying.checkout(&order, "patient").await;
+    let row = paying.platform.wait_order(&order, |row| row["checkout_id"] == session.as_str()).await;
+    let pay_by: chrono::DateTime<Utc> = row["pay_by"].as_str().expect("pay_by").parse().expect("a time");
+    paying.stop_sandbox();
+    // Past pay_by the order stays open: nobody can say its checkout was
+    // not paid, nor expire it.
+    let after = (pay_by - Utc::now()).to_std().unwrap_or_default() + Duration::from_secs(3);
+    tokio::time::sleep(after).await;
+    let (_, row) = paying.platform.get(&format!("{}/api/v1/orders/{order}", paying.platform.base)).await;
+    assert_eq!(row["status"], "CREATED", "kept open while the provider cannot be asked: {row}");
+    let errors = paying.processor_metric("seckill_payment_reconciliations_total", "result=\"error\"").await;
+    assert!(errors >= 2.0, "asked again and again: {errors}");
+    // The provider back (this sandbox forgot the session: it can take no
+    // payment), the order closes on the next sweep.
+    paying.start_sandbox().await;
+    let row = paying.platform.wait_order(&order, |row| row["status"] != "CREATED").await;
+    assert_eq!((row["status"].as_str(), row["reason"].as_str()), (Some("CANCELLED"), Some("expired")), "{row}");
 }
