@@ -93,9 +93,10 @@ pub(super) fn no_order_paid_twice(log: &VoucherLog) -> RuleResult {
     )
 }
 
-/// Every payment that paid an order did so before its `pay_by`, and every
+/// Every payment that paid an order did so before its `pay_by`, every
 /// refund as late is for a payment made at or after it, or for an order
-/// that had failed or been cancelled when the payment was decided.
+/// that had failed or been cancelled when the payment was decided, and
+/// every refund as a duplicate is for an order another payment paid.
 pub(super) fn paid_in_time(log: &VoucherLog) -> RuleResult {
     const RULE: (&str, &str) = ("paid_in_time", "orders paid before their pay_by; late refunds were late");
     let (mut in_time, mut without_deadline, mut late_paid) = (0u64, 0u64, 0u64);
@@ -122,13 +123,27 @@ pub(super) fn paid_in_time(log: &VoucherLog) -> RuleResult {
         });
         unjustified += u64::from(!justified);
     }
+    // A duplicate is a second payment: its order was paid by another one.
+    let (mut duplicates, mut lone_duplicates) = (0u64, 0u64);
+    for (id, payment) in &log.payments {
+        if !payment.refund_requests.values().any(|request| request.reason == RefundReason::Duplicate) {
+            continue;
+        }
+        duplicates += 1;
+        let paid_by_another = payment.order_id.is_some_and(|order_id| {
+            log.payments.iter().any(|(other, paying)| other != id && paying.paid.values().any(|paid| *paid == order_id))
+        });
+        lone_duplicates += u64::from(!paid_by_another);
+    }
     RuleResult::new(
         RULE,
-        late_paid == 0 && unjustified == 0,
+        late_paid == 0 && unjustified == 0 && lone_duplicates == 0,
         format!(
             "{in_time} paid before their pay_by ({without_deadline} without one), {late_paid} at or after it; \
-             {} refunded as late, {unjustified} of them paid in time for a payable order",
-            plural(late_refunds, "payment")
+             {} refunded as late, {unjustified} of them paid in time for a payable order; {} refunded as a \
+             duplicate, {lone_duplicates} of them for an order no other payment paid",
+            plural(late_refunds, "payment"),
+            plural(duplicates, "payment")
         ),
         json!({
             "paid_in_time": in_time,
@@ -136,6 +151,8 @@ pub(super) fn paid_in_time(log: &VoucherLog) -> RuleResult {
             "paid_late": late_paid,
             "refunded_late": late_refunds,
             "late_refunds_unjustified": unjustified,
+            "refunded_duplicate": duplicates,
+            "duplicate_refunds_unjustified": lone_duplicates,
         }),
     )
 }
@@ -158,6 +175,7 @@ pub(super) fn amounts_match(log: &VoucherLog) -> RuleResult {
         })
         .count() as u64;
     let (mut paying, mut wrong_payments, mut refunds, mut wrong_refunds) = (0u64, 0u64, 0u64, 0u64);
+    let (mut mismatches, mut false_mismatches) = (0u64, 0u64);
     for payment in log.payments.values() {
         let orders = payment.orders_paid();
         if !orders.is_empty() {
@@ -177,6 +195,15 @@ pub(super) fn amounts_match(log: &VoucherLog) -> RuleResult {
             refunds += 1;
             wrong_refunds += u64::from(!gives_back(amount, currency));
         }
+        // Refunded for the wrong amount: it must really differ from what
+        // the order owes, or a right payment was given back by mistake.
+        if payment.refund_requests.values().any(|request| request.reason == RefundReason::AmountMismatch) {
+            mismatches += 1;
+            let order = payment.order_id.and_then(|order_id| log.orders.get(&order_id));
+            let differs =
+                order.is_none_or(|order| payment.amount != order.amount || payment.currency != order.currency);
+            false_mismatches += u64::from(!differs);
+        }
     }
     let price = match currency {
         Some(currency) => Money::new(currency, definition.price).to_string(),
@@ -184,14 +211,16 @@ pub(super) fn amounts_match(log: &VoucherLog) -> RuleResult {
     };
     RuleResult::new(
         RULE,
-        wrong_orders == 0 && wrong_payments == 0 && wrong_refunds == 0,
+        wrong_orders == 0 && wrong_payments == 0 && wrong_refunds == 0 && false_mismatches == 0,
         format!(
             "price {price}; orders at price × quantity: {} of {}; payments at their order's amount: {} of {paying}; \
-             refund records at their payment's amount: {} of {refunds}",
+             refund records at their payment's amount: {} of {refunds}; refunded for the wrong amount: {} of \
+             {mismatches} really wrong",
             log.orders.len() as u64 - wrong_orders,
             log.orders.len(),
             paying - wrong_payments,
-            refunds - wrong_refunds
+            refunds - wrong_refunds,
+            mismatches - false_mismatches
         ),
         json!({
             "orders": log.orders.len(),
@@ -200,6 +229,8 @@ pub(super) fn amounts_match(log: &VoucherLog) -> RuleResult {
             "payments_wrong": wrong_payments,
             "refund_records": refunds,
             "refunds_wrong": wrong_refunds,
+            "refunded_amount_mismatch": mismatches,
+            "amount_mismatch_refunds_unjustified": false_mismatches,
         }),
     )
 }

@@ -56,12 +56,13 @@ fn a_paid_sale_passes_every_payment_rule() {
     assert_eq!(
         detail(&audit, "paid_in_time"),
         "4 paid before their pay_by (0 without one), 0 at or after it; 1 payment refunded as late, 0 of them paid \
-         in time for a payable order"
+         in time for a payable order; 1 payment refunded as a duplicate, 0 of them for an order no other payment \
+         paid"
     );
     assert_eq!(
         detail(&audit, "amounts_match"),
         "price EUR 12.50; orders at price × quantity: 5 of 5; payments at their order's amount: 4 of 4; refund \
-         records at their payment's amount: 9 of 9"
+         records at their payment's amount: 9 of 9; refunded for the wrong amount: 1 of 1 really wrong"
     );
     let figures = &audit.rules[5].figures;
     assert_eq!((figures["kept"].as_u64(), figures["refund_pending"].as_u64()), (Some(3), Some(0)));
@@ -179,7 +180,35 @@ fn a_late_payment_that_paid_and_a_timely_one_refunded_as_late_break_only_paid_in
     let audit = audit_voucher(&sale.log, None);
     assert_eq!(failing(&audit), ["paid_in_time"]);
     assert!(detail(&audit, "paid_in_time")
-        .ends_with("1 payment refunded as late, 1 of them paid in time for a payable order"));
+        .contains("1 payment refunded as late, 1 of them paid in time for a payable order"));
+}
+
+#[test]
+fn a_duplicate_refund_for_an_order_no_other_payment_paid_breaks_only_paid_in_time() {
+    // The only payment of a created order, refunded as if it were a second.
+    let mut sale = Script::priced(3, 1, 60, 500, Some("USD"));
+    let order = sale.accept("ann", 1, 0);
+    sale.decide(&order, 10);
+    let lone = sale.payment(&order, "pi_lone", 500, 1_000);
+    sale.refund(&lone, RefundReason::Duplicate, "re_lone", 1_100);
+    sale.cancel(&order, 61_000, seckill_core::event::CancelReason::Expired);
+    let audit = audit_voucher(&sale.log, None);
+    assert_eq!(failing(&audit), ["paid_in_time"]);
+    assert!(detail(&audit, "paid_in_time")
+        .ends_with("1 payment refunded as a duplicate, 1 of them for an order no other payment paid"));
+}
+
+#[test]
+fn a_right_payment_refunded_as_the_wrong_amount_breaks_only_amounts_match() {
+    let mut sale = Script::priced(3, 1, 60, 500, Some("USD"));
+    let order = sale.accept("ann", 1, 0);
+    sale.decide(&order, 10);
+    let right = sale.payment(&order, "pi_right", 500, 1_000);
+    sale.refund(&right, RefundReason::AmountMismatch, "re_right", 1_100);
+    sale.cancel(&order, 61_000, seckill_core::event::CancelReason::Expired);
+    let audit = audit_voucher(&sale.log, None);
+    assert_eq!(failing(&audit), ["amounts_match"]);
+    assert!(detail(&audit, "amounts_match").ends_with("refunded for the wrong amount: 0 of 1 really wrong"));
 }
 
 #[test]
@@ -211,7 +240,7 @@ fn amounts_that_differ_break_only_amounts_match() {
     refund.expect("erin's refund").amount -= 1;
     let audit = audit_voucher(&sale.log, None);
     assert_eq!(failing(&audit), ["amounts_match"]);
-    assert!(detail(&audit, "amounts_match").ends_with("refund records at their payment's amount: 8 of 9"));
+    assert!(detail(&audit, "amounts_match").contains("refund records at their payment's amount: 8 of 9"));
 }
 
 #[test]

@@ -44,10 +44,10 @@ impl TestSandbox {
 
     /// A checkout for `order`'s amount, paid by its buyer: the intent it
     /// made.
-    async fn paid_intent(&self, order: &seckill_core::event::OrderAccepted) -> PaymentIntent {
+    async fn paid_intent(&self, order: &seckill_core::event::OrderAccepted, amount: u64) -> PaymentIntent {
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
         let request = NewCheckout {
-            unit_amount: order.amount,
+            unit_amount: amount,
             quantity: 1,
             currency: "eur".to_owned(),
             title: "Voucher".to_owned(),
@@ -84,13 +84,14 @@ async fn the_provider_is_asked_about_every_payment_and_order() {
     // intent: Stripe makes one only when the buyer pays); Dan pays, and
     // the log never hears of it.
     let mut intents = Vec::new();
-    for order in [&orders[0], &orders[1], &orders[3]] {
-        intents.push(sandbox.paid_intent(order).await);
+    // Bob's checkout was for a cent less than his order owes.
+    for (order, amount) in [(&orders[0], 1_250), (&orders[1], 1_249), (&orders[3], 1_250)] {
+        intents.push(sandbox.paid_intent(order, amount).await);
     }
     let dan = &intents[2];
     let refund = sandbox.provider.refund(&intents[1].id, "refund-bob").await.expect("refunded");
     sale.pay(&orders[0], &intents[0].id, 1_000);
-    let bob = sale.payment(&orders[1], &intents[1].id, 1_250, 1_100);
+    let bob = sale.payment(&orders[1], &intents[1].id, 1_249, 1_100);
     sale.refund(&bob, seckill_core::event::RefundReason::AmountMismatch, &refund.id, 1_200);
 
     let source = ProviderSource::connect(&sandbox.base_url, &sandbox.api_key).expect("valid");
@@ -111,7 +112,7 @@ async fn the_provider_is_asked_about_every_payment_and_order() {
     assert!(audit
         .rules
         .last()
-        .is_some_and(|rule| rule.detail.ends_with("paid EUR 37.50 refunded EUR 12.50 on both sides")));
+        .is_some_and(|rule| rule.detail.ends_with("paid EUR 37.49 refunded EUR 12.49 on both sides")));
 
     // A payment id the provider never issued is unknown to it.
     let ghost = sale.payment(&orders[2], "pi_ghost", 1_250, 1_400);
