@@ -108,6 +108,23 @@ pub async fn check(cluster: &Cluster, vouchers: &[Voucher], tally: &Tally, fault
         );
     }
 
+    // A claim accepted, and answered before the order's pay_by, wins
+    // however late it is decided (unless its owner also cancelled it).
+    for (order, asked_at) in &tally.confirm_asked_at {
+        if tally.cancel_requested.contains(order) {
+            continue;
+        }
+        let row = get_ok(cluster, &format!("{}/api/v1/orders/{order}", cluster.url(Service::Projector))).await;
+        let pay_by: Option<chrono::DateTime<chrono::Utc>> = row["pay_by"].as_str().and_then(|at| at.parse().ok());
+        if pay_by.is_some_and(|pay_by| *asked_at < pay_by) {
+            let kinds: Vec<&str> = per_order.get(order.as_str()).into_iter().flatten().map(|o| o.kind).collect();
+            assert!(
+                kinds.contains(&"OrderPaid"),
+                "[{fault}] order {order}: claim answered at {asked_at}, before its pay_by, yet never paid: {kinds:?} {row}"
+            );
+        }
+    }
+
     for voucher in vouchers {
         check_voucher(cluster, voucher, &log, deadline, fault).await;
     }

@@ -69,6 +69,10 @@ pub struct Tally {
     pub cancel_requested: HashSet<String>,
     /// Orders whose owner's confirmation was accepted.
     pub confirm_requested: HashSet<String>,
+    /// When each accepted confirmation was answered (this host's clock; the
+    /// ingress stamps the claim before it answers): a claim answered before
+    /// `pay_by` was asked in time and must win.
+    pub confirm_asked_at: HashMap<String, chrono::DateTime<chrono::Utc>>,
     /// Admin changes answered `200`, and answered otherwise (`503`, none).
     pub admin_changes: (u64, u64),
     /// Orders of priced vouchers, with every payment the provider's sandbox
@@ -90,6 +94,7 @@ impl Tally {
         self.retries_answered_alike += later.retries_answered_alike;
         self.cancel_requested.extend(later.cancel_requested);
         self.confirm_requested.extend(later.confirm_requested);
+        self.confirm_asked_at.extend(later.confirm_asked_at);
         self.admin_changes.0 += later.admin_changes.0;
         self.admin_changes.1 += later.admin_changes.1;
         for (order, payments) in later.paid {
@@ -241,11 +246,17 @@ impl Client {
             .post(format!("{}/api/v1/orders/{order}/{action}", self.base))
             .header("authorization", format!("Bearer {}", user_token(user)));
         let (status, body) = self.send(request).await;
+        // The ingress stamped the request before it answered: answered
+        // before pay_by, it was asked in time.
+        let asked_at = chrono::Utc::now();
         assert_ne!(status, StatusCode::NOT_FOUND, "an owner's order is never 404 after its 202: {body}");
         if status == StatusCode::ACCEPTED || status == StatusCode::OK {
             let mut tally = self.tally.lock().expect("tally");
             let requested = if action == "cancel" { &mut tally.cancel_requested } else { &mut tally.confirm_requested };
             requested.insert(order.to_owned());
+            if action == "confirm" {
+                tally.confirm_asked_at.insert(order.to_owned(), asked_at);
+            }
         }
     }
 
