@@ -6,12 +6,14 @@
 pub mod audit;
 pub mod draw;
 mod error;
+pub mod export;
 pub mod groups;
 pub mod rebuild;
 pub mod reconcile;
 pub mod replay;
 pub mod report;
 pub mod sale;
+pub mod schema;
 pub mod stats;
 pub mod table;
 pub mod topics;

@@ -13,6 +13,8 @@
 //! seckill audit --voucher ID --live                # whether its books balance (exit status 1 if not)
 //! seckill draw verify --voucher ID --from draw.jsonl   # a draw recomputed from a copy of the log
 //! seckill groups                 # the consumer groups: state, members, partitions, lag
+//! seckill export --voucher ID --out sale/          # Parquet, one file per event kind, for SQL
+//! seckill schema --out docs/schemas                # the records' JSON Schemas
 //! ```
 
 mod audit;
@@ -20,6 +22,7 @@ mod dead_letters;
 mod dev;
 mod dev_servers;
 mod draw;
+mod export;
 mod group_args;
 mod groups;
 mod loadgen;
@@ -29,6 +32,7 @@ mod reconcile;
 mod replay;
 mod report;
 mod sale_selection;
+mod schema;
 mod secrets;
 mod serve;
 mod stats;
@@ -101,6 +105,14 @@ enum Command {
     /// Prints a signed user token (HS256 JWT, `sub` = the user id), as the
     /// platform's login service would issue it; for curl, scripts and tests.
     Token(token::TokenArgs),
+    /// Writes the log (the topics, or a JSON Lines copy) as Parquet, one
+    /// file per event kind with typed columns, for SQL (DuckDB, Spark,
+    /// Trino); --since, --until and --voucher as for replay.
+    Export(export::ExportArgs),
+    /// Writes the records' JSON Schemas (one file per event kind, and the
+    /// envelope's), derived from this build's event types; --check compares
+    /// them with the files instead.
+    Schema(schema::SchemaArgs),
 }
 
 #[tokio::main]
@@ -121,5 +133,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Groups(args) => groups::run(args).await,
         Command::Loadgen(args) => loadgen::run(args).await,
         Command::Token(args) => token::run(args),
+        Command::Export(args) => export::run(args).await,
+        Command::Schema(args) => schema::run(args),
     }
 }

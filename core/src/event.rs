@@ -43,7 +43,7 @@ pub const MAX_DESCRIPTION_CHARS: usize = 2_000;
 pub const MAX_PROVIDER_ID_BYTES: usize = 255;
 
 /// One record on a topic: metadata plus the event itself.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Envelope {
     /// Lets readers refuse records from a newer, incompatible writer.
     pub schema: u16,
@@ -58,7 +58,7 @@ pub struct Envelope {
 }
 
 /// Everything that can happen to a voucher or an order.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "type")]
 pub enum Event {
     /// An admin opened a flash sale; carries the persistent stock.
@@ -129,10 +129,12 @@ pub enum Event {
 }
 
 /// A checkout session opened for an order.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CheckoutOpened {
+    #[schemars(with = "uuid::Uuid")]
     pub order_id: OrderId,
     /// The partition key: the session follows its order.
+    #[schemars(with = "uuid::Uuid")]
     pub voucher_id: VoucherId,
     /// The provider's id (`cs_…`).
     pub session_id: String,
@@ -145,8 +147,9 @@ pub struct CheckoutOpened {
 }
 
 /// A new flash-sale voucher.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct VoucherCreated {
+    #[schemars(with = "uuid::Uuid")]
     pub voucher_id: VoucherId,
     /// Units for sale.
     pub stock: u64,
@@ -166,6 +169,7 @@ pub struct VoucherCreated {
     /// decisions are per voucher whatever it is. Absent (records written
     /// before it existed) means 1, and 1 is not written.
     #[serde(default = "one_shard", skip_serializing_if = "is_one_shard")]
+    #[schemars(extend("default" = 1))]
     pub shards: u32,
     /// What is sold, shown on the sale page (1 to [`MAX_TITLE_CHARS`]
     /// characters); absent, pages show the voucher id.
@@ -179,16 +183,19 @@ pub struct VoucherCreated {
     pub price: u64,
     /// The price's currency; present exactly when `price` is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<String>")]
     pub currency: Option<Currency>,
     /// Present for a queue-mode sale (`"mode": "queue"` in the API):
     /// orders need an entry token from its waiting room. Absent, the sale
     /// is first come, first served.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<serde_json::Map<String, serde_json::Value>>")]
     pub queue: Option<QueueSettings>,
     /// Present for a draw sale (`"mode": "draw"` in the API): users enter,
     /// a draw at `draw_at` ranks them, and only winners may order, each
     /// within their purchase window ([`crate::draw`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<serde_json::Map<String, serde_json::Value>>")]
     pub draw: Option<DrawSettings>,
     /// Leading zero bits of the proof of work each order, queue join or
     /// draw entry needs ([`crate::challenge`]); 0 (the default, not
@@ -215,8 +222,9 @@ fn is_one_shard(shards: &u32) -> bool {
 /// (added stock is added once however often the record is delivered), and
 /// as a UUIDv7 it also orders updates, so an older update delivered late
 /// never undoes a newer pause, resume or end time.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct VoucherUpdated {
+    #[schemars(with = "uuid::Uuid")]
     pub voucher_id: VoucherId,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paused: Option<bool>,
@@ -232,10 +240,13 @@ fn is_zero(value: &u64) -> bool {
 }
 
 /// An order admitted by the Redis gate.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct OrderAccepted {
+    #[schemars(with = "uuid::Uuid")]
     pub order_id: OrderId,
+    #[schemars(with = "uuid::Uuid")]
     pub voucher_id: VoucherId,
+    #[schemars(with = "String")]
     pub user_id: UserId,
     pub quantity: u32,
     pub accepted_at: DateTime<Utc>,
@@ -245,11 +256,12 @@ pub struct OrderAccepted {
     #[serde(default, skip_serializing_if = "is_zero")]
     pub amount: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<String>")]
     pub currency: Option<Currency>,
 }
 
 /// An order that now holds its units.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct OrderCreated {
     /// The admitted order, repeated so a reader of this topic alone can
     /// build the full order row.
@@ -266,7 +278,7 @@ pub struct OrderCreated {
 }
 
 /// An order the processor refused.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct OrderFailed {
     #[serde(flatten)]
     pub order: OrderAccepted,
@@ -275,10 +287,12 @@ pub struct OrderFailed {
 }
 
 /// A request about one order, decided by the processor in log order.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct OrderRequest {
+    #[schemars(with = "uuid::Uuid")]
     pub order_id: OrderId,
     /// The partition key: the request follows the order on its partition.
+    #[schemars(with = "uuid::Uuid")]
     pub voucher_id: VoucherId,
     /// Why a cancellation was asked for (absent for a confirmation).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -287,7 +301,7 @@ pub struct OrderRequest {
 }
 
 /// A created order paid in time, or claimed when free.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct OrderPaid {
     #[serde(flatten)]
     pub order: OrderAccepted,
@@ -300,14 +314,17 @@ pub struct OrderPaid {
 }
 
 /// A payment the provider reports completed.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PaymentReceived {
+    #[schemars(with = "uuid::Uuid")]
     pub order_id: OrderId,
     /// The partition key: the payment follows its order.
+    #[schemars(with = "uuid::Uuid")]
     pub voucher_id: VoucherId,
     /// The provider's id (`pi_…`): one payment, however often reported.
     pub payment_id: String,
     pub amount: u64,
+    #[schemars(with = "String")]
     pub currency: Currency,
     /// When the provider completed it; the payment deadline is judged by
     /// this, not by when the processor reads it.
@@ -317,7 +334,7 @@ pub struct PaymentReceived {
 }
 
 /// How a payment reached the log.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum PaymentSource {
     /// The provider's signed callback.
@@ -327,19 +344,22 @@ pub enum PaymentSource {
 }
 
 /// Money to give back for one payment.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RefundRequested {
+    #[schemars(with = "uuid::Uuid")]
     pub order_id: OrderId,
+    #[schemars(with = "uuid::Uuid")]
     pub voucher_id: VoucherId,
     pub payment_id: String,
     pub amount: u64,
+    #[schemars(with = "String")]
     pub currency: Currency,
     pub reason: RefundReason,
     pub requested_at: DateTime<Utc>,
 }
 
 /// Why a payment is refunded.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum RefundReason {
     /// Completed at or after the order's `pay_by`, or for an order no
@@ -366,20 +386,23 @@ impl RefundReason {
 }
 
 /// A refund the provider acknowledged.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PaymentRefunded {
+    #[schemars(with = "uuid::Uuid")]
     pub order_id: OrderId,
+    #[schemars(with = "uuid::Uuid")]
     pub voucher_id: VoucherId,
     pub payment_id: String,
     /// The provider's refund id (`re_…`).
     pub refund_id: String,
     pub amount: u64,
+    #[schemars(with = "String")]
     pub currency: Currency,
     pub refunded_at: DateTime<Utc>,
 }
 
 /// A created order whose units went back to the stock.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct OrderCancelled {
     #[serde(flatten)]
     pub order: OrderAccepted,
@@ -390,17 +413,20 @@ pub struct OrderCancelled {
 }
 
 /// The SHA-256 of a waiting room's secret seed (`seckill_core::queue`).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct QueueSeedCommitted {
+    #[schemars(with = "uuid::Uuid")]
     pub voucher_id: VoucherId,
     /// 64 lowercase hexadecimal digits.
     pub seed_hash: String,
 }
 
 /// A place taken in a waiting room.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct QueueJoined {
+    #[schemars(with = "uuid::Uuid")]
     pub voucher_id: VoucherId,
+    #[schemars(with = "String")]
     pub user_id: UserId,
     pub joined_at: DateTime<Utc>,
     /// Joined before the sale began (by the admission clock): placed by
@@ -415,8 +441,9 @@ pub struct QueueJoined {
 }
 
 /// The seed whose hash was committed, logged when the sale began.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct QueueSeedRevealed {
+    #[schemars(with = "uuid::Uuid")]
     pub voucher_id: VoucherId,
     pub seed: String,
     /// Places taken before the start.
@@ -424,9 +451,11 @@ pub struct QueueSeedRevealed {
 }
 
 /// An entry token issued to the holder of `place`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct QueueEntryIssued {
+    #[schemars(with = "uuid::Uuid")]
     pub voucher_id: VoucherId,
+    #[schemars(with = "String")]
     pub user_id: UserId,
     /// The place served (1 is the first place of the room).
     pub place: u64,
@@ -437,25 +466,31 @@ pub struct QueueEntryIssued {
 }
 
 /// A place skipped because its holder had stopped watching it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct QueuePlaceExpired {
+    #[schemars(with = "uuid::Uuid")]
     pub voucher_id: VoucherId,
+    #[schemars(with = "String")]
     pub user_id: UserId,
     pub place: u64,
 }
 
 /// An entry token spent on an order.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct QueueEntryUsed {
+    #[schemars(with = "uuid::Uuid")]
     pub voucher_id: VoucherId,
+    #[schemars(with = "String")]
     pub user_id: UserId,
     pub entry: u64,
+    #[schemars(with = "uuid::Uuid")]
     pub order_id: OrderId,
 }
 
 /// The SHA-256 of a draw's secret seed (`seckill_core::draw`).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DrawSeedCommitted {
+    #[schemars(with = "uuid::Uuid")]
     pub voucher_id: VoucherId,
     /// 64 lowercase hexadecimal digits.
     pub seed_hash: String,
@@ -467,9 +502,11 @@ pub struct DrawSeedCommitted {
 }
 
 /// An entry in a draw.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DrawEntered {
+    #[schemars(with = "uuid::Uuid")]
     pub voucher_id: VoucherId,
+    #[schemars(with = "String")]
     pub user_id: UserId,
     pub entered_at: DateTime<Utc>,
     /// The entry's number (1, 2, … in the order the gate took them): the
@@ -478,8 +515,9 @@ pub struct DrawEntered {
 }
 
 /// The draw's seed and the list it ranks, logged when entries closed.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DrawSeedRevealed {
+    #[schemars(with = "uuid::Uuid")]
     pub voucher_id: VoucherId,
     pub seed: String,
     /// Entries taken: the entries with `seq` 1..=entries are the list.
@@ -490,44 +528,52 @@ pub struct DrawSeedRevealed {
 }
 
 /// Users ranked `first_rank`, `first_rank + 1`, … by the draw.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DrawRanked {
+    #[schemars(with = "uuid::Uuid")]
     pub voucher_id: VoucherId,
     /// This record's number, 0 to `chunks - 1`.
     pub chunk: u64,
     pub chunks: u64,
     pub first_rank: u64,
+    #[schemars(with = "Vec<String>")]
     pub users: Vec<UserId>,
 }
 
 /// Ranks 1..=winners won; each may order once until `purchase_until`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DrawWinnersSelected {
+    #[schemars(with = "uuid::Uuid")]
     pub voucher_id: VoucherId,
     pub winners: u64,
     pub purchase_until: DateTime<Utc>,
 }
 
 /// The next rank won, as a unit came free.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DrawWinnerPromoted {
+    #[schemars(with = "uuid::Uuid")]
     pub voucher_id: VoucherId,
+    #[schemars(with = "String")]
     pub user_id: UserId,
     pub rank: u64,
     pub purchase_until: DateTime<Utc>,
 }
 
 /// A win spent on an order.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DrawWinUsed {
+    #[schemars(with = "uuid::Uuid")]
     pub voucher_id: VoucherId,
+    #[schemars(with = "String")]
     pub user_id: UserId,
     pub rank: u64,
+    #[schemars(with = "uuid::Uuid")]
     pub order_id: OrderId,
 }
 
 /// Why an order was cancelled.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum CancelReason {
     /// Its owner or an admin asked.
@@ -550,7 +596,7 @@ impl CancelReason {
 }
 
 /// Why the processor refused an order Redis had admitted.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum FailReason {
     /// The persistent stock had fewer units than the order asked for
