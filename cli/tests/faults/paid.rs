@@ -170,7 +170,7 @@ pub async fn check(cluster: &Cluster, tally: &Tally, log: &Payments, fault: &str
 }
 
 /// The sandbox's books.
-async fn ledger(cluster: &Cluster) -> Value {
+pub(crate) async fn ledger(cluster: &Cluster) -> Value {
     let response = cluster
         .http
         .get(format!("{}/sandbox/ledger", cluster.url(Service::Payments)))

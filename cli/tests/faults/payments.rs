@@ -226,15 +226,7 @@ async fn duplicated_reordered_and_lost_callbacks_pay_each_order_once() {
         let row = wait_for(&cluster, order, user, |row| row["status"] != "CREATED").await;
         assert_eq!(row["status"], "PAID", "{row}");
     }
-    let ledger: Value = cluster
-        .http
-        .get(format!("{}/sandbox/ledger", cluster.url(Service::Payments)))
-        .send()
-        .await
-        .expect("the sandbox answers")
-        .json()
-        .await
-        .expect("json");
+    let ledger = crate::paid::ledger(&cluster).await;
     assert!(
         ledger["webhooks"]["reordered"].as_u64() > Some(0),
         "callbacks really arrived out of order: {}",
@@ -451,15 +443,7 @@ async fn a_refund_worker_killed_after_the_provider_refunded_refunds_once() {
     record_paid(&mut tally, &order, intent_id(&paid_second));
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     loop {
-        let ledger: Value = cluster
-            .http
-            .get(format!("{}/sandbox/ledger", cluster.url(Service::Payments)))
-            .send()
-            .await
-            .expect("the sandbox answers")
-            .json()
-            .await
-            .expect("json");
+        let ledger = crate::paid::ledger(&cluster).await;
         if ledger["refunds"].as_array().is_some_and(|refunds| !refunds.is_empty()) {
             break;
         }
