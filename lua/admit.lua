@@ -13,6 +13,7 @@
 --                                              shards (buckets of the voucher; absent: 1),
 --                                              mode ("queue": an entry token is required; "draw": a win),
 --                                              challenge_bits (a proof of work is required when above 0)
+--                                              lost_ms, stalled_ms (the window clock: queue_advance.lua)
 -- KEYS[2]  bought hash   <prefix>:{t}:bought   user id -> units admitted to that user
 -- KEYS[3]  orders hash   <prefix>:{t}:orders   user id -> the user's latest admitted order id
 -- KEYS[4]  retries hash  <prefix>:{t}:retries  "<user id>|<Idempotency-Key>" -> order id
@@ -172,20 +173,24 @@ local keys_expire = tonumber(voucher[3]) + tonumber(ARGV[8])
 -- The pace: a token bucket per user and per address, by the Redis clock,
 -- shared by every ingress. Both are judged before either is taken from.
 local paces = {}
+-- The tokens a bucket's state holds now (a bucket not kept is full).
+local function tokens_of(state, rate, burst)
+  if not state then
+    return burst
+  end
+  local left, at = string.match(state, "^([%d.]+)|(%d+)$")
+  return math.min(burst, tonumber(left) + math.max(now_ms - tonumber(at), 0) * rate / 1000)
+end
 local function pace(field, rate, burst)
   if rate <= 0 or field == "a:" then
     return 0
   end
-  local tokens = burst
   local state = redis.call("HGET", KEYS[10], field)
-  if state then
-    local left, at = string.match(state, "^([%d.]+)|(%d+)$")
-    tokens = math.min(burst, tonumber(left) + math.max(now_ms - tonumber(at), 0) * rate / 1000)
-  end
+  local tokens = tokens_of(state, rate, burst)
   if tokens < 1 then
     return math.ceil((1 - tokens) * 1000 / rate)
   end
-  paces[#paces + 1] = {field, string.format("%.3f|%d", tokens - 1, now_ms)}
+  paces[#paces + 1] = {field, string.format("%.3f|%d", tokens - 1, now_ms), not state}
   return 0
 end
 local user_wait = pace("u:" .. ARGV[1], tonumber(ARGV[15]), tonumber(ARGV[16]))
@@ -194,7 +199,24 @@ if user_wait > 0 or address_wait > 0 then
   local by = user_wait >= address_wait and "user" or "address"
   return {"rate_limited", tostring(math.max(user_wait, address_wait)) .. "|" .. by}
 end
+-- Bounded: a bucket that has filled up again is the same as none, so each
+-- new field looks at a few fields picked at random and drops those full
+-- again. The hash then holds about the buckets not yet refilled (a few
+-- seconds' worth of users and addresses), not one field for every IPv6 /64
+-- an attacker rotates through for the sale and a week after it.
 for _, taken in ipairs(paces) do
+  if taken[3] then
+    for _, field in ipairs(redis.call("HRANDFIELD", KEYS[10], 4)) do
+      local kind = string.sub(field, 1, 2)
+      local rate, burst = tonumber(ARGV[15]), tonumber(ARGV[16])
+      if kind == "a:" then
+        rate, burst = tonumber(ARGV[18]), tonumber(ARGV[19])
+      end
+      if rate <= 0 or tokens_of(redis.call("HGET", KEYS[10], field), rate, burst) >= burst then
+        redis.call("HDEL", KEYS[10], field)
+      end
+    end
+  end
   redis.call("HSET", KEYS[10], taken[1], taken[2])
 end
 if #paces > 0 then
@@ -211,7 +233,9 @@ if voucher[5] == "1" then
   return {"paused", ""}
 end
 
--- The proof of work: spent here, once.
+-- The proof of work: spent here, once. Its expiry is judged by this clock
+-- alone; the bits the rate of proofs spent adds above the voucher's own are
+-- judged by the caller just before this call (ingress/src/challenge.rs).
 local bits = tonumber(voucher[11] or "0") or 0
 local nonce = ARGV[12]
 local again = string.sub(nonce, 1, 6) == "again:"
@@ -240,8 +264,19 @@ end
 
 -- A waiting room's entry: checked here, spent below with the admission, so
 -- one entry admits one order whichever ingress each retry reaches.
+--
+-- Their ends are on the window clock of queue_advance.lua and
+-- draw_advance.lua, which stands still while ordering is impossible (the
+-- sale paused, the outbox full, no ingress reaching Redis): window time is
+-- Redis time less lost_ms, frozen at stalled_ms during a stall. An end is
+-- answered in Redis time, as it stands now.
 local place
 local entry = ARGV[10]
+local clock_fields = redis.call("HMGET", KEYS[1], "lost_ms", "stalled_ms")
+local window_now = (tonumber(clock_fields[2] or "") or now_ms) - (tonumber(clock_fields[1] or "0") or 0)
+local function as_redis_time(ends)
+  return string.format("%d", tonumber(ends) + now_ms - window_now)
+end
 if voucher[10] == "draw" then
   -- A draw's win: the user's own, within its window, spent with the order.
   place = redis.call("HGET", KEYS[7], ARGV[1]) or ""
@@ -252,8 +287,8 @@ if voucher[10] == "draw" then
   if state ~= "s" then
     return {"not_won", ""}
   end
-  if now_ms >= tonumber(extra) then
-    return {"window_closed", extra}
+  if window_now >= tonumber(extra) then
+    return {"window_closed", as_redis_time(extra)}
   end
   entry = rank
 elseif voucher[10] == "queue" then
@@ -271,8 +306,8 @@ elseif voucher[10] == "queue" then
   if state ~= "s" then
     return {"entry_invalid", ""}
   end
-  if now_ms >= tonumber(extra) then
-    return {"entry_expired", extra}
+  if window_now >= tonumber(extra) then
+    return {"entry_expired", as_redis_time(extra)}
   end
 end
 

@@ -4,13 +4,14 @@
 -- ARGV[4] users' worth per call (the caller calls again while a call used
 -- all of it).
 --
--- KEYS[1]  voucher hash <prefix>:{v:<id>}:voucher  fields read: remaining, ends_ms, paused, limit
+-- KEYS[1]  voucher hash <prefix>:{v:<id>}:voucher  fields read: remaining, ends_ms, paused, limit;
+--                                                  written: lost_ms, stalled_ms (the room's, for admit.lua)
 -- KEYS[2]  room hash    <prefix>:{v:<id>}:room     (queue_open.lua "open_draw")
 -- KEYS[3]  line zset    <prefix>:{v:<id>}:line     user -> seq (draw_enter.lua)
 -- KEYS[4]  places hash  <prefix>:{v:<id>}:places   (draw_enter.lua)
 -- KEYS[5]  ranks zset   <prefix>:{v:<id>}:ranks    user -> key (core's draw.rs step 2): the ranking
--- KEYS[6]  holds zset   <prefix>:{v:<id>}:holds    rank -> window end (ms): wins open (admit.lua removes
---                                                  a used one)
+-- KEYS[6]  holds zset   <prefix>:{v:<id>}:holds    rank -> window end (ms, on the window clock below):
+--                                                  wins open (admit.lua removes a used one)
 -- KEYS[7]  outbox stream (admit.lua's KEYS[6])
 -- ARGV[1]  a fresh UUID: the records written get it with the last four hex digits replaced by a count
 -- ARGV[2]  voucher id: the records' voucher and Kafka key
@@ -34,9 +35,25 @@
 --               ranks run out. Nothing is won while the sale is paused or
 --               over, or while the outbox is full.
 --
+-- The window clock. A window holds purchase_ms of time during which an
+-- order could be placed. Window ends are kept on a clock that stands still
+-- while ordering is impossible: window time = Redis time - lost_ms, and,
+-- during a stall, the stall's start (stalled_ms) - lost_ms. A stall is
+--   "paused"    the sale is paused;
+--   "backlog"   the outbox is full (the log is down): admit.lua refuses orders;
+--   "outage"    no call came for GAP_MS, 5 s: every ingress ticks every 100 ms, so
+--               no ingress could reach Redis (or none ran), nor could a buyer;
+--   "granting"  the winners are more than one call's worth (ARGV[4]): ranks
+--               past the first call cannot order until a later call grants
+--               them, so every winner's window waits for the last one.
+-- A stall starts only while a window is open, and when it ends the call logs
+-- it (WindowsExtended: from, until, reason): every window open at its start
+-- ends that much later, which is what `seckill draw verify` recomputes.
+--
 -- Returns {state, cursor, entries, issued, open, remaining, "", worked, won, now_ms, selected}, all
 -- strings (the shape of queue_advance.lua's answer); state is one of
--- "unknown", "uncommitted", "before" (entries not open yet), "entering", "ranking" (entries closed,
+-- "unknown", "uncommitted", "before" (entries not open yet), "entering", "awaiting_beacon" (entries
+-- closed, the beacon round not in yet: lua/draw_beacon.lua), "ranking" (entries closed,
 -- the ranking not all logged yet), "open", "sold_out", "paused", "ended", "backlog".
 -- cursor: ranks passed (won); issued: the same; open: wins open now; worked: users keyed, ranked or
 -- passed by this call; won: wins this call gave; selected: W ("" before it is fixed).
@@ -45,7 +62,8 @@ if #KEYS ~= 7 or #ARGV ~= 5 then
 end
 local voucher = redis.call("HMGET", KEYS[1], "remaining", "ends_ms", "paused", "limit")
 local room = redis.call("HMGET", KEYS[2], "seed", "committed", "entries_ms", "draw_ms", "purchase_ms", "phase",
-  "entries", "chain", "ranked", "published", "cursor", "selected", "selected_until")
+  "entries", "chain", "ranked", "published", "cursor", "selected", "selected_until", "lost_ms", "stalled_ms",
+  "stall_reason", "alive_ms")
 local clock = redis.call("TIME")
 local now_ms = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 if not voucher[1] or not room[1] or not room[6] then
@@ -71,10 +89,13 @@ end
 if phase == "entering" and now_ms < tonumber(room[4]) then
   return summary("entering")
 end
-if redis.call("XLEN", KEYS[7]) >= tonumber(ARGV[3]) then
-  return summary("backlog")
+-- A beacon draw reveals the beacon round's randomness, put in seed by
+-- draw_beacon.lua once the round is published: until then it waits.
+local beacon = redis.call("HMGET", KEYS[2], "beacon_wait", "reveal_extra")
+if phase == "entering" and beacon[1] == "1" then
+  return summary("awaiting_beacon")
 end
-
+local backlog = redis.call("XLEN", KEYS[7]) >= tonumber(ARGV[3])
 -- Unix milliseconds as RFC 3339 (days to civil date: H. Hinnant's algorithm).
 local function rfc3339(ms)
   local seconds = math.floor(ms / 1000)
@@ -103,10 +124,63 @@ local function emit(kind, fields)
 end
 local most = tonumber(ARGV[4])
 
+-- The window clock (above): a stall in progress, or one that just ended.
+-- Shorter than any test or tick pause that expects a window to run on,
+-- longer than any stall of the ticking ingresses (100 ms ticks); an outage
+-- shorter than this is not counted.
+local GAP_MS = 5000
+local lost = tonumber(room[14] or "0") or 0
+local stalled = tonumber(room[15] or "")
+local stall_reason = room[16]
+local alive = tonumber(room[17] or "")
+local function window_now()
+  return (stalled or now_ms) - lost
+end
+-- Whether a window was open at `ms` (Redis time, before any stall since).
+local function open_at(ms)
+  return redis.call("ZCOUNT", KEYS[6], "(" .. string.format("%d", ms - lost), "+inf") > 0
+end
+if not stalled and alive and now_ms - alive > GAP_MS and open_at(alive) then
+  stalled, stall_reason = alive, "outage"
+end
+local function stall(reason)
+  if not stalled and open_at(now_ms) then
+    stalled, stall_reason = now_ms, reason
+  end
+end
+local function unstall()
+  if stalled then
+    emit("WindowsExtended", string.format(',"from":"%s","until":"%s","reason":"%s"', rfc3339(stalled),
+      rfc3339(now_ms), stall_reason))
+    lost = lost + now_ms - stalled
+    stalled, stall_reason = nil, nil
+  end
+end
+-- Keeps the clock in the room and, for admit.lua, in the voucher hash.
+local function keep_clock()
+  redis.call("HSET", KEYS[2], "lost_ms", lost, "alive_ms", now_ms)
+  if lost > 0 then
+    redis.call("HSET", KEYS[1], "lost_ms", lost)
+  end
+  if stalled then
+    redis.call("HSET", KEYS[2], "stalled_ms", stalled, "stall_reason", stall_reason)
+    redis.call("HSET", KEYS[1], "stalled_ms", stalled)
+  elseif room[15] or stall_reason then
+    redis.call("HDEL", KEYS[2], "stalled_ms", "stall_reason")
+    redis.call("HDEL", KEYS[1], "stalled_ms")
+  end
+end
+if backlog then
+  stall("backlog")
+  keep_clock()
+  return summary("backlog")
+end
+
 if phase == "entering" then
   phase = "ranking"
   redis.call("HSET", KEYS[2], "phase", phase)
-  emit("DrawSeedRevealed", string.format(',"seed":"%s","entries":%d,"entries_hash":"%s"', room[1], entries, room[8]))
+  emit("DrawSeedRevealed", string.format(',"seed":"%s","entries":%d,"entries_hash":"%s"%s', room[1], entries, room[8],
+    beacon[2] or ""))
 end
 
 if phase == "ranking" then
@@ -155,15 +229,19 @@ if phase == "publishing" then
   end
 end
 
--- Windows past their end no longer hold a unit.
-redis.call("ZREMRANGEBYSCORE", KEYS[6], "-inf", now_ms)
-open = redis.call("ZCARD", KEYS[6])
 local state = "open"
 if voucher[3] == "1" then
   state = "paused"
+  stall("paused")
 elseif now_ms >= tonumber(voucher[2]) then
   state = "ended"
+elseif stall_reason ~= "granting" then
+  unstall()
 end
+keep_clock()
+-- Windows past their end no longer hold a unit.
+redis.call("ZREMRANGEBYSCORE", KEYS[6], "-inf", window_now())
+open = redis.call("ZCARD", KEYS[6])
 if state ~= "open" then
   return summary(state)
 end
@@ -171,9 +249,10 @@ local purchase_ms = tonumber(room[5])
 local until_ms = tonumber(room[13] or "")
 if not selected then
   selected = math.min(math.ceil(math.max(remaining, 0) / per_win), entries)
-  until_ms = now_ms + purchase_ms
+  until_ms = window_now() + purchase_ms
   redis.call("HSET", KEYS[2], "selected", selected, "selected_until", until_ms)
-  emit("DrawWinnersSelected", string.format(',"winners":%d,"purchase_until":"%s"', selected, rfc3339(until_ms)))
+  emit("DrawWinnersSelected", string.format(',"winners":%d,"purchase_until":"%s"', selected,
+    rfc3339(now_ms + purchase_ms)))
 end
 -- Ranks 1..selected won at the draw; past them, a rank wins while the open
 -- wins stand for fewer units than are left (the last may find fewer than
@@ -186,18 +265,27 @@ while worked < most and cursor < entries do
   local user = redis.call("ZRANGE", KEYS[5], cursor, cursor)[1]
   local ends = until_ms
   if rank > selected then
-    ends = now_ms + purchase_ms
+    ends = window_now() + purchase_ms
     emit("DrawWinnerPromoted", string.format(',"user_id":"%s","rank":%d,"purchase_until":"%s"', user, rank,
-      rfc3339(ends)))
+      rfc3339(now_ms + purchase_ms)))
   end
   redis.call("HSET", KEYS[4], user, string.format("1|s|%d|%d", rank, ends))
-  if ends > now_ms then
+  if ends > window_now() then
     redis.call("ZADD", KEYS[6], ends, tostring(rank))
     open = open + 1
   end
   cursor = rank
   worked = worked + 1
   won = won + 1
+end
+-- Winners past this call's share wait for a later call: every window
+-- stands still until the last winner is granted (the "granting" stall).
+if cursor < selected then
+  stall("granting")
+  keep_clock()
+elseif stall_reason == "granting" and cursor >= selected and voucher[3] ~= "1" then
+  unstall()
+  keep_clock()
 end
 if worked > 0 then
   redis.call("HSET", KEYS[2], "cursor", cursor)

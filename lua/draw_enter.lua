@@ -2,7 +2,8 @@
 --
 -- KEYS[1]  voucher hash <prefix>:{v:<id>}:voucher  fields read: mode, ends_ms, challenge_bits
 -- KEYS[2]  room hash    <prefix>:{v:<id>}:room     the draw's state (queue_open.lua "open_draw"); here:
---                                                  entries (the count), chain (the entry list's hash)
+--                                                  entries (the count), chain (the entry list's hash),
+--                                                  seq_offset (read: added to the seq logged; draw_restore.lua)
 -- KEYS[3]  line zset    <prefix>:{v:<id>}:line     user -> seq: the entries in the order taken
 -- KEYS[4]  places hash  <prefix>:{v:<id>}:places   user -> "1|<state>|<number>|<extra>": e entered (number:
 --                                                  seq), r ranked (number: rank), s won (extra: window
@@ -36,7 +37,7 @@ if #KEYS ~= 6 or #ARGV ~= 7 then
   return redis.error_reply("draw_enter.lua: expects 6 KEYS and 7 ARGV")
 end
 local voucher = redis.call("HMGET", KEYS[1], "mode", "ends_ms", "challenge_bits")
-local room = redis.call("HMGET", KEYS[2], "committed", "entries_ms", "draw_ms", "phase", "chain")
+local room = redis.call("HMGET", KEYS[2], "committed", "entries_ms", "draw_ms", "phase", "chain", "seq_offset")
 if voucher[1] ~= "draw" or not room[2] then
   return {"unknown_voucher", ""}
 end
@@ -80,7 +81,11 @@ local seq = redis.call("HINCRBY", KEYS[2], "entries", 1)
 redis.call("HSET", KEYS[2], "chain", redis.sha1hex((room[5] or "") .. ":" .. ARGV[1]))
 redis.call("ZADD", KEYS[3], seq, ARGV[1])
 redis.call("HSET", KEYS[4], ARGV[1], "1|e|" .. seq .. "|")
-local record = string.sub(ARGV[2], 1, -2) .. string.format(',"seq":%d}', seq)
+-- A draw rebuilt from a log with gaps (gate/src/draw_restore.rs) numbers
+-- its entries after the ones it kept; the log goes on after the last seq
+-- it holds (seq_offset), never repeating one.
+local logged_seq = seq + (tonumber(room[6] or "0") or 0)
+local record = string.sub(ARGV[2], 1, -2) .. string.format(',"seq":%d}', logged_seq)
 redis.call("XADD", KEYS[6], "*", "key", ARGV[3], "record", record)
 -- The draw's keys live as long as the room hash (queue_open.lua set it).
 local expires = redis.call("PEXPIRETIME", KEYS[2])

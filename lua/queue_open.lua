@@ -11,13 +11,17 @@
 --                                                  draw_ms, purchase_ms, committed, phase ("entering",
 --                                                  "ranking", "publishing", "drawn"), entries, chain,
 --                                                  ranked, published, cursor (draw_enter.lua and
---                                                  draw_advance.lua say what they hold)
+--                                                  draw_advance.lua say what they hold); with a beacon:
+--                                                  beacon_round, beacon_chain (the chain as JSON),
+--                                                  beacon_wait ("1" until draw_beacon.lua puts the
+--                                                  round's randomness in seed), reveal_extra
 -- ARGV[1]  "open", "open_draw" or "committed"
 -- open:       ARGV[2] a fresh seed (64 hex digits), ARGV[3] a fresh token key, ARGV[4] opens_ms,
 --             ARGV[5] factor_percent, ARGV[6] entry_rate, ARGV[7] idle_ms, ARGV[8] token_ms,
 --             ARGV[9] milliseconds the keys outlive the sale
 -- open_draw:  ARGV[2] a fresh seed, ARGV[3] a fresh token key, ARGV[4] entries_ms, ARGV[5] draw_ms,
---             ARGV[6] purchase_ms, ARGV[7] milliseconds the keys outlive the sale
+--             ARGV[6] purchase_ms, ARGV[7] milliseconds the keys outlive the sale, and optionally
+--             ARGV[8] the beacon round the ranking waits for ("" none) and ARGV[9] its chain (JSON)
 -- committed:  ARGV[2] the seed whose hash the log now holds
 --
 -- Returns {seed, token_key, committed} as the room has them after the call
@@ -29,8 +33,8 @@
 if #KEYS ~= 2 or (ARGV[1] ~= "open" and ARGV[1] ~= "open_draw" and ARGV[1] ~= "committed") then
   return redis.error_reply("queue_open.lua: expects 2 KEYS, and ARGV[1] must be open, open_draw or committed")
 end
-if ARGV[1] == "open" and #ARGV ~= 9 or ARGV[1] == "open_draw" and #ARGV ~= 7 then
-  return redis.error_reply("queue_open.lua: open expects 9 ARGV, open_draw 7")
+if ARGV[1] == "open" and #ARGV ~= 9 or ARGV[1] == "open_draw" and #ARGV ~= 7 and #ARGV ~= 9 then
+  return redis.error_reply("queue_open.lua: open expects 9 ARGV, open_draw 7 or 9")
 end
 local ends = redis.call("HGET", KEYS[1], "ends_ms")
 if not ends then
@@ -45,6 +49,9 @@ elseif ARGV[1] == "open_draw" then
     redis.call("HSET", KEYS[2], "kind", "draw", "seed", ARGV[2], "token_key", ARGV[3], "entries_ms", ARGV[4],
       "draw_ms", ARGV[5], "purchase_ms", ARGV[6], "committed", "0", "phase", "entering", "entries", "0",
       "chain", "", "ranked", "0", "published", "0", "cursor", "0")
+    if ARGV[8] and ARGV[8] ~= "" then
+      redis.call("HSET", KEYS[2], "beacon_round", ARGV[8], "beacon_chain", ARGV[9], "beacon_wait", "1")
+    end
     redis.call("PEXPIREAT", KEYS[2], tonumber(ends) + tonumber(ARGV[7]))
   end
 else

@@ -10,20 +10,31 @@
 -- Returns {place, rank, cursor, revealed, now_ms}: place is the places
 -- hash's value ("" when the user never joined); rank the place's 0-based
 -- rank in the line (-1 when none); revealed "1" once the seed is public
--- (before that the pre-queue's ranks are not shown to anyone).
+-- (before that the pre-queue's ranks are not shown to anyone). A served
+-- token's expiry ("<attempt>|s|<entry>|<ms>") is in Redis time.
 if #KEYS ~= 4 or #ARGV ~= 1 then
   return redis.error_reply("queue_status.lua: expects 4 KEYS and 1 ARGV")
 end
 local clock = redis.call("TIME")
 local now_ms = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
-local room = redis.call("HMGET", KEYS[1], "cursor", "revealed")
+local room = redis.call("HMGET", KEYS[1], "cursor", "revealed", "lost_ms", "stalled_ms")
 local place = redis.call("HGET", KEYS[3], ARGV[1])
 if not place then
   return {"", -1, room[1] or "0", room[2] or "0", tostring(now_ms)}
+end
+-- A win's or a token's end is kept on the window clock (draw_advance.lua,
+-- queue_advance.lua): shown in Redis time, as it stands now.
+local function in_redis_time(place, lost, stalled)
+  local head, ends = string.match(place, "^(%d+|s|%d*|)(%d+)$")
+  if not head then
+    return place
+  end
+  local window_now = (tonumber(stalled or "") or now_ms) - (tonumber(lost or "0") or 0)
+  return head .. string.format("%d", tonumber(ends) + now_ms - window_now)
 end
 local attempt, state = string.match(place, "^(%d+)|(%a)")
 if state == "w" then
   redis.call("HSET", KEYS[4], ARGV[1], tostring(now_ms))
 end
 local rank = redis.call("ZRANK", KEYS[2], ARGV[1] .. "|" .. attempt) or -1
-return {place, rank, room[1] or "0", room[2] or "0", tostring(now_ms)}
+return {in_redis_time(place, room[3], room[4]), rank, room[1] or "0", room[2] or "0", tostring(now_ms)}

@@ -17,6 +17,10 @@
 -- KEYS[9]  transfers hash <prefix>:{t}:transfers
 -- KEYS[10] newest end     <prefix>:{t}:newest_end    the end this update sets, when it moves the end
 --                                                    (read by load_voucher.lua)
+-- KEYS[11..18] the waiting room's or the draw's keys and the proof and pace keys admit.lua keeps:
+--          room, line, places, seen, holds, ranks, solved, pace (<prefix>:{t}:room and so on; a bucket
+--          of a split voucher has only solved and pace): they expire with the sale like the rest, so
+--          a sale whose end moves past the old end plus ARGV[5] keeps its room, draw and spent proofs
 -- ARGV[1]  update id: the record's event id, a UUIDv7, so ids of later
 --          updates compare greater as strings
 -- ARGV[2]  paused: "1", "0", or "" to leave it
@@ -37,7 +41,7 @@
 -- so an older update applied late never undoes a newer one; added units are
 -- added once per update id whatever the order, and recorded by id (KEYS[8]),
 -- so restore.lua can count an update applied after the log it restores from
--- was read. Every key of the voucher but KEYS[10] (KEYS[3..7] and [9] are passed for this alone)
+-- was read. Every key of the voucher but KEYS[10] (KEYS[3..7], [9] and [11..18] are passed for this alone)
 -- then expires ARGV[5] ms after the sale's end as it now stands, so moving
 -- the end moves the cleaning; an end moved so far back that this time has
 -- passed removes the sale's keys.
@@ -49,8 +53,8 @@
 -- persistent stock the same way (StockLevel::add); a cap is a minimum, so
 -- the total is the same whichever of two updates arrives first.
 local MAX_STOCK = 1000000000
-if #KEYS ~= 10 or #ARGV ~= 7 then
-  return redis.error_reply("update_voucher.lua: expects 10 KEYS and 7 ARGV")
+if #KEYS ~= 18 or #ARGV ~= 7 then
+  return redis.error_reply("update_voucher.lua: expects 18 KEYS and 7 ARGV")
 end
 local ttl = tonumber(ARGV[5])
 if not ttl or ttl < 1 then
@@ -126,6 +130,10 @@ local expires = tonumber(applied[6]) + ttl
 -- A key admit.lua writes next may not exist yet: it sets the time itself.
 redis.call("HDEL", KEYS[1], "keys_expire_ms")
 for i = 1, 9 do
+  redis.call("PEXPIREAT", KEYS[i], expires)
+end
+-- A key that does not exist (no room, no proof spent yet) stays absent.
+for i = 11, 18 do
   redis.call("PEXPIREAT", KEYS[i], expires)
 end
 return applied

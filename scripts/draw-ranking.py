@@ -14,12 +14,21 @@ the list's hash and the logged ranking are what the rule gives, FAIL with
 the first difference otherwise. Exit status 0 on PASS, 1 on FAIL, 2 when the
 copy holds no revealed draw of that voucher.
 
+A draw whose VoucherCreated plans a beacon round ("draw": {"beacon": …})
+ranks by that drand round's randomness instead of a committed seed: then
+the round must be the plan's, published after draw_at, its BLS signature
+must verify under the plan's public key (checked by PyPI's drand-verify,
+the League of Entropy scheme bls-unchained-g1-rfc9380, which must be
+importable: scripts/setup --tests installs it into its own virtualenv),
+and the revealed seed must be its randomness.
+
 It exists to show that the written rule is enough to check a draw: the
 platform's tests run it against the log of a real draw, and against a copy
 with one entry changed.
 """
 
 import argparse
+import datetime
 import hashlib
 import json
 import sys
@@ -39,13 +48,41 @@ def ranking(seed, entrants):
     return chain, [user for _, _, user in keyed]
 
 
+def beacon_problems(draw, reveal):
+    """The planned round, after draw_at, its signature, its randomness as the seed."""
+    try:
+        import drand_verify
+    except ImportError:
+        return ["the draw ranks by a beacon round: checking it needs drand-verify (pip install drand-verify)"]
+    plan, logged = draw.get("beacon"), reveal.get("beacon")
+    if not plan:
+        return ["the reveal names a beacon round the VoucherCreated did not plan"]
+    if not logged:
+        return ["the reveal logs no beacon round"]
+    chain, problems = plan["chain"], []
+    if logged["round"] != plan["round"]:
+        problems.append(f"the reveal logs round {logged['round']}, not the planned {plan['round']}")
+    round_time = chain["genesis_time"] + (plan["round"] - 1) * chain["period"]
+    draw_at = datetime.datetime.fromisoformat(draw["draw_at"].replace("Z", "+00:00")).timestamp()
+    if round_time <= draw_at:
+        problems.append(f"round {plan['round']} is published at {round_time}, not after draw_at {draw['draw_at']}")
+    try:
+        randomness = drand_verify.verify_bls_unchained_g1_rfc9380(logged["round"], logged["signature"],
+                                                                  chain["public_key"])
+    except Exception as error:  # drand-verify raises on a signature that does not verify
+        return problems + [f"the signature of round {logged['round']} does not verify: {error}"]
+    if randomness != reveal["seed"]:
+        problems.append("the revealed seed is not the round's randomness")
+    return problems
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--voucher", required=True, help="the draw's voucher id")
     parser.add_argument("log", help="JSON Lines copy of the sales topic ('-' for standard input)")
     args = parser.parse_args()
 
-    commitments, entries, reveal, chunks = set(), {}, None, {}
+    commitments, entries, reveal, chunks, definition = set(), {}, None, {}, None
     source = sys.stdin if args.log == "-" else open(args.log, encoding="utf-8")
     for line in source:
         try:
@@ -55,7 +92,9 @@ def main():
         if not isinstance(record, dict) or record.get("voucher_id") != args.voucher:
             continue
         kind = record.get("type")
-        if kind == "DrawSeedCommitted":
+        if kind == "VoucherCreated" and definition is None:
+            definition = record
+        elif kind == "DrawSeedCommitted":
             commitments.add(record["seed_hash"])
         elif kind == "DrawEntered":
             entries.setdefault(record["seq"], record["user_id"])
@@ -70,7 +109,10 @@ def main():
     seed, count = reveal["seed"], reveal["entries"]
     entrants = [entries.get(seq) for seq in range(1, count + 1)]
     problems = []
-    if hashlib.sha256(seed.encode("utf-8")).hexdigest() not in commitments:
+    draw = (definition or {}).get("draw") or {}
+    if draw.get("beacon") or reveal.get("beacon"):
+        problems.extend(beacon_problems(draw, reveal))
+    elif hashlib.sha256(seed.encode("utf-8")).hexdigest() not in commitments:
         problems.append("SHA-256 of the revealed seed is not the committed hash")
     if None in entrants:
         problems.append(f"seq {entrants.index(None) + 1} is missing from the log")

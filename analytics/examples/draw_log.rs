@@ -45,7 +45,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let start = Utc::now() - TimeDelta::hours(2);
     let at = |ms: i64| start + TimeDelta::milliseconds(ms);
     let draw_ms = 3_600_000;
-    let settings = DrawSettings { entries_open_at: at(0), draw_at: at(draw_ms), purchase_seconds: 600 };
+    let settings = DrawSettings { entries_open_at: at(0), draw_at: at(draw_ms), purchase_seconds: 600, beacon: None };
     let mut out = Log { sink, written: 0 };
 
     out.write(
@@ -94,6 +94,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             seed: seed.clone(),
             entries,
             entries_hash: draw::entries_hash(&entrants),
+            beacon: None,
         }),
     )?;
     let ranking = draw::ranking(&seed, &entrants);

@@ -245,6 +245,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                     voucher_id: voucher,
                     reason: None,
                     requested_at: at(now),
+                    settled_checkouts: None,
                 }))?;
                 sale.orders(Event::OrderPaid(OrderPaid { order, paid_at: at(now), payment_id: None }))?;
             }
@@ -256,6 +257,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                     voucher_id: voucher,
                     reason: Some(reason),
                     requested_at: at(now),
+                    settled_checkouts: None,
                 }))?;
                 let quantity = u64::from(order.quantity);
                 stock_left += quantity;

@@ -220,6 +220,7 @@ impl Stats {
             | Event::PaymentReceived(_)
             | Event::RefundRequested(_)
             | Event::PaymentRefunded(_)
+            | Event::WindowsExtended(_)
             | Event::CheckoutOpened(_) => {}
         }
     }

@@ -80,9 +80,10 @@ fn differences_line(differences: &[String], dry_run: bool) -> Option<String> {
 fn draw_line(restored: DrawRestored) -> Option<String> {
     match restored {
         DrawRestored::Kept | DrawRestored::Opened => None,
-        DrawRestored::OpenedAnew => {
-            Some("draw lost; the log's entries have gaps, so a new, empty draw was opened".to_owned())
-        }
+        DrawRestored::RebuiltWithGaps { stage, entries, missing } => Some(format!(
+            "draw rebuilt from a log with gaps at stage {stage}: the {entries} entries it names kept, {missing} \
+             missing from it (draw verify reports the gap)"
+        )),
         DrawRestored::Rebuilt { stage, entries, wins, wins_used, new_seed } => {
             let seed = if new_seed {
                 "; its seed was lost before the reveal: a new one, whose commitment the ingresses log \

@@ -3,13 +3,24 @@
 //!
 //! Users enter between `entries_open_at` and `draw_at`; each entry is a
 //! `DrawEntered` record with its number `seq` (1, 2, … in the order the
-//! admission gate took them). Before the first entry the log holds the
-//! SHA-256 of a secret seed (`DrawSeedCommitted`); at `draw_at` entries
-//! close and the seed is logged (`DrawSeedRevealed`, with the number of
-//! entries and the hash of their list). The ranking is then fixed by data
-//! that no single party chose: the seed (the operator's, committed before
-//! anyone entered) and the entry list (the entrants', which the operator
-//! cannot change without the change showing in the log):
+//! admission gate took them). At `draw_at` entries close and the ranking's
+//! seed is logged (`DrawSeedRevealed`, with the number of entries and the
+//! hash of their list). Where the seed comes from decides whom it trusts:
+//!
+//! - **A public beacon** (the sale's settings carry a
+//!   [`crate::beacon::BeaconPlan`]): the seed is the randomness of the
+//!   drand round fixed at the sale's creation, the first published after
+//!   `draw_at`, and the reveal logs the round's signature. Nobody, the
+//!   operator included, knows it while entries are open, so nobody can
+//!   choose a seed or grind a last entry against it; anyone can check the
+//!   signature against the chain's public key.
+//! - **The operator's committed seed** (no beacon configured): the log holds
+//!   the SHA-256 of a secret seed (`DrawSeedCommitted`) before the first
+//!   entry. This fallback trusts the operator: whoever holds the seed
+//!   (the gate's Redis, the `[draw] seal_key`) can try seeds before
+//!   committing one, or grind a last entry or user id against it.
+//!
+//! The ranking from the seed and the entry list:
 //!
 //! 1. the entry list's hash: `h0` is the empty string and, for the entries
 //!    in `seq` order, `h(i) = SHA-1(h(i-1) ":" user(i))` in lowercase hex;
@@ -20,12 +31,14 @@
 //!    the user id.
 //!
 //! The full ranking is logged in chunks of [`RANK_CHUNK`] users
-//! (`DrawRanked`). Ranks 1..W win, W being the units left at the draw (at
-//! most the entries): each winner may order once within `purchase_seconds`
-//! (`DrawWinnersSelected`). Whenever fewer wins are open than units left (a
-//! win lapsed unused, an order was cancelled or expired, stock was added),
-//! the next rank wins (`DrawWinnerPromoted`), until the stock is sold or
-//! the ranks run out.
+//! (`DrawRanked`). Ranks 1..W win, W being the units left at the draw over
+//! the per-user limit, rounded up (at most the entries): each winner may
+//! order once within `purchase_seconds` of time in which ordering is
+//! possible (`DrawWinnersSelected`; stalls, `WindowsExtended`, do not
+//! count). Whenever the open wins, a limit's worth of units each, stand for
+//! fewer units than are left (a win lapsed unused, an order was cancelled or
+//! expired, stock was added), the next rank wins (`DrawWinnerPromoted`),
+//! until the stock is sold or the ranks run out.
 //!
 //! SHA-1 because the admission gate computes the chain and the keys in
 //! Redis (`lua/draw_enter.lua`, `lua/draw_advance.lua`), whose scripts have
@@ -37,6 +50,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use sha1::{Digest, Sha1};
 
+use crate::beacon::BeaconPlan;
 use crate::ids::UserId;
 
 /// Users per `DrawRanked` record (and per step of the ranking in Redis):
@@ -55,6 +69,12 @@ pub struct DrawSettings {
     pub draw_at: DateTime<Utc>,
     /// How long a winner may order once they win.
     pub purchase_seconds: u32,
+    /// The beacon round the ranking's seed comes from; absent (no beacon
+    /// configured, or a record from before beacons), the operator's
+    /// committed seed. Boxed: most records carry none, and every event
+    /// would otherwise grow by a chain's size.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub beacon: Option<Box<BeaconPlan>>,
 }
 
 impl DrawSettings {
@@ -78,6 +98,12 @@ impl DrawSettings {
         }
         if self.draw_at >= ends_at {
             return Err("draw_at must be before ends_at".to_owned());
+        }
+        if let Some(plan) = &self.beacon {
+            plan.chain.check()?;
+            if plan.round_time() <= self.draw_at {
+                return Err("the draw's beacon round must be published after draw_at".to_owned());
+            }
         }
         Ok(())
     }
@@ -164,11 +190,20 @@ mod tests {
     fn settings_are_checked_against_the_sale_window() {
         let now = Utc::now();
         let minute = chrono::Duration::minutes(1);
-        let good = DrawSettings { entries_open_at: now, draw_at: now + minute, purchase_seconds: 600 };
+        let good = DrawSettings { entries_open_at: now, draw_at: now + minute, purchase_seconds: 600, beacon: None };
         assert!(good.check(now, now + minute * 10).is_ok());
         assert!(good.check(now + minute * 2, now + minute * 10).is_err(), "sale begins after the draw");
         assert!(good.check(now, now + minute).is_err(), "sale ends at the draw");
         assert!(DrawSettings { purchase_seconds: 1, ..good.clone() }.check(now, now + minute * 10).is_err());
-        assert!(DrawSettings { draw_at: now, ..good }.check(now, now + minute * 10).is_err());
+        assert!(DrawSettings { draw_at: now, ..good.clone() }.check(now, now + minute * 10).is_err());
+        let chain = crate::beacon::BeaconChain::quicknet();
+        let planned =
+            DrawSettings { beacon: Some(Box::new(BeaconPlan::after(chain.clone(), good.draw_at))), ..good.clone() };
+        assert!(planned.check(now, now + minute * 10).is_ok());
+        let early = BeaconPlan { round: chain.first_round_after(good.draw_at) - 1, chain };
+        assert!(
+            DrawSettings { beacon: Some(Box::new(early)), ..good }.check(now, now + minute * 10).is_err(),
+            "a round published before entries close"
+        );
     }
 }

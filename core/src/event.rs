@@ -121,6 +121,10 @@ pub enum Event {
     DrawWinnerPromoted(DrawWinnerPromoted),
     /// A win admitted an order (written with its `OrderAccepted`).
     DrawWinUsed(DrawWinUsed),
+    /// Ordering was impossible for a while (the sale paused, the log down,
+    /// Redis out of reach, a draw's winners still being granted): every
+    /// entry token or purchase window open then runs that much longer.
+    WindowsExtended(WindowsExtended),
     /// The platform opened the provider's hosted checkout for a created
     /// order: the session the buyer pays on, kept in the log so the order
     /// closes it when it closes, and is reconciled by its id, not by the
@@ -145,6 +149,11 @@ pub struct CheckoutOpened {
     /// order's `pay_by`).
     pub expires_at: DateTime<Utc>,
 }
+
+/// Most checkout sessions kept per order: one per day of the longest
+/// payment window (a session lives at most 24 hours), with room to spare;
+/// a later one is not recorded (and closes with the provider's own expiry).
+pub const MAX_CHECKOUTS: usize = 8;
 
 /// A new flash-sale voucher.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -298,6 +307,14 @@ pub struct OrderRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<CancelReason>,
     pub requested_at: DateTime<Utc>,
+    /// For an expiry asked for by the processor's sweeper with a payment
+    /// provider: the checkout sessions it found closed and unpaid at the
+    /// provider first. The expiry is decided only if they are every session
+    /// the log holds for the order by then: the sweeper reads them from a
+    /// store that can be behind the log, and a session it did not know of
+    /// may have been paid in time. Absent: decided on the log's word alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settled_checkouts: Option<Vec<String>>,
 }
 
 /// A created order paid in time, or claimed when free.
@@ -525,6 +542,11 @@ pub struct DrawSeedRevealed {
     /// The list's hash (`seckill_core::draw`, step 1): 40 hex digits, or
     /// empty when nobody entered.
     pub entries_hash: String,
+    /// The beacon round whose randomness is `seed`, for a sale whose
+    /// settings planned one (`seckill_core::beacon`); absent, `seed` is the
+    /// operator's committed seed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub beacon: Option<crate::beacon::BeaconRound>,
 }
 
 /// Users ranked `first_rank`, `first_rank + 1`, … by the draw.
@@ -570,6 +592,33 @@ pub struct DrawWinUsed {
     pub rank: u64,
     #[schemars(with = "uuid::Uuid")]
     pub order_id: OrderId,
+}
+
+/// A stall of a waiting room or a draw: from `from` to `until` (the Redis
+/// clock) nobody could order, so every entry token or purchase window still
+/// open at `from` ends `until - from` later than it would have.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct WindowsExtended {
+    #[schemars(with = "uuid::Uuid")]
+    pub voucher_id: VoucherId,
+    pub from: DateTime<Utc>,
+    pub until: DateTime<Utc>,
+    pub reason: StallReason,
+}
+
+/// Why nobody could order (`lua/queue_advance.lua`, `lua/draw_advance.lua`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum StallReason {
+    /// An admin paused the sale.
+    Paused,
+    /// The outbox was full (the log was down): admission refused orders.
+    Backlog,
+    /// No ingress reached Redis (or none ran) for over five seconds.
+    Outage,
+    /// A draw's winners were more than one step's worth: no window ran until
+    /// the last winner could order.
+    Granting,
 }
 
 /// Why an order was cancelled.
@@ -641,6 +690,14 @@ struct TypeTag<'a> {
     _kind: std::borrow::Cow<'a, str>,
 }
 
+/// A record's schema version alone, read before the rest: a newer writer
+/// may have changed the event's shape (new types, renamed fields), and such
+/// a record is "newer", not malformed.
+#[derive(Deserialize)]
+struct SchemaTag {
+    schema: u16,
+}
+
 impl Envelope {
     /// Wraps `event` in fresh metadata.
     pub fn new(event: Event) -> Self {
@@ -651,6 +708,11 @@ impl Envelope {
     pub fn decode(bytes: &[u8]) -> Result<Self, EventError> {
         if bytes.len() > MAX_EVENT_BYTES {
             return Err(EventError::TooLarge(bytes.len()));
+        }
+        if let Ok(SchemaTag { schema }) = serde_json::from_slice::<SchemaTag>(bytes) {
+            if schema == 0 || schema > SCHEMA_VERSION {
+                return Err(EventError::UnsupportedSchema(schema));
+            }
         }
         // The tag must be a name: serde's tagged enums would also take a
         // variant's index (`"type": 2`), which no writer of the log means.
@@ -704,6 +766,7 @@ impl Event {
             Self::DrawWinnersSelected(e) => e.voucher_id,
             Self::DrawWinnerPromoted(e) => e.voucher_id,
             Self::DrawWinUsed(e) => e.voucher_id,
+            Self::WindowsExtended(e) => e.voucher_id,
             Self::CheckoutOpened(e) => e.voucher_id,
         }
     }
@@ -737,6 +800,7 @@ impl Event {
             | Self::DrawWinnersSelected(_)
             | Self::DrawWinnerPromoted(_)
             | Self::DrawWinUsed(_)
+            | Self::WindowsExtended(_)
             | Self::CheckoutOpened(_) => None,
         }
     }
@@ -752,6 +816,7 @@ impl Event {
                 | Self::QueueEntryIssued(_)
                 | Self::QueuePlaceExpired(_)
                 | Self::QueueEntryUsed(_)
+                | Self::WindowsExtended(_)
         )
     }
 
@@ -767,11 +832,12 @@ impl Event {
                 | Self::DrawWinnersSelected(_)
                 | Self::DrawWinnerPromoted(_)
                 | Self::DrawWinUsed(_)
+                | Self::WindowsExtended(_)
         )
     }
 
     /// Every `type` tag, in declaration order: what [`Event::kind`] returns.
-    pub const KINDS: [&'static str; 26] = [
+    pub const KINDS: [&'static str; 27] = [
         "VoucherCreated",
         "VoucherUpdated",
         "OrderAccepted",
@@ -797,6 +863,7 @@ impl Event {
         "DrawWinnersSelected",
         "DrawWinnerPromoted",
         "DrawWinUsed",
+        "WindowsExtended",
         "CheckoutOpened",
     ];
 
@@ -828,6 +895,7 @@ impl Event {
             Self::DrawWinnersSelected(_) => "DrawWinnersSelected",
             Self::DrawWinnerPromoted(_) => "DrawWinnerPromoted",
             Self::DrawWinUsed(_) => "DrawWinUsed",
+            Self::WindowsExtended(_) => "WindowsExtended",
             Self::CheckoutOpened(_) => "CheckoutOpened",
         }
     }
@@ -929,6 +997,11 @@ impl Event {
                 check(within_supported_years(p.purchase_until), "purchase_until must be in the years 1970 to 9999")
             }
             Self::DrawWinUsed(u) => check(u.rank >= 1, "rank starts at 1"),
+            Self::WindowsExtended(w) => {
+                check(within_supported_years(w.from), "from must be in the years 1970 to 9999")?;
+                check(within_supported_years(w.until), "until must be in the years 1970 to 9999")?;
+                check(w.until >= w.from, "until precedes from")
+            }
             Self::CheckoutOpened(c) => {
                 check_provider_id(&c.session_id, "session_id")?;
                 check(within_supported_years(c.opened_at), "opened_at must be in the years 1970 to 9999")?;
@@ -1029,6 +1102,10 @@ impl OrderAccepted {
 
 impl OrderRequest {
     fn validate(&self) -> Result<(), EventError> {
+        if let Some(sessions) = &self.settled_checkouts {
+            check(sessions.len() <= MAX_CHECKOUTS, "settled_checkouts holds at most 8 sessions")?;
+            sessions.iter().try_for_each(|session| check_provider_id(session, "settled_checkouts"))?;
+        }
         check(within_supported_years(self.requested_at), "requested_at must be in the years 1970 to 9999")
     }
 }
@@ -1097,6 +1174,9 @@ mod tests {
         let mut newer = Envelope::new(Event::OrderAccepted(accepted()));
         newer.schema = SCHEMA_VERSION + 1;
         assert!(matches!(Envelope::decode(&newer.encode()), Err(EventError::UnsupportedSchema(_))));
+        // A newer writer's record need not have today's shape at all.
+        let reshaped = br#"{"schema":99,"event_id":"0192f0c4-7a7e-7cc1-8000-000000000000","type":"OrderTeleported","where":"mars"}"#;
+        assert!(matches!(Envelope::decode(reshaped), Err(EventError::UnsupportedSchema(99))));
 
         let mut zero = accepted();
         zero.quantity = 0;
@@ -1131,6 +1211,7 @@ mod tests {
             voucher_id: order.voucher_id,
             reason: None,
             requested_at: Utc::now(),
+            settled_checkouts: None,
         };
         let confirm = Envelope::new(Event::ConfirmRequested(request.clone()));
         assert_eq!(Envelope::decode(&confirm.encode()).expect("decodes"), confirm);

@@ -5,6 +5,7 @@
 //! definitions and the shutdown signal. Infrastructure adapters live in their
 //! own crates (`seckill-kafka`, `seckill-store`) and depend on this one.
 
+pub mod beacon;
 pub mod challenge;
 pub mod config;
 pub mod decision;

@@ -4,9 +4,14 @@
 //! Everyone who joins before the sale begins is placed by a shuffle. The
 //! shuffle's seed is secret until the start, but its SHA-256 is in the log
 //! (`QueueSeedCommitted`) before the room accepts its first join, and the
-//! seed itself is logged at the start (`QueueSeedRevealed`). So neither an
-//! early arrival nor the operator chooses who goes first, and afterwards
-//! anyone holding the log can recompute the order:
+//! seed itself is logged at the start (`QueueSeedRevealed`). So an early
+//! arrival gains nothing, and afterwards anyone holding the log can
+//! recompute the order. The seed is the operator's, and this trusts the
+//! operator: whoever holds it (the gate's Redis) can try seeds before
+//! committing one, or mint user ids whose keys come first once it is
+//! committed. Draws rank by a public beacon round instead when one is
+//! configured ([`crate::beacon`]); the pre-queue does not yet.
+//!
 //!
 //! 1. for each pre-queue join (`QueueJoined` with `pre_queue: true`), the
 //!    user's key is the first 13 hexadecimal digits (52 bits) of

@@ -9,7 +9,9 @@
 //! publishes, fetched by `scripts/setup` ([`Distribution`]), and Debian's
 //! Prometheus and Alertmanager for the dashboards and the alert rules
 //! ([`Prometheus`], [`Alertmanager`]), and Stripe's `stripe-mock`
-//! for the payment adapter's contract ([`StripeMock`]). Each process writes its pid next to
+//! for the payment adapter's contract ([`StripeMock`]). Tests that cut the
+//! network between servers run them on test hosts, network namespaces on a
+//! bridge of their own ([`TestNet`]). Each process writes its pid next to
 //! its data, so a wrapper script can clean up after a killed test run and
 //! the next run can stop what a killed one left running ([`Leftover`]);
 //! each is stopped when its handle is dropped. Tests share one broker and
@@ -18,12 +20,14 @@
 //! [`user_token`]).
 
 mod alertmanager;
+mod beacon_sandbox;
 mod cassandra;
 mod credentials;
 mod jvm;
 mod kafka;
 mod leftover;
 mod listener;
+mod netns;
 mod process;
 mod prometheus;
 mod redis;
@@ -36,11 +40,13 @@ mod testenv;
 mod watchdog;
 
 pub use alertmanager::Alertmanager;
+pub use beacon_sandbox::{BeaconSandbox, BEACON_SANDBOX_VAR};
 pub use cassandra::Cassandra;
 pub use credentials::{user_token, TEST_ADMIN_TOKEN, TEST_JWT_SECRET};
 pub use jvm::{java, Distribution};
 pub use kafka::{Kafka, KafkaDurability, KafkaSettings};
 pub use leftover::{stop_leftover_program, Leftover};
+pub use netns::{Host, NetError, TestNet};
 pub use process::{free_port, DevstackError, LogEnd, Server, StopSignal};
 pub use prometheus::Prometheus;
 pub use redis::{Redis, RedisPersistence};

@@ -33,6 +33,8 @@ pub struct Redis {
     persistence: RedisPersistence,
     /// The port of the master it replicates (None: a master).
     replica_of: Option<u16>,
+    /// The test host it runs on (None: 127.0.0.1 of this machine).
+    host: Option<crate::Host>,
 }
 
 impl Redis {
@@ -42,11 +44,21 @@ impl Redis {
         std::fs::create_dir_all(dir).map_err(|source| DevstackError::Spawn { what: "redis".into(), source })?;
         Self::stop_leftover(dir)?;
         let (server, port) = if port == 0 {
-            on_a_free_port(|port| Ok((Self::spawn(dir, port, persistence, None)?, port)))?
+            on_a_free_port(|port| Ok((Self::spawn(dir, port, persistence, None, None)?, port)))?
         } else {
-            (Self::spawn(dir, port, persistence, None)?, port)
+            (Self::spawn(dir, port, persistence, None, None)?, port)
         };
-        Ok(Self { server, port, dir: dir.to_owned(), persistence, replica_of: None })
+        Ok(Self { server, port, dir: dir.to_owned(), persistence, replica_of: None, host: None })
+    }
+
+    /// Starts Redis on test host `host`, listening on its address (a port
+    /// of its own: nothing else listens there), with its data in `dir`.
+    pub fn start_on(host: &crate::Host, dir: &Path, persistence: RedisPersistence) -> Result<Self, DevstackError> {
+        std::fs::create_dir_all(dir).map_err(|source| DevstackError::Spawn { what: "redis".into(), source })?;
+        Self::stop_leftover(dir)?;
+        let port = 6379;
+        let server = Self::spawn(dir, port, persistence, None, Some(host))?;
+        Ok(Self { server, port, dir: dir.to_owned(), persistence, replica_of: None, host: Some(host.clone()) })
     }
 
     /// Starts a replica of `master` (`--replicaof`) on a free port, memory
@@ -57,8 +69,9 @@ impl Redis {
         Self::stop_leftover(dir)?;
         let persistence = RedisPersistence::None;
         let (server, port) =
-            on_a_free_port(|port| Ok((Self::spawn(dir, port, persistence, Some(master.port))?, port)))?;
-        let replica = Self { server, port, dir: dir.to_owned(), persistence, replica_of: Some(master.port) };
+            on_a_free_port(|port| Ok((Self::spawn(dir, port, persistence, Some(master.port), None)?, port)))?;
+        let replica =
+            Self { server, port, dir: dir.to_owned(), persistence, replica_of: Some(master.port), host: None };
         replica.wait_linked()?;
         Ok(replica)
     }
@@ -82,21 +95,34 @@ impl Redis {
         port: u16,
         persistence: RedisPersistence,
         replica_of: Option<u16>,
+        host: Option<&crate::Host>,
     ) -> Result<Server, DevstackError> {
         let binary = find_binary("redis-server").ok_or_else(|| DevstackError::NotInstalled("redis-server".into()))?;
-        let mut command = Command::new(binary);
-        command.args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--daemonize", "no"]).args([
+        let (mut command, bind) = match host {
+            Some(host) => (host.command(binary), host.ip().to_string()),
+            None => (Command::new(binary), "127.0.0.1".to_owned()),
+        };
+        command.args(["--port", &port.to_string(), "--bind", &bind, "--save", "", "--daemonize", "no"]).args([
             "--dir",
             &dir.to_string_lossy(),
             "--protected-mode",
             "yes",
         ]);
+        if host.is_some() {
+            // Its clients come from other hosts, never from its loopback.
+            command.args(["--protected-mode", "no"]);
+        }
         match persistence {
             RedisPersistence::None => command.args(["--appendonly", "no"]),
             RedisPersistence::AppendOnly => command.args(["--appendonly", "yes", "--appendfsync", "everysec"]),
         };
         if let Some(master) = replica_of {
             command.args(["--replicaof", "127.0.0.1", &master.to_string()]);
+        }
+        if let Some(host) = host {
+            let mut server = Server::spawn("redis", command, dir, "redis")?;
+            host.wait_listening(&mut server, port, READY_WITHIN)?;
+            return Ok(server);
         }
         Server::start("redis", command, dir, "redis", SocketAddr::from(([127, 0, 0, 1], port)), READY_WITHIN)
     }
@@ -115,9 +141,10 @@ impl Redis {
         self.server.pid()
     }
 
-    /// `redis://127.0.0.1:PORT/`.
+    /// `redis://127.0.0.1:PORT/`, or the test host's address.
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
+        let ip = self.host.as_ref().map_or_else(|| "127.0.0.1".to_owned(), |host| host.ip().to_string());
+        format!("redis://{ip}:{}/", self.port)
     }
 
     /// The port it listens on.
@@ -154,7 +181,7 @@ impl Redis {
 
     /// Starts the stopped server again on the same port and data.
     pub fn start_again(&mut self) -> Result<(), DevstackError> {
-        self.server = Self::spawn(&self.dir, self.port, self.persistence, self.replica_of)?;
+        self.server = Self::spawn(&self.dir, self.port, self.persistence, self.replica_of, self.host.as_ref())?;
         Ok(())
     }
 }

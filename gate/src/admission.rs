@@ -2,10 +2,11 @@
 //! giving an order's units back: each in the order's bucket, its user's.
 //!
 //! The caller's count of a voucher's buckets is checked by `admit.lua`
-//! itself (a wrong one is answered `wrong_shards` before anything changes),
-//! so the hot path asks nothing before admitting: a voucher this process
-//! has not seen is taken to have one bucket, and learned on the first
-//! answer. When the user's bucket is dry and the voucher has others, units
+//! itself (a wrong one is answered `wrong_shards` before anything changes,
+//! the pace and the proof of work included, so the call after the recount
+//! takes both), so the hot path asks nothing before admitting: a voucher
+//! this process has not seen is taken to have one bucket, and learned on
+//! the first answer. When the user's bucket is dry and the voucher has others, units
 //! are borrowed from them (`crate::transfers`) and the order is tried again;
 //! `sold_out` is answered only once every bucket is found dry. The requests
 //! of one process that find the same bucket dry borrow one at a time
@@ -125,15 +126,15 @@ impl Gate {
         let mut layout = known.clone().unwrap_or_else(|| Arc::new(Layout::new(voucher, 1)));
         let mut rounds = 0;
         let mut recounted = false;
-        // A later round of this request (after a recount or a borrow) has
-        // paid its proof and its pace in the first.
+        // A later round of this request (after a borrow) has paid its proof
+        // and its pace in the first. A recount has not: `wrong_shards` is
+        // answered before either is taken, so the round after it pays them.
         let mut again = false;
         loop {
             let bucket = layout.home(&order.user_id);
             // Read before the call: a borrow finished after it is news.
             let seen = self.borrowers.epoch(voucher, bucket);
             let call = self.admit_in(&layout, bucket, order, retry, presented, again).await;
-            again = true;
             let admission = match call? {
                 Reply::WrongShards(shards) if !recounted => {
                     recounted = true;
@@ -145,6 +146,7 @@ impl Gate {
                 }
                 Reply::Decided(admission) => admission,
             };
+            again = true;
             if known.is_none() && admission != Admission::Rejected(Rejection::UnknownVoucher) {
                 layout = self.layouts.learn(voucher, layout.shards());
             }

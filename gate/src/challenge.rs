@@ -10,14 +10,17 @@ use seckill_core::{queue, VoucherId};
 use crate::gate::unexpected;
 use crate::Gate;
 
-/// Challenges issued for one voucher by every ingress, per second of the
-/// Redis clock (`lua/challenge_rate.lua`).
+/// Proofs of work spent for one voucher through every ingress, per second
+/// of the Redis clock (`lua/challenge_rate.lua`), and that clock.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ChallengeRate {
     /// The previous whole second.
     pub last_second: u64,
     /// The current second so far.
     pub this_second: u64,
+    /// The Redis clock when counted (Unix ms): the one clock a challenge's
+    /// expiry is dated and judged by.
+    pub now_ms: i64,
 }
 
 impl Gate {
@@ -29,16 +32,20 @@ impl Gate {
         Ok(current)
     }
 
-    /// Adds `issued` (the challenges this caller issued for `voucher` since
+    /// Adds `spent` (the proofs this caller saw spent for `voucher` since
     /// its last call) to the count every ingress shares, and reads it back.
-    pub async fn count_challenges(&self, voucher: VoucherId, issued: u64) -> redis::RedisResult<ChallengeRate> {
+    pub async fn count_challenges(&self, voucher: VoucherId, spent: u64) -> redis::RedisResult<ChallengeRate> {
         let mut invocation = self.scripts.challenge_rate.prepare_invoke();
-        invocation.key(self.keys(voucher).challenge_rate).arg(issued);
+        invocation.key(self.keys(voucher).challenge_rate).arg(spent);
         let reply: Vec<String> = self.timed("challenge_rate", invocation.invoke_async(&mut self.redis.clone())).await?;
         let count =
             |text: &String| text.parse::<u64>().map_err(|_| unexpected("challenge_rate.lua answered", text.clone()));
         match reply.as_slice() {
-            [last, this] => Ok(ChallengeRate { last_second: count(last)?, this_second: count(this)? }),
+            [last, this, now] => Ok(ChallengeRate {
+                last_second: count(last)?,
+                this_second: count(this)?,
+                now_ms: now.parse().map_err(|_| unexpected("challenge_rate.lua answered", now.clone()))?,
+            }),
             _ => Err(unexpected("challenge_rate.lua answered", format!("{reply:?}"))),
         }
     }

@@ -9,6 +9,7 @@
 //! entry (`Gate::seed_committed`).
 
 use chrono::{DateTime, Utc};
+use seckill_core::beacon::{BeaconPlan, BeaconRound};
 use seckill_core::draw::{DrawSettings, RANK_CHUNK};
 use seckill_core::event::{DrawEntered, Event, SCHEMA_VERSION};
 use seckill_core::{queue, Envelope, OrderId, UserId, VoucherId};
@@ -84,6 +85,13 @@ impl Gate {
         settings: &DrawSettings,
     ) -> redis::RedisResult<Option<Room>> {
         let keys = self.keys(voucher);
+        let (round, chain) = match &settings.beacon {
+            Some(plan) => (
+                plan.round.to_string(),
+                serde_json::to_string(&plan.chain).map_err(|e| unexpected("a beacon chain", e.to_string()))?,
+            ),
+            None => (String::new(), String::new()),
+        };
         let (seed, token_key, committed): (String, String, String) = self
             .scripts
             .queue_open
@@ -96,6 +104,8 @@ impl Gate {
             .arg(settings.draw_at.timestamp_millis())
             .arg(u64::from(settings.purchase_seconds) * 1000)
             .arg(self.ended_sale_ttl_ms)
+            .arg(round)
+            .arg(chain)
             .invoke_async(&mut self.redis.clone())
             .await?;
         if seed.is_empty() {
@@ -187,6 +197,52 @@ impl Gate {
             self.touch_outbox(&outbox);
         }
         Ok(summary)
+    }
+
+    /// The beacon round `voucher`'s draw waits for (None: no such draw, no
+    /// beacon planned, or its round is in already).
+    pub async fn awaited_beacon(&self, voucher: VoucherId) -> redis::RedisResult<Option<BeaconPlan>> {
+        let keys = self.keys(voucher);
+        let (wait, phase, round, chain): (Option<String>, Option<String>, Option<String>, Option<String>) =
+            redis::cmd("HMGET")
+                .arg(&keys.room)
+                .arg(&["beacon_wait", "phase", "beacon_round", "beacon_chain"])
+                .query_async(&mut self.redis.clone())
+                .await?;
+        // draw_beacon.lua applies a round only while entering; a draw
+        // restored past its reveal keeps the flag and waits for nothing.
+        if wait.as_deref() != Some("1") || phase.as_deref() != Some("entering") {
+            return Ok(None);
+        }
+        let round = round.and_then(|round| round.parse().ok());
+        let chain = chain.and_then(|chain| serde_json::from_str(&chain).ok());
+        Ok(round.zip(chain).map(|(round, chain)| BeaconPlan { chain, round }))
+    }
+
+    /// Puts `round` (fetched, its signature checked, `randomness` derived
+    /// from it) in place of `voucher`'s draw seed, once entries closed; the
+    /// next advance reveals it. Whether this call put it there.
+    pub async fn apply_beacon(
+        &self,
+        voucher: VoucherId,
+        round: &BeaconRound,
+        randomness: &str,
+    ) -> redis::RedisResult<bool> {
+        let keys = self.keys(voucher);
+        let code: String = self
+            .scripts
+            .draw_beacon
+            .key(&keys.room)
+            .arg(round.round)
+            .arg(randomness)
+            .arg(&round.signature)
+            .invoke_async(&mut self.redis.clone())
+            .await?;
+        match code.as_str() {
+            "applied" => Ok(true),
+            "not_waiting" | "wrong_round" | "too_soon" => Ok(false),
+            other => Err(unexpected("draw_beacon.lua returned an unknown code", other.to_owned())),
+        }
     }
 
     /// `user`'s entry in `voucher`'s draw (None: no such draw).

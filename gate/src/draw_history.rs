@@ -165,6 +165,7 @@ mod tests {
             seed: seed.clone(),
             entries: 4,
             entries_hash: seckill_core::draw::entries_hash(&entrants),
+            beacon: None,
         };
         history.apply(Uuid::now_v7(), &Event::DrawSeedRevealed(reveal));
         let ranking = seckill_core::draw::ranking(&seed, &entrants);

@@ -12,9 +12,12 @@
 //! alone, the draw gets a new one whose commitment the ingresses log, and
 //! `seckill draw verify` reports the second commitment.
 //!
-//! `lua/draw_restore.lua` writes only while the room is missing and writes
-//! the room hash last, so a draw Redis still has is never touched and an
-//! ingress sees no draw until all of it is back.
+//! `lua/draw_restore.lua` writes only while the room is missing, into
+//! staging keys it moves in with the room hash in its last, atomic step, so
+//! a draw Redis still has is never touched, an ingress sees no draw until
+//! all of it is back, and a draw opened meanwhile (a redelivered
+//! `VoucherCreated` reaching an ingress between two steps) is left whole,
+//! never mixed with half a rebuild.
 
 use std::collections::HashMap;
 
@@ -33,8 +36,16 @@ pub enum DrawRestored {
     /// creation.
     Opened,
     /// The log's entries have gaps (records lost before they were logged):
-    /// a new, empty draw was opened instead.
-    OpenedAnew,
+    /// rebuilt from what the log holds, every logged entrant keeping their
+    /// entry; `missing` entries are not in the log (`draw verify` reports
+    /// the gap). After the ranking was logged whole, it names the missing
+    /// entrants too, and they come back as well (`missing` 0).
+    RebuiltWithGaps {
+        /// As in [`DrawRestored::Rebuilt`].
+        stage: &'static str,
+        entries: u64,
+        missing: u64,
+    },
     /// Rebuilt from the log.
     Rebuilt {
         /// How far the draw had gone: `entering`, `ranking` (revealed, the
@@ -74,9 +85,27 @@ struct Rebuild {
     new_seed: bool,
 }
 
+/// The entrants the log holds, in seq order, when its entries have gaps;
+/// after a ranking logged whole, with the ranked users the entries miss
+/// (their seq does not matter once ranked) after them. And how many the
+/// draw had that the log does not name, and the highest seq it logged.
+fn entrants_with_gaps(history: &DrawHistory) -> (Vec<UserId>, u64, u64) {
+    let mut entrants: Vec<UserId> = history.entries.values().cloned().collect();
+    if let Some(ranking) = history.ranking() {
+        let logged: std::collections::HashSet<&UserId> = history.entries.values().collect();
+        let unlogged: Vec<UserId> = ranking.iter().filter(|user| !logged.contains(user)).cloned().collect();
+        entrants.extend(unlogged);
+    }
+    let last_seq = history.entries.keys().next_back().copied().unwrap_or(0);
+    let had = history.reveal().map_or(last_seq, |reveal| reveal.entries).max(last_seq);
+    let missing = had.saturating_sub(entrants.len() as u64);
+    (entrants, missing, last_seq)
+}
+
 impl Rebuild {
-    /// The draw of `history` (whose entries have no gap: `entrants`) as far
-    /// as the log took it.
+    /// The draw of `history` (its entrants in seq order: `entrants`, every
+    /// one, or on a log with gaps those it names) as far as the log took
+    /// it.
     fn of(settings: &DrawSettings, history: &DrawHistory, entrants: &[UserId]) -> Self {
         let entries = entrants.len() as u64;
         let reveal = history.reveal();
@@ -180,17 +209,30 @@ impl Gate {
             self.open_draw_with(voucher, settings).await?;
             return Ok(DrawRestored::Opened);
         }
-        let Some(entrants) = history.entrants() else {
-            tracing::warn!(%voucher, "The log's draw entries have gaps; a new, empty draw is opened instead.");
-            self.open_draw_with(voucher, settings).await?;
-            return Ok(DrawRestored::OpenedAnew);
+        // With gaps (records lost before they were logged), every entrant
+        // the log names keeps their entry: nobody answered `201` whose
+        // entry is in the log loses it for one that is not.
+        let gaps = history.entrants().is_none();
+        let (entrants, missing, last_seq) = match history.entrants() {
+            Some(entrants) => (entrants, 0, 0),
+            None => entrants_with_gaps(history),
         };
-        let rebuild = Rebuild::of(settings, history, &entrants);
+        let mut rebuild = Rebuild::of(settings, history, &entrants);
+        if gaps && rebuild.stage == "entering" {
+            // Entries still open: the ones taken from now on are logged
+            // with seqs after the last one logged, never one of its seqs.
+            let offset = last_seq.saturating_sub(rebuild.entries);
+            rebuild.room.push(("seq_offset", offset.to_string()));
+        }
         if !self.write_rebuild(voucher, &rebuild).await? {
             return Ok(DrawRestored::Kept);
         }
         self.list_room(voucher).await?;
         let Rebuild { stage, entries, wins, new_seed, .. } = rebuild;
+        if gaps {
+            tracing::warn!(%voucher, stage, entries, missing, "A draw Redis lost was rebuilt from a log with gaps.");
+            return Ok(DrawRestored::RebuiltWithGaps { stage, entries, missing });
+        }
         tracing::info!(%voucher, stage, entries, wins, "A draw Redis lost was rebuilt from the log.");
         Ok(DrawRestored::Rebuilt { stage, entries, wins, wins_used: history.wins_used.len() as u64, new_seed })
     }
@@ -225,6 +267,7 @@ impl Gate {
 
     fn draw_restore_call(&self, voucher: VoucherId, step: &str) -> redis::ScriptInvocation<'_> {
         let keys = self.keys(voucher);
+        let staged = |key: &str| format!("{key}:restoring");
         let mut invocation = self.scripts.draw_restore.prepare_invoke();
         invocation
             .key(&keys.voucher)
@@ -233,6 +276,10 @@ impl Gate {
             .key(&keys.places)
             .key(&keys.ranks)
             .key(&keys.holds)
+            .key(staged(&keys.line))
+            .key(staged(&keys.places))
+            .key(staged(&keys.ranks))
+            .key(staged(&keys.holds))
             .arg(step)
             .arg(self.ended_sale_ttl_ms);
         invocation

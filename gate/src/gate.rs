@@ -245,6 +245,7 @@ pub(crate) struct Scripts {
     pub(crate) draw_status: Script,
     pub(crate) challenge_rate: Script,
     pub(crate) draw_restore: Script,
+    pub(crate) draw_beacon: Script,
 }
 
 impl Scripts {
@@ -270,10 +271,11 @@ impl Scripts {
             draw_status: Script::new(include_str!("../../lua/draw_status.lua")),
             challenge_rate: Script::new(include_str!("../../lua/challenge_rate.lua")),
             draw_restore: Script::new(include_str!("../../lua/draw_restore.lua")),
+            draw_beacon: Script::new(include_str!("../../lua/draw_beacon.lua")),
         }
     }
 
-    fn all(&self) -> [&Script; 20] {
+    fn all(&self) -> [&Script; 21] {
         [
             &self.admit,
             &self.load_voucher,
@@ -295,6 +297,7 @@ impl Scripts {
             &self.draw_status,
             &self.challenge_rate,
             &self.draw_restore,
+            &self.draw_beacon,
         ]
     }
 }

@@ -59,7 +59,7 @@ pub struct VoucherKeys {
     pub solved: String,
     /// Hash: the per-user and per-address admission buckets (`admit.lua`).
     pub pace: String,
-    /// Hash: challenges issued by every ingress, per second
+    /// Hash: proofs of work spent through every ingress, per second
     /// (`lua/challenge_rate.lua`).
     pub challenge_rate: String,
 }

@@ -152,6 +152,9 @@ impl Ledger {
             | Event::QueueEntryIssued(_)
             | Event::QueuePlaceExpired(_)
             | Event::QueueEntryUsed(_) => {}
+            // A restored draw's windows end as logged, without the stalls
+            // (lua/draw_restore.lua starts the window clock afresh).
+            Event::WindowsExtended(_) => {}
             Event::DrawSeedCommitted(_)
             | Event::DrawEntered(_)
             | Event::DrawSeedRevealed(_)

@@ -82,6 +82,9 @@ pub enum RoomState {
     Backlog,
     /// A draw taking entries.
     Entering,
+    /// A beacon draw whose entries closed, waiting for its beacon round
+    /// (`Gate::apply_beacon`): nothing is ranked until it comes.
+    AwaitingBeacon,
     /// A draw whose entries closed and whose ranking is being made and
     /// logged: nobody has won yet.
     Ranking,
@@ -99,6 +102,7 @@ impl RoomState {
             "ended" => Self::Ended,
             "backlog" => Self::Backlog,
             "entering" => Self::Entering,
+            "awaiting_beacon" => Self::AwaitingBeacon,
             "ranking" => Self::Ranking,
             _ => return None,
         })

@@ -12,6 +12,7 @@
 
 use std::collections::HashMap;
 
+use chrono::{DateTime, Utc};
 use futures::future::try_join_all;
 use seckill_core::event::{VoucherCreated, VoucherUpdated};
 use seckill_core::VoucherId;
@@ -119,6 +120,14 @@ impl Gate {
             .key(&keys.added)
             .key(&keys.transfers)
             .key(&keys.newest_end)
+            .key(&keys.room)
+            .key(&keys.line)
+            .key(&keys.places)
+            .key(&keys.seen)
+            .key(&keys.holds)
+            .key(&keys.ranks)
+            .key(&keys.solved)
+            .key(&keys.pace)
             .arg(update_id.to_string())
             .arg(paused)
             .arg(ends_ms)
@@ -163,6 +172,14 @@ impl Gate {
             begins_at: millis(begins_ms),
             ends_at: millis(ends_ms),
         }))
+    }
+
+    /// When `voucher`'s draw is made (None: no draw loaded): an update may
+    /// not end the sale before it.
+    pub async fn draw_at(&self, voucher: VoucherId) -> redis::RedisResult<Option<DateTime<Utc>>> {
+        let draw_ms: Option<i64> =
+            redis::cmd("HGET").arg(self.keys(voucher).room).arg("draw_ms").query_async(&mut self.redis.clone()).await?;
+        Ok(draw_ms.map(millis))
     }
 
     /// Units the gate still admits for `voucher`, every bucket together and

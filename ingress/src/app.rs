@@ -134,13 +134,16 @@ impl App {
             dependency_up: dependency_up(&deps.registry, "ingress"),
             every: Duration::from_millis(config.watch.interval_ms),
         };
-        let rooms = Arc::new(Rooms::new(
-            gate.clone(),
-            producer.clone(),
-            topics.clone(),
-            QueueMetrics::register(&deps.registry),
-            config.draw.clone(),
-        ));
+        let rooms = Arc::new(
+            Rooms::new(
+                gate.clone(),
+                producer.clone(),
+                topics.clone(),
+                QueueMetrics::register(&deps.registry),
+                config.draw.clone(),
+            )
+            .with_beacon(seckill_beacon::Relays::from_config(&config.beacon)),
+        );
         let challenges = Arc::new(Challenges::new(&gate, config.challenge.clone()).await?);
         let ingress = Arc::new(Ingress {
             rooms,

@@ -10,6 +10,7 @@ pub use auth::AuthConfig;
 pub use challenge::ChallengeConfig;
 pub use live::{LiveConfig, MAX_WAIT_SECONDS};
 pub use rate_limit::RateLimitConfig;
+pub use seckill_core::beacon::BeaconConfig;
 use seckill_core::config::{
     ensure, ConfigError, DrawConfig, HttpConfig, KafkaConfig, PaymentsConfig, RedisConfig, Validate,
 };
@@ -65,6 +66,8 @@ pub struct IngressConfig {
     pub challenge: ChallengeConfig,
     /// Draws: the key sealing each draw's seed into the log.
     pub draw: DrawConfig,
+    /// The public randomness beacon draws rank by (none unless `relays`).
+    pub beacon: BeaconConfig,
 }
 
 impl Default for IngressConfig {
@@ -89,6 +92,7 @@ impl Default for IngressConfig {
             payments: PaymentsConfig::default(),
             challenge: ChallengeConfig::default(),
             draw: DrawConfig::default(),
+            beacon: BeaconConfig::default(),
         }
     }
 }
@@ -117,6 +121,7 @@ impl Validate for IngressConfig {
         self.payments.validate_receiving()?;
         self.challenge.validate()?;
         self.draw.validate()?;
+        self.beacon.validate()?;
         ensure((256..=1024 * 1024).contains(&self.max_body_bytes), "max_body_bytes", "must be 256 to 1048576")?;
         ensure(
             self.view_url.starts_with("http://") || self.view_url.starts_with("https://"),

@@ -79,7 +79,11 @@ function render() {
   $("phase").textContent = phase.replace("_", " ");
   $("phase").dataset.phase = phase;
   const opensIn = Date.parse(sale.begins_at) - now;
-  if (phase === "upcoming") {
+  const drawLine = drawCountdown(now);
+  if (drawLine) {
+    $("countdown-label").textContent = drawLine[0];
+    $("countdown").textContent = drawLine[1];
+  } else if (phase === "upcoming") {
     $("countdown-label").textContent = "Opens in";
     $("countdown").textContent = duration(opensIn);
   } else {
@@ -413,6 +417,10 @@ function renderQueue(phase) {
   status.dataset.state = state;
   status.dataset.position = place && place.position != null ? String(place.position) : "";
   status.textContent = placeText(state, phase);
+  const room = sale.queue;
+  $("queue-timeline").textContent = room
+    ? `The room opens at ${clockTime(Date.parse(room.opens_at))} · ${plural(room.waiting, "place", "places")} waiting`
+    : "";
   const numbered = place && place.place != null && ["waiting", "sold_out"].includes(state);
   $("queue-detail").textContent = numbered
     ? `Place ${place.place} of ${place.places} · ${place.serving} passed so far`
@@ -580,9 +588,53 @@ function plural(n, one, many) {
   return `${n} ${n === 1 ? one : many}`;
 }
 
+// Entries closed (the voucher read's timeline, on the server's clock).
+function entriesClosed(now) {
+  return Boolean(sale && sale.draw && now >= Date.parse(sale.draw.entries_open_until));
+}
+
+// The sale's countdown line for a draw, from its own timeline rather than
+// the sale window: entries close, the beacon round awaited, the draw made.
+function drawCountdown(now) {
+  const draw = drawMode() && sale.draw;
+  if (!draw) return null;
+  if (now < Date.parse(draw.entries_open_until)) {
+    return ["Entries close in", duration(Date.parse(draw.entries_open_until) - now)];
+  }
+  if (draw.drawn_at) return ["Drawn at", clockTime(Date.parse(draw.drawn_at))];
+  if (draw.awaiting_beacon) return ["Waiting for beacon round", `#${draw.beacon_round}`];
+  return ["Entries closed", "drawing…"];
+}
+
+// The draw's own timeline, for every reader (#draw-timeline).
+function drawTimeline() {
+  const draw = sale && sale.draw;
+  if (!draw) return "";
+  const parts = [`Entries open until ${clockTime(Date.parse(draw.entries_open_until))}`];
+  if (draw.beacon_round != null) {
+    const at = clockTime(Date.parse(draw.beacon_round_at));
+    parts.push(draw.awaiting_beacon
+      ? `waiting for beacon round ${draw.beacon_round} (due ${at})`
+      : `ranked by beacon round ${draw.beacon_round} (${at})`);
+  }
+  if (draw.drawn_at) {
+    parts.push(`drawn at ${clockTime(Date.parse(draw.drawn_at))}`);
+    parts.push(`${plural(draw.winners, "winner", "winners")}, ${draw.promoted} promoted so far`);
+  } else {
+    parts.push(plural(draw.entries, "entry", "entries"));
+  }
+  return parts.join(" · ");
+}
+
 // What #draw-status says, and the countdown under it ([label, until] or null).
 function drawText(now) {
-  if (!identity()) return ["Say who is buying (below) to enter the draw.", null];
+  if (!identity()) {
+    if (entriesClosed(now)) {
+      return [sale.draw.drawn_at ? "Entries are closed: the draw was made" : "Entries are closed: the draw is being made",
+        null];
+    }
+    return ["Say who is buying (above) to enter the draw.", null];
+  }
   if (!entry) return ["Reading your entry…", null];
   const opensAt = Math.max(Date.parse(entry.entries_open_at), entryOpensAt || 0);
   const drawAt = Date.parse(entry.draw_at);
@@ -635,6 +687,8 @@ function renderDraw() {
   const [text, countdown] = drawText(now);
   status.textContent = text;
   $("draw-detail").textContent = drawDetail();
+  $("draw-timeline").textContent = drawTimeline();
+  $("draw-timeline").dataset.awaitingBeacon = sale.draw && sale.draw.awaiting_beacon ? "true" : "false";
   $("draw-line").hidden = !countdown;
   if (countdown) {
     $("draw-countdown-label").textContent = countdown[0];
@@ -642,7 +696,8 @@ function renderDraw() {
   }
   const open = entry && entry.state === "not_entered"
     && now >= Math.max(Date.parse(entry.entries_open_at), entryOpensAt || 0) && now < Date.parse(entry.draw_at);
-  const mayEnter = !entry || (entry.state === "not_entered" && now < Date.parse(entry.draw_at));
+  const mayEnter = !entriesClosed(now)
+    && (!entry || (entry.state === "not_entered" && now < Date.parse(entry.draw_at)));
   $("draw-enter").hidden = !mayEnter;
   $("draw-enter").disabled = !(open && identity() && !entering);
   // Buying needs a win: the Buy button is there only while it lasts.

@@ -21,6 +21,7 @@ use warp::{Filter, Rejection};
 
 use crate::closer::CheckoutCloser;
 use crate::expiry::ExpirySweeper;
+use crate::pending_refunds::PendingRefunds;
 use crate::pipeline::Pipeline;
 use crate::reconcile::Reconciler;
 use crate::refunds::RefundWorker;
@@ -29,6 +30,9 @@ use crate::watch::Watch;
 use crate::{ProcessorConfig, ProcessorError};
 
 const ROUTES: &[&str] = &["/api/v1/stock/{id}", "/healthz", "/metrics"];
+
+/// How often the refunds kept pending are looked at for due checks.
+const PENDING_REFUNDS_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Runs the processor as its own process until `shutdown`, on the store its
 /// configuration names.
@@ -45,7 +49,9 @@ pub struct App {
     pipeline: Pipeline,
     sweeper: ExpirySweeper,
     /// With a payment provider: the refund worker and its consumer.
-    refunds: Option<(RefundWorker, BatchConsumer)>,
+    /// The refund worker, its consumer, and the follower of its kept
+    /// pending refunds; None without a payment provider.
+    refunds: Option<(RefundWorker, BatchConsumer, PendingRefunds)>,
     /// Dependencies and the gate's stock, for the alert rules.
     watch: Watch,
     registry: Registry,
@@ -80,8 +86,17 @@ impl App {
                 group.group = format!("{}-refunds", config.consumer.group);
                 let consumer =
                     BatchConsumer::subscribe(&ConsumerSettings::new(&config.kafka, &group), &[&topics.orders])?;
+                let pending = PendingRefunds {
+                    store: Arc::clone(&store),
+                    provider: provider.clone(),
+                    producer: producer.clone(),
+                    topics: topics.clone(),
+                    metrics: payment_metrics.clone(),
+                    interval: PENDING_REFUNDS_INTERVAL,
+                };
                 let worker = RefundWorker {
                     provider: provider.clone(),
+                    store: Arc::clone(&store),
                     dead_letter: DeadLetter::new(producer.clone(), topics.dead_letters.clone(), "refunds"),
                     producer: producer.clone(),
                     topics: topics.clone(),
@@ -95,7 +110,7 @@ impl App {
                         max_backoff: Duration::from_millis(config.payments.refund_retry_max_ms),
                     },
                 };
-                Some((worker, consumer))
+                Some((worker, consumer, pending))
             }
         };
         let listener = TcpListener::bind(config.http.listen)
@@ -171,12 +186,16 @@ impl App {
         )));
         let sweeper = AbortOnDropHandle::new(tokio::spawn(self.sweeper.run(shutdown.clone())));
         let watch = AbortOnDropHandle::new(tokio::spawn(self.watch.run(shutdown.clone())));
-        let refunds = self
-            .refunds
-            .map(|(worker, consumer)| AbortOnDropHandle::new(tokio::spawn(worker.run(consumer, shutdown.clone()))));
+        let refunds = self.refunds.map(|(worker, consumer, pending)| {
+            (
+                AbortOnDropHandle::new(tokio::spawn(worker.run(consumer, shutdown.clone()))),
+                AbortOnDropHandle::new(tokio::spawn(pending.run(shutdown.clone()))),
+            )
+        });
         self.pipeline.run(self.consumer, shutdown).await;
-        if let Some(refunds) = refunds {
+        if let Some((refunds, pending)) = refunds {
             let _ = refunds.await;
+            let _ = pending.await;
         }
         let _ = sweeper.await;
         let _ = watch.await;

@@ -11,8 +11,11 @@
 //! recorded for it are read by id and expired if still open, and a payment
 //! found succeeded is reported (`PaymentReceived`) instead of the
 //! cancellation; the order is closed only when the provider confirms no
-//! payment can succeed, and kept open while one is still settling. While the pipeline is behind on the sales topic a
-//! request is never sent twice.
+//! payment can succeed, and kept open while one is still settling. The
+//! cancellation names the sessions it settled, and the pipeline refuses it
+//! if the log holds one more by then (a session opened while this store was
+//! behind, possibly paid in time). While the pipeline is behind on the
+//! sales topic a request is never sent twice.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -26,7 +29,7 @@ use seckill_core::metrics::ProcessorMetrics;
 use seckill_core::topics::Topics;
 use seckill_core::{Envelope, OrderId};
 use seckill_kafka::EventProducer;
-use seckill_store::{StockStore, MAX_EXPIRED_PAGE};
+use seckill_store::{HoldCursor, StockStore, MAX_EXPIRED_PAGE};
 use tokio_util::sync::CancellationToken;
 
 use crate::reconcile::{Reconciler, Settled};
@@ -81,28 +84,45 @@ impl ExpirySweeper {
     /// Sweeps every `interval` until `shutdown`.
     pub(crate) async fn run(self, shutdown: CancellationToken) {
         // The orders of the last page of due holds, with when each was last
-        // requested: at most one page.
+        // requested, and any requested in the last `REQUEST_AGAIN_AFTER`:
+        // bounded by what one sweep requests in that time.
         let mut requested: HashMap<OrderId, Instant> = HashMap::new();
+        // Where the next sweep's page starts: after a full page, past it, so
+        // a page of orders kept open (a payment settling, the provider
+        // down) never hides the due orders behind it; from the start again
+        // after a short one.
+        let mut after: Option<HoldCursor> = None;
         loop {
             tokio::select! {
                 () = shutdown.cancelled() => return,
                 () = tokio::time::sleep(self.interval) => {}
             }
-            if let Err(error) = self.sweep(&mut requested).await {
-                tracing::warn!(%error, "Expiry sweep failed; trying again next interval.");
+            match self.sweep(&mut requested, after).await {
+                Ok(next) => after = next,
+                Err(error) => tracing::warn!(%error, "Expiry sweep failed; trying again next interval."),
             }
         }
     }
 
-    async fn sweep(&self, requested: &mut HashMap<OrderId, Instant>) -> Result<(), String> {
-        let due = self.store.expired(Utc::now(), MAX_EXPIRED_PAGE).await.map_err(|e| e.to_string())?;
-        // An order no longer due was decided: forget it.
-        let due_now: HashSet<OrderId> = due.iter().map(|request| request.order_id).collect();
-        requested.retain(|order, _| due_now.contains(order));
-        let caught_up = caught_up(&self.lag, &self.topics.sales);
+    /// Requests what one page of due holds needs; returns where the next
+    /// page starts.
+    async fn sweep(
+        &self,
+        requested: &mut HashMap<OrderId, Instant>,
+        after: Option<HoldCursor>,
+    ) -> Result<Option<HoldCursor>, String> {
+        let page = self.store.expired(Utc::now(), after, MAX_EXPIRED_PAGE).await.map_err(|e| e.to_string())?;
+        let next = if page.len() >= MAX_EXPIRED_PAGE { page.last().map(|hold| hold.cursor) } else { None };
         let now = Instant::now();
-        let due: Vec<OrderRequest> = due
+        // An order no longer due was decided: forget it (a page's orders,
+        // and those requested too recently to be asked again on any page).
+        let due_now: HashSet<OrderId> = page.iter().map(|hold| hold.request.order_id).collect();
+        requested
+            .retain(|order, at| due_now.contains(order) || now.saturating_duration_since(*at) < REQUEST_AGAIN_AFTER);
+        let caught_up = caught_up(&self.lag, &self.topics.sales);
+        let due: Vec<OrderRequest> = page
             .into_iter()
+            .map(|hold| hold.request)
             .filter(|request| request_now(requested.get(&request.order_id).copied(), now, caught_up))
             .collect();
         let mut settled = stream::iter(due).map(|request| self.settle(request)).buffered(SETTLE_AT_ONCE);
@@ -121,7 +141,7 @@ impl ExpirySweeper {
             }
             requested.insert(order_id, Instant::now());
         }
-        Ok(())
+        Ok(next)
     }
 
     /// What to publish for an order due to expire: its cancellation, or the
@@ -139,6 +159,10 @@ impl ExpirySweeper {
                 return (order_id, None);
             }
         };
+        // The expiry names the sessions settled: the pipeline decides it
+        // only if they are all the log holds by then (this store may be
+        // behind the log, and a session not read here may be paid).
+        let request = OrderRequest { settled_checkouts: Some(record.checkouts.clone()), ..request };
         match reconciler.settle(order_id, &record.checkouts).await {
             Ok(Settled::Unpaid) => (order_id, Some(vec![Event::CancelRequested(request)])),
             Ok(Settled::Paid(payments)) => {

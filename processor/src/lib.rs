@@ -20,6 +20,7 @@ mod closer;
 pub mod config;
 mod error;
 mod expiry;
+mod pending_refunds;
 mod pipeline;
 mod reconcile;
 mod refunds;

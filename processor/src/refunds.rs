@@ -14,11 +14,14 @@
 //! first and asks under a new key only when none is done or under way. A
 //! refund is final only when the provider says so: one accepted `pending`
 //! is followed until it `succeeded` (then logged) or `failed` (then made
-//! again). A provider that refuses (down, failing) is asked again
+//! again); one still pending after [`FOLLOW_IN_BATCH`] is kept in the
+//! stock store and followed from there ([`crate::pending_refunds`]), so a
+//! slow bank holds no other refund. A provider that refuses (down, failing) is asked again
 //! with doubling pauses until it acknowledges; a refund it refuses for good
 //! (no such payment) is dead-lettered for an operator, never a stalled
 //! partition.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::Utc;
@@ -29,6 +32,7 @@ use seckill_core::topics::Topics;
 use seckill_core::Envelope;
 use seckill_kafka::{decode, retry, BatchConsumer, BatchHandler, DeadLetter, EventProducer, Interrupted, OwnedMessage};
 use seckill_payments::{Provider, ProviderError, Refund};
+use seckill_store::{PendingRefund, StockStore};
 use seckill_web::payments::timed;
 use tokio_util::sync::CancellationToken;
 
@@ -47,10 +51,45 @@ pub(crate) fn refund_key(payment_id: &str, attempt: u32) -> String {
     }
 }
 
+/// One attempt to refund `payment`: the first under the payment's own key;
+/// a later one only after reading the payment's refunds, so a refund an
+/// earlier attempt made (its answer lost) is taken instead of made twice.
+pub(crate) async fn attempt_refund(
+    provider: &Provider,
+    metrics: &PaymentMetrics,
+    payment: &str,
+    attempt: u32,
+) -> Result<Refund, ProviderError> {
+    if attempt > 0 {
+        if let Some(made) = timed(metrics, "refunds", provider.live_refund(payment)).await? {
+            return Ok(made);
+        }
+    }
+    timed(metrics, "refund", provider.refund(payment, &refund_key(payment, attempt))).await
+}
+
+/// How `refund` ended, if it has.
+pub(crate) fn ended(refund: &Refund) -> Option<Final> {
+    match refund.status.as_str() {
+        "succeeded" => Some(Final::Succeeded(refund.clone())),
+        "failed" | "canceled" => Some(Final::Failed),
+        _ => None,
+    }
+}
+
+/// When a refund kept `pause` from now is next checked, to the millisecond
+/// (as the stores keep it).
+pub(crate) fn next_check(pause: Duration) -> chrono::DateTime<Utc> {
+    let at = Utc::now() + chrono::Duration::from_std(pause).unwrap_or(chrono::Duration::MAX);
+    chrono::DateTime::from_timestamp_millis(at.timestamp_millis()).unwrap_or(at)
+}
+
 /// Gives back refunded payments.
 #[derive(Debug)]
 pub(crate) struct RefundWorker {
     pub(crate) provider: Provider,
+    /// Where refunds still pending after [`FOLLOW_IN_BATCH`] are kept.
+    pub(crate) store: Arc<dyn StockStore>,
     pub(crate) producer: EventProducer,
     pub(crate) dead_letter: DeadLetter,
     pub(crate) topics: Topics,
@@ -62,11 +101,45 @@ pub(crate) struct RefundWorker {
     pub(crate) closer: CheckoutCloser,
 }
 
+/// How long a `pending` refund is followed inside its batch. A bank's
+/// refund can stay pending for days: past this it is kept in the store and
+/// followed from there ([`crate::pending_refunds`]), so it holds no refund
+/// (and no order's close) behind it on its partition.
+pub(crate) const FOLLOW_IN_BATCH: Duration = Duration::from_secs(10);
+
+/// The first pause before a kept pending refund is asked about again; it
+/// doubles up to [`crate::pending_refunds::MAX_PAUSE`].
+pub(crate) const FIRST_KEPT_PAUSE: Duration = Duration::from_secs(5);
+
 /// What became of one refund.
 enum Refunded {
     Done(Envelope),
+    /// Still `pending` at the provider: kept in the store, followed there.
+    Kept,
     /// Refused for good: the reason, for the dead letter.
     Rejected(String),
+}
+
+/// How a refund ended, as far as it was followed.
+pub(crate) enum Final {
+    Succeeded(Refund),
+    /// `failed` or `canceled`: made again.
+    Failed,
+    /// Still `pending` once the follow ended.
+    Pending(Refund),
+}
+
+/// The `PaymentRefunded` record of `refund`, made for `request`.
+pub(crate) fn refunded(request: &RefundRequested, refund: Refund) -> Envelope {
+    Envelope::new(Event::PaymentRefunded(PaymentRefunded {
+        order_id: request.order_id,
+        voucher_id: request.voucher_id,
+        payment_id: request.payment_id.clone(),
+        refund_id: refund.id,
+        amount: refund.amount,
+        currency: request.currency,
+        refunded_at: Utc::now(),
+    }))
 }
 
 impl RefundWorker {
@@ -78,30 +151,34 @@ impl RefundWorker {
     }
 
     /// Refunds one payment, asking until the provider says the refund is
-    /// done (`succeeded`) or refuses it for good. A refund the provider
-    /// accepted as `pending` is followed until it ends; one that `failed`
-    /// is made again.
+    /// done (`succeeded`), refuses it for good, or holds it `pending`
+    /// longer than [`FOLLOW_IN_BATCH`] (then it is kept in the store and
+    /// followed from there). One that `failed` is made again.
     async fn refund(&self, request: &RefundRequested, shutdown: &CancellationToken) -> Result<Refunded, Interrupted> {
         let payment = request.payment_id.as_str();
         let mut attempt = 0;
         let mut pause = self.backoff;
         loop {
-            match self.attempt(payment, attempt).await {
+            match attempt_refund(&self.provider, &self.metrics, payment, attempt).await {
                 Ok(refund) => match self.until_final(refund, shutdown).await? {
-                    Some(refund) => {
+                    Final::Succeeded(refund) => {
                         self.metrics.refunds.with_label_values(&["completed"]).inc();
                         tracing::info!(payment_id = %payment, refund_id = %refund.id, reason = request.reason.as_str(), "Payment refunded.");
-                        return Ok(Refunded::Done(Envelope::new(Event::PaymentRefunded(PaymentRefunded {
-                            order_id: request.order_id,
-                            voucher_id: request.voucher_id,
-                            payment_id: request.payment_id.clone(),
-                            refund_id: refund.id,
-                            amount: refund.amount,
-                            currency: request.currency,
-                            refunded_at: Utc::now(),
-                        }))));
+                        return Ok(Refunded::Done(refunded(request, refund)));
                     }
-                    None => {
+                    Final::Pending(refund) => {
+                        let kept = PendingRefund {
+                            request: request.clone(),
+                            refund_id: refund.id,
+                            attempt,
+                            next_check: next_check(FIRST_KEPT_PAUSE),
+                            pause_ms: u64::try_from(FIRST_KEPT_PAUSE.as_millis()).unwrap_or(u64::MAX),
+                        };
+                        retry(shutdown, "keeping a pending refund", || self.store.put_pending_refund(&kept)).await?;
+                        tracing::info!(payment_id = %payment, refund_id = %kept.refund_id, "A refund is still pending; followed from the store.");
+                        return Ok(Refunded::Kept);
+                    }
+                    Final::Failed => {
                         self.metrics.refunds.with_label_values(&["failed"]).inc();
                         tracing::warn!(payment_id = %payment, "The provider failed a refund; refunding again.");
                     }
@@ -123,40 +200,25 @@ impl RefundWorker {
         }
     }
 
-    /// One attempt: the first under the payment's own key; a later one
-    /// only after reading the payment's refunds, so a refund an earlier
-    /// attempt made (its answer lost) is taken instead of made twice.
-    async fn attempt(&self, payment: &str, attempt: u32) -> Result<Refund, ProviderError> {
-        if attempt > 0 {
-            if let Some(made) = timed(&self.metrics, "refunds", self.provider.live_refund(payment)).await? {
-                return Ok(made);
-            }
-        }
-        timed(&self.metrics, "refund", self.provider.refund(payment, &refund_key(payment, attempt))).await
-    }
-
-    /// Follows a refund until the provider says how it ended: Some when it
-    /// succeeded, None when it failed (or was canceled).
-    async fn until_final(
-        &self,
-        mut refund: Refund,
-        shutdown: &CancellationToken,
-    ) -> Result<Option<Refund>, Interrupted> {
+    /// Follows a refund until the provider says how it ended, for at most
+    /// [`FOLLOW_IN_BATCH`].
+    async fn until_final(&self, mut refund: Refund, shutdown: &CancellationToken) -> Result<Final, Interrupted> {
         let mut pause = self.backoff;
+        let until = tokio::time::Instant::now() + FOLLOW_IN_BATCH;
         loop {
-            match refund.status.as_str() {
-                "succeeded" => return Ok(Some(refund)),
-                "failed" | "canceled" => return Ok(None),
-                _ => {
-                    // `pending` (or `requires_action`): not final yet.
-                    self.metrics.refunds.with_label_values(&["pending"]).inc();
-                    self.pause(&mut pause, shutdown).await?;
-                    match timed(&self.metrics, "refunds", self.provider.retrieve_refund(&refund.id)).await {
-                        Ok(now) => refund = now,
-                        Err(error) => {
-                            tracing::warn!(%error, refund_id = %refund.id, "A pending refund could not be read; asking again.")
-                        }
-                    }
+            if let Some(ended) = ended(&refund) {
+                return Ok(ended);
+            }
+            // `pending` (or `requires_action`): not final yet.
+            self.metrics.refunds.with_label_values(&["pending"]).inc();
+            if tokio::time::Instant::now() + pause > until {
+                return Ok(Final::Pending(refund));
+            }
+            self.pause(&mut pause, shutdown).await?;
+            match timed(&self.metrics, "refunds", self.provider.retrieve_refund(&refund.id)).await {
+                Ok(now) => refund = now,
+                Err(error) => {
+                    tracing::warn!(%error, refund_id = %refund.id, "A pending refund could not be read; asking again.")
                 }
             }
         }
@@ -204,6 +266,7 @@ impl BatchHandler for RefundWorker {
                 Refunded::Done(record) => {
                     retry(shutdown, "logging a refund", || self.producer.send(&self.topics.orders, &record)).await?;
                 }
+                Refunded::Kept => {}
                 Refunded::Rejected(reason) => rejected.push((*message, reason)),
             }
         }

@@ -17,7 +17,9 @@ mod view;
 mod view_rules;
 
 pub use error::StoreError;
-pub use stock::{Decided, StockInput, StockStore, MAX_EXPIRED_PAGE};
+pub use stock::{
+    Decided, DueHold, HoldCursor, PendingRefund, StockInput, StockStore, MAX_EXPIRED_PAGE, MAX_PENDING_REFUNDS_PAGE,
+};
 pub use view::{
     merge_order, OrderReason, OrderStatus, OrderView, Transition, ViewReader, ViewStore, VoucherCounters,
     VoucherRecord, VoucherView, MAX_PAGE,

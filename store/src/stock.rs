@@ -4,15 +4,49 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use seckill_core::decision::{OrderRecord, StockLevel};
 use seckill_core::event::{
-    CheckoutOpened, OrderAccepted, OrderRequest, PaymentReceived, VoucherCreated, VoucherUpdated,
+    CheckoutOpened, OrderAccepted, OrderRequest, PaymentReceived, RefundRequested, VoucherCreated, VoucherUpdated,
 };
 use seckill_core::{Envelope, OrderId, VoucherId};
+use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::StoreError;
 
 /// Most expired orders one sweep returns.
 pub const MAX_EXPIRED_PAGE: usize = 1_000;
+
+/// A hold's place in deadline order: where a sweep's next page starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HoldCursor {
+    pub deadline: DateTime<Utc>,
+    pub order_id: OrderId,
+}
+
+/// A hold that ended: the cancellation to request, and its place.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DueHold {
+    pub request: OrderRequest,
+    pub cursor: HoldCursor,
+}
+
+/// Most pending refunds one read returns.
+pub const MAX_PENDING_REFUNDS_PAGE: usize = 100;
+
+/// A refund the provider accepted but holds `pending`, kept until its next
+/// check is due (see the processor's refund worker).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PendingRefund {
+    /// What the processor asked to refund.
+    pub request: RefundRequested,
+    /// The provider's refund (`re_…`) being followed.
+    pub refund_id: String,
+    /// The attempt that made it (its idempotency key's number).
+    pub attempt: u32,
+    /// When the provider is next asked how it ended.
+    pub next_check: DateTime<Utc>,
+    /// The pause before the check after that.
+    pub pause_ms: u64,
+}
 
 /// One record of the sales topic, as the processor applies it.
 #[derive(Clone, Debug)]
@@ -62,9 +96,26 @@ pub trait StockStore: Send + Sync + std::fmt::Debug + 'static {
     async fn stock(&self, voucher: VoucherId) -> Result<Option<StockLevel>, StoreError>;
 
     /// Created, unconfirmed orders whose hold ended at or before `now`,
-    /// oldest deadline first, at most `limit` (capped at
-    /// [`MAX_EXPIRED_PAGE`]), as the cancellations to request.
-    async fn expired(&self, now: DateTime<Utc>, limit: usize) -> Result<Vec<OrderRequest>, StoreError>;
+    /// oldest deadline first, starting after `after` (from the beginning
+    /// when None), at most `limit` (capped at [`MAX_EXPIRED_PAGE`]), as the
+    /// cancellations to request.
+    async fn expired(
+        &self,
+        now: DateTime<Utc>,
+        after: Option<HoldCursor>,
+        limit: usize,
+    ) -> Result<Vec<DueHold>, StoreError>;
+
+    /// Keeps `refund` until its next check (replacing nothing: a refund
+    /// kept twice is checked twice, which changes nothing).
+    async fn put_pending_refund(&self, refund: &PendingRefund) -> Result<(), StoreError>;
+
+    /// Pending refunds whose next check is at or before `now`, soonest
+    /// first, at most `limit` (capped at [`MAX_PENDING_REFUNDS_PAGE`]).
+    async fn due_pending_refunds(&self, now: DateTime<Utc>, limit: usize) -> Result<Vec<PendingRefund>, StoreError>;
+
+    /// Forgets `refund` as kept (its `next_check` and `refund_id` name it).
+    async fn delete_pending_refund(&self, refund: &PendingRefund) -> Result<(), StoreError>;
 
     /// What was decided and recorded about one order (its outcomes and
     /// checkout sessions), if anything.

@@ -226,6 +226,7 @@ fn follow_up(
                     voucher_id: voucher,
                     reason: Some(CancelReason::Expired),
                     requested_at: Utc::now(),
+                    settled_checkouts: None,
                 };
                 follow_up(state, record, Request::Cancel(expiry), outcomes)?;
             }

@@ -372,7 +372,8 @@ impl OrderView {
             | Event::DrawRanked(_)
             | Event::DrawWinnersSelected(_)
             | Event::DrawWinnerPromoted(_)
-            | Event::DrawWinUsed(_) => None,
+            | Event::DrawWinUsed(_)
+            | Event::WindowsExtended(_) => None,
         }
     }
 }

@@ -1,6 +1,6 @@
 //! The rules a draw-mode sale must satisfy, from the log alone: the checks
 //! of `seckill draw verify` ([`crate::draw`]), run once and grouped into
-//! three rules, so the audit and the verification cannot disagree.
+//! four rules, so the audit and the verification cannot disagree.
 
 use serde_json::{json, Map};
 
@@ -9,13 +9,20 @@ use crate::draw::Check;
 use crate::sale::VoucherLog;
 
 /// Each rule, and the checks it is made of.
-const RULES: [((&str, &str), &[&str]); 3] = [
-    (("draw_seed_committed", "the draw's seed was committed before the first entry"), &["commitment", "timing"]),
+const RULES: [((&str, &str), &[&str]); 4] = [
+    (
+        ("draw_seed_committed", "the draw's seed was committed before the first entry"),
+        &["commitment", "beacon", "timing"],
+    ),
     (
         ("draw_ranking_reproduced", "the draw's ranking recomputed from the log = the logged one"),
         &["entries", "entries_hash", "entry_count", "ranking"],
     ),
     (("draw_orders_by_winners", "orders only by winners, each win once, promotions in order"), &["winners", "orders"]),
+    (
+        ("draw_windows_kept", "every window full and kept, every promotion needed"),
+        &["window_lengths", "wins_in_window", "promotions_needed"],
+    ),
 ];
 
 /// The draw rules of `log`'s sale.

@@ -45,10 +45,13 @@
 //!   the join with seq p − P;
 //! - `queue_entries_single_use`: no entry was spent on two orders, every
 //!   entry spent was issued to the user who spent it, and every accepted
-//!   order has an entry spent on it.
+//!   order has an entry spent on it;
+//! - `queue_entries_in_time`: every token's `expires_at` is its issue time
+//!   plus `token_seconds`, and every entry was spent before its expiry,
+//!   moved by the logged stalls that began while it was open.
 //!
 //! For a draw-mode sale ([`VoucherLog::draw_mode`]), also from the log,
-//! the checks of `seckill draw verify` ([`crate::draw`]) in three rules:
+//! the checks of `seckill draw verify` ([`crate::draw`]) in four rules:
 //! - `draw_seed_committed`: a `DrawSeedCommitted` precedes every entry
 //!   and the reveal, the SHA-256 of the revealed seed is its hash, and the
 //!   reveal was emitted at or after `draw_at`, with no entry after it and
@@ -59,7 +62,10 @@
 //!   the revealed seed and the logged entries;
 //! - `draw_orders_by_winners`: winners at most the stock and the entries,
 //!   promotions to the next rank each time, and every accepted order spent
-//!   a win of its own user's rank, no win twice.
+//!   a win of its own user's rank, no win twice;
+//! - `draw_windows_kept`: every window's `purchase_until` is its record's
+//!   time plus `purchase_seconds`, every win was spent before its window,
+//!   moved by the logged stalls, ended, and every promotion was needed.
 //!
 //! With [`LiveFigures`] (`--live`), also: `view_matches_log`,
 //! `stock_matches_log` and `gate_matches_log`. See [`crate::sale::Books`]
@@ -76,6 +82,7 @@ pub mod live;
 mod payments;
 pub mod provider;
 mod queue;
+mod queue_windows;
 mod rules;
 mod text;
 
@@ -187,6 +194,7 @@ pub fn audit_voucher_against(
         rules.push(queue::seed_committed(log));
         rules.push(queue::served_in_shuffle(log));
         rules.push(queue::entries_single_use(log));
+        rules.push(queue_windows::entries_in_time(log));
     }
     if log.draw_mode() {
         rules.extend(draw::rules(log));

@@ -28,6 +28,7 @@ mod draw;
 mod payments;
 mod provider;
 mod queue;
+mod queue_windows;
 
 /// What the live stores hold when they agree with the log.
 fn agreeing(sale: &Script) -> LiveFigures {

@@ -155,7 +155,9 @@ pub(super) fn commitment(r: &Recomputed<'_>) -> Check {
     let commitment = matching.or(commitments.first());
     let before = |position| commitment.is_some_and(|c| c.position < position);
     let entries_before = draw.entries.values().filter(|entry| !before(entry.position)).count() as u64;
-    let seed_matches = r.reveal.is_none() || matching.is_some();
+    // A beacon draw's seed is the round's randomness, checked by `beacon`.
+    let by_beacon = super::beacon::plan(r.log).is_some();
+    let seed_matches = r.reveal.is_none() || matching.is_some() || by_beacon;
     let before_reveal = r.reveal.is_none_or(|reveal| before(reveal.position));
     let reveals_agree = draw.reveals_agree();
     let altered = draw.altered_of(&["DrawSeedCommitted", "DrawSeedRevealed"]);
@@ -178,6 +180,7 @@ pub(super) fn commitment(r: &Recomputed<'_>) -> Check {
             format!("seed not revealed, yet {} of the draw logged", plural(drawn_unrevealed, "record"))
         }
         (None, _) => "seed not revealed yet".to_owned(),
+        (Some(_), None) if by_beacon => "the revealed seed is the beacon round's randomness (see beacon)".to_owned(),
         (Some(_), None) => format!(
             "SHA-256(revealed seed) = {}… ≠ any committed hash",
             short(revealed_hash.as_deref().unwrap_or_default())

@@ -13,13 +13,19 @@
 //! - `entries`: the `DrawEntered` seqs are 1..N without gap, each naming
 //!   one user, and no user entered twice;
 //! - `commitment`: a `DrawSeedCommitted` precedes every entry and the
-//!   reveal, and the SHA-256 of the revealed seed is its hash;
+//!   reveal, and the SHA-256 of the revealed seed is its hash (unless a
+//!   beacon round is planned: then the seed is the round's randomness);
+//! - `beacon`: for a draw whose creation record planned a beacon round,
+//!   the round is the first of its chain after `draw_at`, the reveal logs
+//!   it, its signature verifies under the chain's public key, and the
+//!   revealed seed is its randomness; without a plan, that the seed is the
+//!   operator's (which trusts the operator);
 //! - `entries_hash`: the SHA-1 chain over the logged entries of the list,
 //!   in seq order, is the revealed `entries_hash`;
 //! - `entry_count`: the log holds exactly the revealed `entries`, and no
 //!   entry with a seq past them;
 //! - `ranking`: the `DrawRanked` chunks (all of 0..chunks, each starting
-//!   at `chunk × 1000 + 1`) put together are the ranking recomputed from
+//!   at `chunk × 500 + 1`) put together are the ranking recomputed from
 //!   the revealed seed and the logged list; else the first rank that
 //!   differs;
 //! - `winners`: the winners at the draw are at most the stock and the
@@ -30,7 +36,15 @@
 //!   in the logged ranking; no rank admitted two orders;
 //! - `timing`: the reveal was emitted at or after `draw_at`, no entry
 //!   follows it on the topic, and the whole ranking sits between it and the
-//!   selection of winners.
+//!   selection of winners;
+//! - `window_lengths`: the selection's and each promotion's
+//!   `purchase_until` is the record's time plus `purchase_seconds`, the
+//!   logged stalls (`WindowsExtended`) are sound, and every logged pause
+//!   with a window open is one of them;
+//! - `wins_in_window`: every win was spent before its window, lengthened by
+//!   the stalls that began while it was open, ended;
+//! - `promotions_needed`: at each promotion the open wins times the limit
+//!   were fewer than the units left (see [`windows`]).
 //!
 //! `winners` and `orders` read the logged ranking (the recomputed one where
 //! a chunk is missing), which `ranking` compares with the recomputation: a
@@ -38,9 +52,11 @@
 //! Before the reveal, the checks that need it pass with "not revealed
 //! yet": a draw taking entries is verified as far as it went.
 
+mod beacon;
 mod checks;
 mod read;
 mod text;
+pub(crate) mod windows;
 
 use std::time::Instant;
 
@@ -163,14 +179,20 @@ pub(crate) fn run(log: &VoucherLog) -> Vec<Check> {
     vec![
         checks::entries(&recomputed),
         checks::commitment(&recomputed),
+        beacon::beacon(log),
         checks::entries_hash(&recomputed),
         checks::entry_count(&recomputed),
         checks::ranking(&recomputed),
         checks::winners(&recomputed),
         checks::orders(&recomputed),
         checks::timing(&recomputed),
+        windows::window_lengths(log),
+        windows::wins_in_window(log),
+        windows::promotions_needed(log),
     ]
 }
 
 #[cfg(test)]
 pub(crate) mod tests;
+#[cfg(test)]
+mod windows_tests;

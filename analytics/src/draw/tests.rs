@@ -11,8 +11,20 @@ use super::*;
 use crate::sale::draw_script::{draw_sale, entrant, DrawSale, DRAW_MS, ENTRIES, PROMOTED, STOCK, UNUSED};
 use crate::sale::script::{at, busy_sale, Script};
 
-const CHECKS: [&str; 8] =
-    ["entries", "commitment", "entries_hash", "entry_count", "ranking", "winners", "orders", "timing"];
+const CHECKS: [&str; 12] = [
+    "entries",
+    "commitment",
+    "beacon",
+    "entries_hash",
+    "entry_count",
+    "ranking",
+    "winners",
+    "orders",
+    "timing",
+    "window_lengths",
+    "wins_in_window",
+    "promotions_needed",
+];
 
 fn verified(log: &VoucherLog) -> DrawVerification {
     verify(log).expect("a draw")
@@ -89,7 +101,8 @@ fn a_clean_draw_passes_every_check() {
         (json["pass"].as_bool(), json["stage"].as_str(), json["entries"].as_u64()),
         (Some(true), Some("drawn"), Some(2000))
     );
-    assert_eq!(json["checks"][4]["figures"]["ranks_logged"].as_u64(), Some(2000));
+    let ranking = json["checks"].as_array().and_then(|checks| checks.iter().find(|c| c["check"] == "ranking"));
+    assert_eq!(ranking.and_then(|ranking| ranking["figures"]["ranks_logged"].as_u64()), Some(2000));
     assert!(json["verify_ms"].as_f64().is_some() && json.get("source").is_none());
 }
 

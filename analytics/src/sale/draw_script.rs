@@ -38,8 +38,12 @@ impl Script {
     /// A free draw-mode voucher: entries open at -200 s, the draw at
     /// [`DRAW_MS`], when the sale begins.
     pub(crate) fn drawn(stock: u64, limit: u32) -> Self {
-        let settings =
-            DrawSettings { entries_open_at: at(-200_000), draw_at: at(DRAW_MS), purchase_seconds: PURCHASE_SECONDS };
+        let settings = DrawSettings {
+            entries_open_at: at(-200_000),
+            draw_at: at(DRAW_MS),
+            purchase_seconds: PURCHASE_SECONDS,
+            beacon: None,
+        };
         Self::defined(stock, limit, 0, 0, None, Mode::Draw(settings))
     }
 
@@ -63,6 +67,7 @@ impl Script {
             seed: seed.to_owned(),
             entries: entrants.len() as u64,
             entries_hash: draw::entries_hash(entrants),
+            beacon: None,
         };
         self.sales_at(Event::DrawSeedRevealed(reveal), ms)
     }

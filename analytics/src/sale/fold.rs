@@ -9,7 +9,9 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use chrono::{DateTime, Utc};
-use seckill_core::event::{CancelReason, FailReason, OrderAccepted, PaymentSource, RefundReason, VoucherCreated};
+use seckill_core::event::{
+    CancelReason, FailReason, OrderAccepted, PaymentSource, RefundReason, VoucherCreated, WindowsExtended,
+};
 use seckill_core::ids::{OrderId, UserId, VoucherId};
 use seckill_core::money::Currency;
 use seckill_core::{Envelope, Event};
@@ -17,7 +19,7 @@ use uuid::Uuid;
 
 use super::draw::DrawLog;
 pub use super::position::Position;
-use super::queue::QueueLog;
+use super::queue::{Logged, QueueLog};
 
 /// What one outcome event says happened to an order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -160,6 +162,9 @@ impl OrderLog {
 #[derive(Clone, Debug, PartialEq)]
 pub struct StockUpdate {
     pub add_stock: u64,
+    /// The pause it set or lifted, if any (what the draw's window checks
+    /// hold the logged stalls against).
+    pub paused: Option<bool>,
     pub emitted_at: DateTime<Utc>,
     /// Where it first appeared on the sales topic.
     pub position: Position,
@@ -187,6 +192,9 @@ pub struct VoucherLog {
     pub queue: QueueLog,
     /// The draw's records (draw-mode sales; empty otherwise).
     pub draw: DrawLog,
+    /// The stalls of the waiting room or the draw, by event id: while each
+    /// lasted nobody could order, so the windows open then ran longer.
+    pub stalls: BTreeMap<Uuid, Logged<WindowsExtended>>,
 }
 
 /// Everything the log says about one payment.
@@ -322,6 +330,7 @@ impl VoucherLog {
             payments_of: HashMap::new(),
             queue: QueueLog::default(),
             draw: DrawLog::default(),
+            stalls: BTreeMap::new(),
         }
     }
 
@@ -350,7 +359,12 @@ impl VoucherLog {
         match &envelope.event {
             Event::VoucherCreated(definition) => self.definition = Some(definition.clone()),
             Event::VoucherUpdated(update) => {
-                let incoming = StockUpdate { add_stock: update.add_stock, emitted_at: envelope.emitted_at, position };
+                let incoming = StockUpdate {
+                    add_stock: update.add_stock,
+                    paused: update.paused,
+                    emitted_at: envelope.emitted_at,
+                    position,
+                };
                 self.updates
                     .entry(event_id)
                     .and_modify(|kept| kept.position = kept.position.min(position))
@@ -382,6 +396,17 @@ impl VoucherLog {
             | Event::DrawWinnersSelected(_)
             | Event::DrawWinnerPromoted(_)
             | Event::DrawWinUsed(_) => self.draw.apply(envelope, position),
+            Event::WindowsExtended(stall) => {
+                let incoming = Logged { position, emitted_at: envelope.emitted_at, record: stall.clone() };
+                self.stalls
+                    .entry(event_id)
+                    .and_modify(|kept| {
+                        if position < kept.position {
+                            kept.position = position;
+                        }
+                    })
+                    .or_insert(incoming);
+            }
             // The checkouts a buyer was sent to: the provider's business
             // until one is paid (`PaymentReceived`).
             Event::CheckoutOpened(_) => {}

@@ -3,7 +3,7 @@
 
 use seckill_core::event::{
     OrderAccepted, QueueEntryIssued, QueueEntryUsed, QueueJoined, QueuePlaceExpired, QueueSeedCommitted,
-    QueueSeedRevealed,
+    QueueSeedRevealed, StallReason, WindowsExtended,
 };
 use seckill_core::ids::UserId;
 use seckill_core::queue::{self, QueueSettings};
@@ -19,6 +19,8 @@ pub(crate) const AFTER_START: u64 = 3;
 pub(crate) const SKIPPED: [u64; 2] = [4, 9];
 /// Places served whose holders never bought.
 pub(crate) const UNSPENT: [u64; 2] = [6, 15];
+/// How long [`queue_sale`] is paused, from 10 s into the script.
+pub(crate) const PAUSED_MS: i64 = 5_000;
 /// When place `place` is passed, in ms into the script.
 pub(crate) fn passed_ms(place: u64) -> i64 {
     500 + place as i64 * 100
@@ -71,6 +73,12 @@ impl Script {
         self.sales_at(Event::QueueSeedRevealed(QueueSeedRevealed { voucher_id: self.voucher, seed, pre_queued }), ms)
     }
 
+    /// A stall from `from` to `until` (ms into the script), logged at its end.
+    pub(crate) fn stall(&mut self, from: i64, until: i64, reason: StallReason) -> Envelope {
+        let stall = WindowsExtended { voucher_id: self.voucher, from: at(from), until: at(until), reason };
+        self.sales_at(Event::WindowsExtended(stall), until)
+    }
+
     pub(crate) fn issue(&mut self, user: &UserId, place: u64, entry: u64, ms: i64) -> Envelope {
         let issued = QueueEntryIssued {
             voucher_id: self.voucher,
@@ -105,7 +113,9 @@ impl Script {
 /// Every place is then passed in the shuffle's order, place p at
 /// [`passed_ms`]`(p)`: places [`SKIPPED`] expire, the others get entries
 /// 1, 2, … (21 in all), and each holder but those of places [`UNSPENT`]
-/// buys one unit with it 20 ms later (19 orders, all created).
+/// buys one unit with it 20 ms later (19 orders, all created). Then the
+/// sale is paused for [`PAUSED_MS`] from 10 s, a stall the room logs: the
+/// unspent tokens run that much longer.
 pub(crate) fn queue_sale() -> Script {
     let mut sale = Script::queued(20, 2);
     let seed = queue::new_seed();
@@ -137,5 +147,6 @@ pub(crate) fn queue_sale() -> Script {
             sale.decide(&order, ms + 30);
         }
     }
+    sale.stall(10_000, 10_000 + PAUSED_MS, StallReason::Paused);
     sale
 }

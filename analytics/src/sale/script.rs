@@ -193,6 +193,7 @@ impl Script {
             voucher_id: self.voucher,
             reason: Some(reason),
             requested_at: at(ms),
+            settled_checkouts: None,
         }));
     }
 
@@ -213,6 +214,7 @@ impl Script {
             voucher_id: self.voucher,
             reason: None,
             requested_at: at(ms),
+            settled_checkouts: None,
         }));
         self.orders(Event::OrderPaid(OrderPaid { order: order.clone(), paid_at: at(ms), payment_id: None }))
     }

@@ -38,6 +38,12 @@ impl Service {
 pub const SANDBOX_KEY: &str = "sk_test_faults";
 pub const SANDBOX_SECRET: &str = "whsec_faults";
 
+/// The cluster's own Kafka: to start as settings say, or started.
+enum OwnKafka {
+    Start(KafkaSettings),
+    Started(Kafka),
+}
+
 /// A whole platform of real processes.
 pub struct Cluster {
     ingress: Option<Server>,
@@ -70,13 +76,26 @@ pub struct Cluster {
 impl Cluster {
     /// Starts Redis and the three services on the test run's broker.
     pub fn start() -> Self {
-        Self::start_with(None)
+        Self::start_with(None, None)
+    }
+
+    /// As [`start`](Self::start), on `redis` (one on a test host, say).
+    #[allow(dead_code)] // By the partitions lane, which shares this file.
+    pub fn start_on_redis(redis: Redis) -> Self {
+        Self::start_with(None, Some(redis))
+    }
+
+    /// As [`start_on_own_kafka`](Self::start_on_own_kafka), on `kafka`
+    /// (brokers on test hosts, say).
+    #[allow(dead_code)] // By the partitions lane, which shares this file.
+    pub fn start_on_kafka(kafka: Kafka) -> Self {
+        Self::start_with(Some(OwnKafka::Started(kafka)), None)
     }
 
     /// As [`start`](Self::start), on a Kafka of the cluster's own laid out
     /// as `settings` says, which a test may stop, kill or freeze.
     pub fn start_on_own_kafka(settings: KafkaSettings) -> Self {
-        Self::start_with(Some(settings))
+        Self::start_with(Some(OwnKafka::Start(settings)), None)
     }
 
     /// The cluster's own Kafka.
@@ -84,18 +103,25 @@ impl Cluster {
         self.kafka.as_mut().expect("a cluster started on a Kafka of its own")
     }
 
-    fn start_with(own_kafka: Option<KafkaSettings>) -> Self {
+    fn start_with(own_kafka: Option<OwnKafka>, redis: Option<Redis>) -> Self {
         let dir = TempDir::new().expect("test dir");
         let namespace = unique_namespace("f");
-        let redis = Redis::start(&dir.path().join("redis"), 0, RedisPersistence::AppendOnly)
-            .expect("redis starts (run scripts/setup)");
-        let kafka = own_kafka.map(|settings| {
-            Kafka::start(&dir.path().join("kafka"), settings).expect("kafka starts (run scripts/setup)")
+        let redis = redis.unwrap_or_else(|| {
+            Redis::start(&dir.path().join("redis"), 0, RedisPersistence::AppendOnly)
+                .expect("redis starts (run scripts/setup)")
+        });
+        let kafka = own_kafka.map(|own| match own {
+            OwnKafka::Start(settings) => {
+                Kafka::start(&dir.path().join("kafka"), settings).expect("kafka starts (run scripts/setup)")
+            }
+            OwnKafka::Started(kafka) => kafka,
         });
         let brokers = match &kafka {
             Some(kafka) => kafka.brokers(),
             None => test_kafka().expect("the run's kafka (run scripts/setup)").to_owned(),
         };
+        // One replica a broker, up to three.
+        let replication = kafka.as_ref().map_or(1, |kafka| kafka.pids().len().min(3));
         let mut cluster = Self {
             ingress: None,
             processor: None,
@@ -106,7 +132,7 @@ impl Cluster {
             brokers,
             namespace,
             partitions: 3,
-            replication: own_kafka.map_or(1, |settings| settings.nodes.min(3)),
+            replication,
             entry: Default::default(),
             ports: [free_port(), free_port(), free_port(), free_port()],
             ingress_env: Vec::new(),

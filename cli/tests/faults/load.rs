@@ -15,10 +15,11 @@
 //! same `Idempotency-Key` as any order; a place that expires is taken
 //! again). On a draw, users enter while entries are open, read their
 //! entry, and order only once they won (or were promoted as wins lapsed and
-//! units came back). An admin keeps adding stock to the small voucher and pausing and
+//! units came back). What the rooms' clients saw is kept per voucher and checked
+//! (`crate::rooms`). An admin keeps adding stock to the small voucher and pausing and
 //! resuming the big one, with an `Idempotency-Key` each.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -29,6 +30,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::checkout::{another_session, intent_id, pay_session};
+use crate::rooms::RoomTally;
 
 /// Users per client: each comes back every few requests.
 const USERS_PER_CLIENT: usize = 4;
@@ -78,6 +80,9 @@ pub struct Tally {
     /// Orders of priced vouchers, with every payment the provider's sandbox
     /// says it completed for them.
     pub paid: HashMap<String, Vec<String>>,
+    /// What the clients of each waiting room and draw saw, by voucher
+    /// (`crate::rooms::check`).
+    pub rooms: BTreeMap<String, RoomTally>,
 }
 
 impl Tally {
@@ -99,6 +104,9 @@ impl Tally {
         self.admin_changes.1 += later.admin_changes.1;
         for (order, payments) in later.paid {
             self.paid.entry(order).or_default().extend(payments);
+        }
+        for (voucher, seen) in later.rooms {
+            self.rooms.entry(voucher).or_default().absorb(seen);
         }
     }
 }
@@ -140,6 +148,19 @@ impl Client {
         }
     }
 
+    /// Notes what a waiting room's or a draw's route (or an order on it)
+    /// answered, when it was not a success.
+    fn room_refused(&self, voucher: &str, (status, body): &Seen) {
+        let code = body["error"].as_str().unwrap_or_default();
+        let mut tally = self.tally.lock().expect("tally");
+        tally.rooms.entry(voucher.to_owned()).or_default().refused(status.as_u16(), code);
+    }
+
+    /// Notes a turn: an entry token received, or an unused win read.
+    fn room_turn(&self, voucher: &str) {
+        self.tally.lock().expect("tally").rooms.entry(voucher.to_owned()).or_default().turns += 1;
+    }
+
     async fn order(&self, voucher: &str, user: &str, quantity: u64, key: Option<&str>, entry: Option<&str>) -> Seen {
         let body = match entry {
             Some(entry) => json!({ "quantity": quantity, "entry_token": entry }),
@@ -173,24 +194,30 @@ impl Client {
             let join = self.http.post(format!("{}/api/v1/vouchers/{voucher}/queue", self.base));
             let (status, body) = self.send(join.header("authorization", &authorization)).await;
             if !matches!(status.as_u16(), 200 | 201) {
-                assert!(matches!(status.as_u16(), 429 | 502 | 503), "a join answered {status}: {body}");
+                self.room_refused(voucher, &(status, body));
                 return None;
             }
             seen = body;
         } else if status != StatusCode::OK {
-            assert!(matches!(status.as_u16(), 429 | 502 | 503), "queue/me answered {status}: {seen}");
+            self.room_refused(voucher, &(status, seen));
             return None;
         }
         for _ in 0..4 {
             match seen["state"].as_str() {
-                Some("your_turn") => return seen["entry_token"].as_str().map(str::to_owned),
+                Some("your_turn") => {
+                    let token = seen["entry_token"].as_str().map(str::to_owned);
+                    if token.is_some() {
+                        self.room_turn(voucher);
+                    }
+                    return token;
+                }
                 Some("waiting") => {}
                 // Sold out, or expired since: the next round tries again.
                 _ => return None,
             }
             let (status, body) = self.send(me("?wait=2s")).await;
             if status != StatusCode::OK {
-                assert!(matches!(status.as_u16(), 429 | 502 | 503), "queue/me answered {status}: {body}");
+                self.room_refused(voucher, &(status, body));
                 return None;
             }
             seen = body;
@@ -206,21 +233,22 @@ impl Client {
         let url = format!("{}/api/v1/vouchers/{voucher}/entries/me", self.base);
         let (status, seen) = self.send(self.http.get(url).header("authorization", &authorization)).await;
         if status != StatusCode::OK {
-            assert!(matches!(status.as_u16(), 429 | 502 | 503), "entries/me answered {status}: {seen}");
+            self.room_refused(voucher, &(status, seen));
             return false;
         }
         match seen["state"].as_str() {
             Some("not_entered") => {
                 let enter = self.http.post(format!("{}/api/v1/vouchers/{voucher}/entries", self.base));
                 let (status, body) = self.send(enter.header("authorization", &authorization)).await;
-                let closed = status == StatusCode::CONFLICT && body["error"] == "draw_closed";
-                assert!(
-                    matches!(status.as_u16(), 200 | 201 | 429 | 502 | 503) || closed,
-                    "an entry answered {status}: {body}"
-                );
+                if !matches!(status.as_u16(), 200 | 201) {
+                    self.room_refused(voucher, &(status, body));
+                }
                 false
             }
-            Some("won" | "promoted") => seen["order_id"].is_null(),
+            Some("won" | "promoted") if seen["order_id"].is_null() => {
+                self.room_turn(voucher);
+                true
+            }
             _ => false,
         }
     }
@@ -350,7 +378,12 @@ impl Client {
             // Users come back for more until they hold every limit (then all
             // they get is `duplicate_order`); a new generation keeps the
             // sale going however long a fault takes.
-            let user = format!("{round}{client}-{}-{}", n / USERS_GENERATION, n % USERS_PER_CLIENT);
+            let mut user = format!("{round}{client}-{}-{}", n / USERS_GENERATION, n % USERS_PER_CLIENT);
+            if self.drawn.contains(voucher) {
+                // A draw's entrants are the first seconds' users: the same
+                // ones come back, in every round, to read and spend their wins.
+                user = format!("entrant{client}-{}", n % USERS_PER_CLIENT);
+            }
             let quantity = 1 + (n as u64 / USERS_PER_CLIENT as u64) % 2;
             let key = (n % 4 == 0).then(|| format!("{round}{client}-{n}"));
             let entry = if self.queued.contains(voucher) {
@@ -366,6 +399,13 @@ impl Client {
                 continue;
             }
             let seen = self.order(voucher, &user, quantity, key.as_deref(), entry.as_deref()).await;
+            if self.queued.contains(voucher) || self.drawn.contains(voucher) {
+                if seen.0 == StatusCode::ACCEPTED {
+                    self.tally.lock().expect("tally").rooms.entry(voucher.clone()).or_default().admitted += 1;
+                } else {
+                    self.room_refused(voucher, &seen);
+                }
+            }
             let order = record(&self.tally, voucher, &user, quantity, seen);
             if let (Some(order), Some(key)) = (&order, &key) {
                 // The answer "lost": the same request again must name the same order.

@@ -19,18 +19,20 @@ mod dev_run;
 mod load;
 mod paid;
 mod payments;
+mod rooms;
+mod sale;
 
 use std::time::Duration;
 
 use reqwest::StatusCode;
-use seckill_devstack::{user_token, KafkaSettings, TEST_ADMIN_TOKEN};
+use seckill_devstack::{user_token, KafkaSettings};
 use seckill_kafka::{EventProducer, Headers, Message, OwnedHeaders, ProducerSettings};
-use serde_json::json;
 use tokio::sync::{Semaphore, SemaphorePermit};
 
 use check::{check, Voucher};
 use cluster::{Cluster, Service};
 use load::Load;
+use sale::{create_priced_voucher, create_voucher, open_sales};
 
 /// Platforms running at once, whatever `--test-threads` says: two, each
 /// mostly waiting on restarts, recoveries and the pipeline settling.
@@ -63,15 +65,7 @@ async fn under_load() -> (Cluster, Vec<Voucher>, Load) {
 
 /// [`under_load`] on a platform already started.
 async fn under_load_on(cluster: Cluster) -> (Cluster, Vec<Voucher>, Load) {
-    let mut vouchers = Vec::new();
-    for (stock, limit, hold_seconds, price) in [(1_000_000, 3, 2, 0), (40, 2, 0, 0), (1_000, 2, 3, 250)] {
-        let id = create_priced_voucher(&cluster, stock, limit, hold_seconds, price).await;
-        vouchers.push(Voucher { id, limit, holds: hold_seconds > 0, priced: price > 0, queued: false, drawn: false });
-    }
-    let id = create_queue_voucher(&cluster, 300, 2, 2).await;
-    vouchers.push(Voucher { id, limit: 2, holds: true, priced: false, queued: true, drawn: false });
-    let id = create_draw_voucher(&cluster, 10, 2).await;
-    vouchers.push(Voucher { id, limit: 1, holds: true, priced: false, queued: false, drawn: true });
+    let vouchers = open_sales(&cluster).await;
     let load = Load::start(&cluster.http, cluster.entry(), "a", &vouchers, CLIENTS, PAUSE);
     (cluster, vouchers, load)
 }
@@ -86,6 +80,7 @@ async fn settle(cluster: &mut Cluster, vouchers: &[Voucher], load: Load, fault: 
 
 async fn settle_tally(cluster: &mut Cluster, vouchers: &[Voucher], tally: load::Tally, fault: &str) {
     assert!(!tally.promised.is_empty(), "[{fault}] some orders were admitted");
+    rooms::check(&tally.rooms, vouchers, fault);
     check(cluster, vouchers, &tally, fault).await;
     for (service, clean) in tokio::task::block_in_place(|| cluster.stop_all()) {
         assert!(clean, "[{fault}] {service:?} did not exit 0 on SIGTERM within 20 s");
@@ -152,70 +147,6 @@ async fn a_ten_second_broker_outage_loses_no_promised_order() {
     // once it is back, like every promised order (`check`).
     tally.promised.extend(admitted_in_outage);
     settle_tally(&mut cluster, &vouchers, tally, fault).await;
-}
-
-/// A sale open now for an hour: `stock` units, `limit` per user, held
-/// `hold_seconds`; its id.
-async fn create_voucher(cluster: &Cluster, stock: u64, limit: u32, hold_seconds: u32) -> String {
-    create_priced_voucher(cluster, stock, limit, hold_seconds, 0).await
-}
-
-/// A voucher selling at `price` euro cents (0: free).
-async fn create_priced_voucher(cluster: &Cluster, stock: u64, limit: u32, payment_seconds: u32, price: u64) -> String {
-    let now = chrono::Utc::now();
-    let mut body = json!({
-        "stock": stock, "per_user_limit": limit, "payment_seconds": payment_seconds,
-        "begins_at": now - chrono::Duration::seconds(1), "ends_at": now + chrono::Duration::hours(1),
-    });
-    if price > 0 {
-        body["price"] = price.into();
-        body["currency"] = "EUR".into();
-        body["title"] = "A priced voucher".into();
-    }
-    create_voucher_from(cluster, &body).await
-}
-
-/// A queue-mode sale open now for an hour: its room serves 200 places a
-/// second while entries open stay under 1.5 × the units left; places idle
-/// for 5 s are skipped, entries admit for 5 s.
-async fn create_queue_voucher(cluster: &Cluster, stock: u64, limit: u32, hold_seconds: u32) -> String {
-    let now = chrono::Utc::now();
-    let body = json!({
-        "stock": stock, "per_user_limit": limit, "payment_seconds": hold_seconds,
-        "begins_at": now - chrono::Duration::seconds(1), "ends_at": now + chrono::Duration::hours(1),
-        "mode": "queue", "queue_factor": 1.5, "queue_entry_rate": 200, "queue_idle_seconds": 5,
-        "queue_token_seconds": 5,
-    });
-    create_voucher_from(cluster, &body).await
-}
-
-/// A draw open now for an hour: entries for the first 4 s, winners have
-/// 8 s to order (users come back every second or two; a win left unused,
-/// or an order cancelled or expired, promotes the next rank).
-async fn create_draw_voucher(cluster: &Cluster, stock: u64, hold_seconds: u32) -> String {
-    let now = chrono::Utc::now();
-    let body = json!({
-        "stock": stock, "per_user_limit": 1, "payment_seconds": hold_seconds,
-        "begins_at": now - chrono::Duration::seconds(1), "ends_at": now + chrono::Duration::hours(1),
-        "mode": "draw", "draw_at": now + chrono::Duration::seconds(4), "purchase_seconds": 8,
-    });
-    create_voucher_from(cluster, &body).await
-}
-
-/// Creates a voucher from a whole request body (admin); its id.
-async fn create_voucher_from(cluster: &Cluster, body: &serde_json::Value) -> String {
-    let response = cluster
-        .http
-        .post(format!("{}/api/v1/vouchers", cluster.url(Service::Ingress)))
-        .header("authorization", format!("Bearer {TEST_ADMIN_TOKEN}"))
-        .json(body)
-        .send()
-        .await
-        .expect("ingress answers");
-    let status = response.status();
-    let created: serde_json::Value = response.json().await.expect("json");
-    assert_eq!(status, StatusCode::CREATED, "{created}");
-    created["voucher_id"].as_str().expect("id").to_owned()
 }
 
 /// How long after a fault ends the relay takes to drain the outbox the

@@ -1,8 +1,8 @@
 //! The payment step against the provider's sandbox as a process of its
 //! own: payments racing their deadline, callbacks duplicated, reordered,
 //! forged, stale and lost, a wrong amount, refunds the provider refuses
-//! for a minute, and the processor SIGKILLed while payments and refunds
-//! are on their way. Each ends with the suite's invariant check (`check`,
+//! for a minute, a callback refused while the log is down, and the
+//! processor SIGKILLed while payments and refunds are on their way. Each ends with the suite's invariant check (`check`,
 //! `paid`): every payment completed at the provider paid exactly one order
 //! or was refunded exactly once, and the provider's books agree.
 
@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use reqwest::StatusCode;
-use seckill_devstack::user_token;
+use seckill_devstack::{user_token, KafkaSettings};
 use serde_json::{json, Value};
 
 use crate::check::Voucher;
@@ -379,6 +379,8 @@ async fn the_processor_killed_among_payments_and_refunds_decides_each_once() {
     let mut cluster = tokio::task::block_in_place(Cluster::start);
     let voucher = priced(&cluster, 1_000, 30).await;
     let mut tally = Tally::default();
+    // Every refund stays pending for a while, as a bank's can.
+    sandbox_settings(&cluster, json!({ "pending_refunds_ms": 1_500 })).await;
     let mut orders = Vec::new();
     for n in 0..40 {
         let user = format!("killed-{n}");
@@ -411,16 +413,34 @@ async fn the_processor_killed_among_payments_and_refunds_decides_each_once() {
             paid
         })
     };
-    for _ in 0..2 {
-        tokio::time::sleep(Duration::from_millis(900)).await;
-        tokio::task::block_in_place(|| {
-            cluster.kill(Service::Processor);
-            cluster.start_service(Service::Processor);
-        });
-    }
+    // The first kill lands among payments; the second waits for a refund
+    // the provider holds `pending` (the refund worker is following it), so
+    // it surely lands in the middle of one.
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    tokio::task::block_in_place(|| {
+        cluster.kill(Service::Processor);
+        cluster.start_service(Service::Processor);
+    });
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let pending_at_kill = loop {
+        let ledger = crate::paid::ledger(&cluster).await;
+        let pending = ledger["refunds"].as_array().into_iter().flatten().filter(|r| r["status"] == "pending").count();
+        if pending > 0 {
+            break pending;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no refund was ever pending at the provider");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    tokio::task::block_in_place(|| {
+        cluster.kill(Service::Processor);
+        cluster.start_service(Service::Processor);
+    });
     for (order, payment) in paying.await.expect("the payer") {
         record_paid(&mut tally, &order, &payment);
     }
+    println!(
+        "[processor SIGKILL among payments and refunds] the second kill landed with {pending_at_kill} refunds pending"
+    );
     settle_tally(&mut cluster, &[voucher], tally, "processor SIGKILL among payments and refunds").await;
 }
 
@@ -483,4 +503,45 @@ async fn a_payment_made_in_time_while_the_processor_is_down_pays_when_decided_la
     assert!(paid_at_in_view < pay_by, "the order shows when it was paid, not when it was decided");
     println!("[processor down at the deadline] paid at {paid_at_in_view} (pay_by {pay_by}), decided after the deadline: PAID");
     settle_tally(&mut cluster, &[voucher], tally, "processor down at the deadline").await;
+}
+
+/// A callback that arrives while the log is down is answered `503` (the
+/// ingress cannot record it), and the provider's retries pay the order
+/// once the log is back: the callback, not the reconciliation at `pay_by`,
+/// pays it, exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_callback_refused_while_the_log_is_down_pays_its_order_when_delivered_again() {
+    let _turn = turn().await;
+    let mut cluster = tokio::task::block_in_place(|| Cluster::start_on_own_kafka(KafkaSettings::SINGLE));
+    let voucher = priced(&cluster, 1_000, 120).await;
+    let mut tally = Tally::default();
+    let (order, _) = created_order(&cluster, &voucher, "unlogged", &mut tally).await;
+    let payment = payment_of(&cluster, &order, "unlogged").await;
+    let refused_before = metric(&cluster, Service::Ingress, "seckill_webhooks_total", "outcome=\"rejected\"").await;
+
+    tokio::task::block_in_place(|| cluster.own_kafka().kill());
+    let intent = pay(&cluster, &payment).await.expect("paid");
+    record_paid(&mut tally, &order, intent_id(&intent));
+    // The callback reaches the ingress, which cannot log it: refused, to be
+    // delivered again.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while metric(&cluster, Service::Ingress, "seckill_webhooks_total", "outcome=\"rejected\"").await <= refused_before {
+        assert!(tokio::time::Instant::now() < deadline, "the callback was never refused while the log was down");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let row = wait_for(&cluster, &order, "unlogged", |_| true).await;
+    assert_eq!(row["status"], "CREATED", "nothing is decided while the log is down: {row}");
+    tokio::task::block_in_place(|| cluster.own_kafka().start_again()).expect("the broker restarts on its log");
+
+    let row = wait_for(&cluster, &order, "unlogged", |row| row["status"] != "CREATED").await;
+    assert_eq!((row["status"].as_str(), row["payment_id"].as_str()), (Some("PAID"), Some(intent_id(&intent))), "{row}");
+    let reconciled =
+        metric(&cluster, Service::Processor, "seckill_payment_reconciliations_total", "result=\"paid\"").await;
+    assert_eq!(reconciled, 0.0, "the callback delivered again paid it, long before its pay_by");
+    let ledger = crate::paid::ledger(&cluster).await;
+    assert_eq!(ledger["webhooks"]["failed"], 0, "the provider's retries got through: {}", ledger["webhooks"]);
+    println!(
+        "[callback while the log is down] refused with 503, delivered again after the broker restarted: PAID once"
+    );
+    settle_tally(&mut cluster, &[voucher], tally, "callback while the log is down").await;
 }

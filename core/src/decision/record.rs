@@ -8,6 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::event::MAX_CHECKOUTS;
 use crate::event::{Event, OrderRequest, PaymentReceived};
 use crate::Envelope;
 
@@ -19,11 +20,6 @@ use crate::Envelope;
 /// parked payments are a corner case: past the bound, a payment is
 /// refunded at once rather than kept.
 pub const MAX_PARKED: usize = 6;
-
-/// Most checkout sessions kept per order: one per day of the longest
-/// payment window (a session lives at most 24 hours), with room to spare;
-/// a later one is not recorded (and closes with the provider's own expiry).
-pub const MAX_CHECKOUTS: usize = 8;
 
 /// A request about an order.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -96,6 +96,11 @@ pub(crate) fn broken_rule(envelope: &Envelope) -> Option<&'static str> {
             (in_sale_years(p.purchase_until), "purchase_until is in 1970..=9999"),
         ]),
         Event::DrawWinUsed(u) => rules.push((u.rank >= 1, "rank >= 1")),
+        Event::WindowsExtended(w) => rules.extend([
+            (in_sale_years(w.from), "from is in 1970..=9999"),
+            (in_sale_years(w.until), "until is in 1970..=9999"),
+            (w.until >= w.from, "until >= from"),
+        ]),
         Event::VoucherUpdated(u) => rules.extend([
             (u.add_stock <= MAX_STOCK, "add_stock <= MAX_STOCK"),
             (u.ends_at.is_none_or(in_sale_years), "ends_at is in 1970..=9999"),

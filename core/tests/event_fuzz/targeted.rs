@@ -52,7 +52,13 @@ fn fixture_voucher() -> VoucherCreated {
 
 fn fixture_request(reason: Option<CancelReason>) -> OrderRequest {
     let order = fixture_order();
-    OrderRequest { order_id: order.order_id, voucher_id: order.voucher_id, reason, requested_at: order.accepted_at }
+    OrderRequest {
+        order_id: order.order_id,
+        voucher_id: order.voucher_id,
+        reason,
+        requested_at: order.accepted_at,
+        settled_checkouts: None,
+    }
 }
 
 /// The five events that carry a whole order, decided at the moment it was

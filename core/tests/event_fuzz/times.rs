@@ -97,7 +97,7 @@ pub(crate) fn decide_everything(envelope: &Envelope) -> Result<(), TestCaseError
                 Event::OrderFailed(f) => (f.order.order_id, f.order.voucher_id),
                 _ => return None,
             };
-            Some(OrderRequest { order_id, voucher_id, reason, requested_at: now })
+            Some(OrderRequest { order_id, voucher_id, reason, requested_at: now, settled_checkouts: None })
         };
         let latest = match &envelope.event {
             Event::OrderAccepted(order) => {
@@ -137,6 +137,7 @@ pub(crate) fn decide_everything(envelope: &Envelope) -> Result<(), TestCaseError
             | Event::DrawWinnersSelected(_)
             | Event::DrawWinnerPromoted(_)
             | Event::DrawWinUsed(_)
+            | Event::WindowsExtended(_)
             | Event::CheckoutOpened(_) => continue,
         };
         if let Event::OrderCreated(created) = &latest.event {

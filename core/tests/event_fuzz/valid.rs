@@ -9,8 +9,8 @@ use seckill_core::event::{
     CancelReason, DrawEntered, DrawRanked, DrawSeedCommitted, DrawSeedRevealed, DrawWinUsed, DrawWinnerPromoted,
     DrawWinnersSelected, Envelope, Event, FailReason, OrderAccepted, OrderCancelled, OrderCreated, OrderFailed,
     OrderPaid, OrderRequest, PaymentReceived, PaymentRefunded, PaymentSource, QueueEntryIssued, QueueEntryUsed,
-    QueueJoined, QueuePlaceExpired, QueueSeedCommitted, QueueSeedRevealed, RefundReason, RefundRequested,
-    VoucherCreated, VoucherUpdated, MAX_HOLD_SECONDS, MAX_QUANTITY, MAX_STOCK, SCHEMA_VERSION,
+    QueueJoined, QueuePlaceExpired, QueueSeedCommitted, QueueSeedRevealed, RefundReason, RefundRequested, StallReason,
+    VoucherCreated, VoucherUpdated, WindowsExtended, MAX_HOLD_SECONDS, MAX_QUANTITY, MAX_STOCK, SCHEMA_VERSION,
 };
 use seckill_core::ids::MAX_USER_ID_LEN;
 use seckill_core::money::{Currency, MAX_PRICE};
@@ -117,6 +117,15 @@ pub(crate) fn ordered_instants(
     strict: bool,
 ) -> impl Strategy<Value = (DateTime<Utc>, DateTime<Utc>)> {
     (first, gap(strict)).prop_map(|(first, gap)| (first, first + gap))
+}
+
+pub(crate) fn stall_reason() -> impl Strategy<Value = StallReason> {
+    prop_oneof![
+        Just(StallReason::Paused),
+        Just(StallReason::Backlog),
+        Just(StallReason::Outage),
+        Just(StallReason::Granting)
+    ]
 }
 
 pub(crate) fn quantity() -> impl Strategy<Value = u32> {
@@ -235,7 +244,7 @@ pub(crate) fn order_request(
     reason: impl Strategy<Value = Option<CancelReason>>,
 ) -> impl Strategy<Value = OrderRequest> {
     (order_id(), voucher_id(), reason, instant()).prop_map(|(order_id, voucher_id, reason, requested_at)| {
-        OrderRequest { order_id, voucher_id, reason, requested_at }
+        OrderRequest { order_id, voucher_id, reason, requested_at, settled_checkouts: None }
     })
 }
 
@@ -331,7 +340,7 @@ pub(crate) fn queue_event() -> BoxedStrategy<Event> {
     .boxed()
 }
 
-/// The draw's seven records, each with in-range fields.
+/// The draw's seven records and `WindowsExtended`, each with in-range fields.
 pub(crate) fn draw_event() -> BoxedStrategy<Event> {
     let rank = 1u64..=1_000_000_000;
     prop_oneof![
@@ -348,6 +357,7 @@ pub(crate) fn draw_event() -> BoxedStrategy<Event> {
                 seed,
                 entries,
                 entries_hash: hash.unwrap_or_default(),
+                beacon: None,
             })
         }),
         (voucher_id(), 0u64..100, rank.clone(), proptest::collection::vec(user_id(), 1..5)).prop_map(
@@ -364,6 +374,11 @@ pub(crate) fn draw_event() -> BoxedStrategy<Event> {
         (voucher_id(), user_id(), rank, order_id()).prop_map(|(voucher_id, user_id, rank, order_id)| {
             Event::DrawWinUsed(DrawWinUsed { voucher_id, user_id, rank, order_id })
         }),
+        (voucher_id(), ordered_instants(sale_start(), false), stall_reason()).prop_map(
+            |(voucher_id, (from, until), reason)| {
+                Event::WindowsExtended(WindowsExtended { voucher_id, from, until, reason })
+            }
+        ),
     ]
     .boxed()
 }

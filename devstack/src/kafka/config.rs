@@ -9,7 +9,7 @@ impl Kafka {
     pub(super) fn server_properties(&self, node: &Node) -> String {
         let settings = &self.settings;
         let voters: Vec<String> =
-            self.nodes.iter().map(|voter| format!("{}@127.0.0.1:{}", voter.id, voter.controller_port)).collect();
+            self.nodes.iter().map(|voter| format!("{}@{}:{}", voter.id, voter.ip(), voter.controller_port)).collect();
         let replication = settings.replication();
         let min_insync = settings.min_insync();
         let mut text = String::new();
@@ -21,10 +21,10 @@ impl Kafka {
         set("controller.quorum.voters", &voters.join(","));
         set(
             "listeners",
-            &format!("PLAINTEXT://127.0.0.1:{},CONTROLLER://127.0.0.1:{}", node.port, node.controller_port),
+            &format!("PLAINTEXT://{ip}:{},CONTROLLER://{ip}:{}", node.port, node.controller_port, ip = node.ip()),
         );
         // 127.0.0.1, not localhost: that may resolve to ::1.
-        set("advertised.listeners", &format!("PLAINTEXT://127.0.0.1:{}", node.port));
+        set("advertised.listeners", &format!("PLAINTEXT://{}", node.addr()));
         set("controller.listener.names", &"CONTROLLER");
         set("inter.broker.listener.name", &"PLAINTEXT");
         set("listener.security.protocol.map", &"CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT");

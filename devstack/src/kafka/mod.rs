@@ -1,4 +1,5 @@
-//! Apache Kafka on 127.0.0.1, from the jars Maven Central publishes
+//! Apache Kafka on 127.0.0.1 (or each node on a test host of its own,
+//! [`Kafka::start_on`]), from the jars Maven Central publishes
 //! ([`Distribution::KAFKA`]), in KRaft mode: one node (the local run, the
 //! tests) or several (the replication tests), each a combined broker and
 //! controller, all of them voters of the metadata quorum.
@@ -46,11 +47,17 @@ struct Node {
     dir: PathBuf,
     /// None while stopped or killed.
     server: Option<Server>,
+    /// The test host it runs on (None: 127.0.0.1 of this machine).
+    host: Option<crate::Host>,
 }
 
 impl Node {
+    fn ip(&self) -> std::net::Ipv4Addr {
+        self.host.as_ref().map_or(std::net::Ipv4Addr::LOCALHOST, crate::Host::ip)
+    }
+
     fn addr(&self) -> SocketAddr {
-        SocketAddr::from(([127, 0, 0, 1], self.port))
+        SocketAddr::from((self.ip(), self.port))
     }
 }
 
@@ -68,9 +75,25 @@ impl Kafka {
     /// connections. Nodes an earlier run left running in `dir` are stopped
     /// first; their data is kept and used again, ports included.
     pub fn start(dir: &Path, settings: KafkaSettings) -> Result<Self, DevstackError> {
+        Self::start_with(dir, settings, &[])
+    }
+
+    /// As [`start`](Self::start), node `i` on test host `hosts[i]`
+    /// (`settings.nodes` of them), listening on the host's address.
+    pub fn start_on(hosts: &[crate::Host], dir: &Path, settings: KafkaSettings) -> Result<Self, DevstackError> {
+        if hosts.len() != settings.nodes {
+            return Err(DevstackError::Setup(format!("{} hosts for {} Kafka nodes", hosts.len(), settings.nodes)));
+        }
+        Self::start_with(dir, settings, hosts)
+    }
+
+    fn start_with(dir: &Path, settings: KafkaSettings, hosts: &[crate::Host]) -> Result<Self, DevstackError> {
         std::fs::create_dir_all(dir).map_err(|source| DevstackError::Spawn { what: "kafka".into(), source })?;
         Self::stop_leftover(dir)?;
-        let nodes = Self::layout(dir, settings)?;
+        let mut nodes = Self::layout(dir, settings)?;
+        for (node, host) in nodes.iter_mut().zip(hosts) {
+            node.host = Some(host.clone());
+        }
         let mut kafka = Self { nodes, settings, dir: dir.to_owned() };
         let cluster_id = kafka.cluster_id()?;
         for index in 0..kafka.nodes.len() {
@@ -120,6 +143,7 @@ impl Kafka {
                 controller_port,
                 dir: dir.join(format!("node-{}", index + 1)),
                 server: None,
+                host: None,
             })
             .collect())
     }
@@ -187,16 +211,20 @@ impl Kafka {
             .arg(format!("-Dlog4j2.configurationFile={}", node.dir.join("log4j2.properties").display()))
             .arg("kafka.Kafka")
             .arg(node.dir.join("server.properties"));
+        if let Some(host) = &node.host {
+            command = host.wrap(&command);
+        }
         let server = Server::spawn(&format!("kafka node {}", node.id), command, &node.dir, NAME)?;
         self.nodes[index].server = Some(server);
         Ok(())
     }
 
     fn wait_node(&mut self, index: usize) -> Result<(), DevstackError> {
-        let addr = self.nodes[index].addr();
-        match self.nodes[index].server.as_mut() {
-            Some(server) => server.wait_ready(addr, READY_TIMEOUT),
-            None => Ok(()),
+        let (addr, port, host) = (self.nodes[index].addr(), self.nodes[index].port, self.nodes[index].host.clone());
+        match (self.nodes[index].server.as_mut(), host) {
+            (Some(server), Some(host)) => host.wait_listening(server, port, READY_TIMEOUT),
+            (Some(server), None) => server.wait_ready(addr, READY_TIMEOUT),
+            (None, _) => Ok(()),
         }
     }
 
@@ -221,9 +249,10 @@ impl Kafka {
         Ok(found)
     }
 
-    /// The bootstrap servers: every node's `127.0.0.1:PORT`.
+    /// The bootstrap servers: every node's `127.0.0.1:PORT` (its test
+    /// host's address, on one).
     pub fn brokers(&self) -> String {
-        self.nodes.iter().map(|node| format!("127.0.0.1:{}", node.port)).collect::<Vec<_>>().join(",")
+        self.nodes.iter().map(|node| node.addr().to_string()).collect::<Vec<_>>().join(",")
     }
 
     /// The process id of node `index`, while it runs.

@@ -66,7 +66,7 @@ impl Kafka {
         self.nodes
             .iter()
             .filter(|node| node.server.is_some())
-            .map(|node| format!("127.0.0.1:{}", node.port))
+            .map(|node| node.addr().to_string())
             .collect::<Vec<_>>()
             .join(",")
     }

@@ -68,14 +68,23 @@ fn compress(duration: &str) -> String {
 }
 
 /// The active alerts named `name` whose labels include `labels`, with their
-/// state (`pending` or `firing`).
+/// state (`pending` or `firing`). Prometheus failing to answer fails the
+/// test: read as "no alerts", it would pass every wait for a resolution.
 async fn states(platform: &Platform, prometheus: &str, name: &str, labels: &[(&str, &str)]) -> Vec<String> {
-    let Ok(response) = platform.http.get(format!("{prometheus}/api/v1/alerts")).send().await else { return Vec::new() };
-    let body: Value = response.json().await.unwrap_or_default();
+    let response = platform
+        .http
+        .get(format!("{prometheus}/api/v1/alerts"))
+        .send()
+        .await
+        .unwrap_or_else(|error| panic!("Prometheus answers its alerts API: {error}"));
+    let status = response.status();
+    let body: Value =
+        response.json().await.unwrap_or_else(|error| panic!("Prometheus answers JSON ({status}): {error}"));
+    assert!(status.is_success() && body["status"] == "success", "Prometheus's alerts API failed ({status}): {body}");
     body["data"]["alerts"]
         .as_array()
-        .into_iter()
-        .flatten()
+        .unwrap_or_else(|| panic!("Prometheus's answer lists alerts: {body}"))
+        .iter()
         .filter(|alert| alert["labels"]["alertname"] == name)
         .filter(|alert| labels.iter().all(|(key, value)| alert["labels"][*key] == *value))
         .map(|alert| alert["state"].as_str().unwrap_or_default().to_owned())

@@ -34,6 +34,12 @@ async fn five_thousand_buyers_ten_units_on_the_cluster() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_polling_waiter_is_not_skipped_as_idle_on_the_cluster() {
+    crate::waiting_room::a_long_polling_waiter_is_not_skipped_as_idle_on(Platform::start_on_cluster(seeds(), 1).await)
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn limits_count_units_across_orders_in_buckets() {
     crate::rules::a_limit_of_three_counts_units_across_orders_on(Platform::start_on_cluster(seeds(), 4).await).await;
 }

@@ -8,10 +8,9 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use reqwest::StatusCode;
 use seckill_core::decision::StockLevel;
-use seckill_core::event::OrderRequest;
 use seckill_core::{Envelope, VoucherId};
 use seckill_kafka::Message;
-use seckill_store::{Decided, StockInput, StockStore, StoreError};
+use seckill_store::{Decided, DueHold, HoldCursor, PendingRefund, StockInput, StockStore, StoreError};
 use tokio::sync::Notify;
 
 use crate::helpers::Platform;
@@ -51,8 +50,25 @@ impl StockStore for DiesAfterCommit {
         self.store.stock(voucher).await
     }
 
-    async fn expired(&self, now: DateTime<Utc>, limit: usize) -> Result<Vec<OrderRequest>, StoreError> {
-        self.store.expired(now, limit).await
+    async fn expired(
+        &self,
+        now: DateTime<Utc>,
+        after: Option<HoldCursor>,
+        limit: usize,
+    ) -> Result<Vec<DueHold>, StoreError> {
+        self.store.expired(now, after, limit).await
+    }
+
+    async fn put_pending_refund(&self, refund: &PendingRefund) -> Result<(), StoreError> {
+        self.store.put_pending_refund(refund).await
+    }
+
+    async fn due_pending_refunds(&self, now: DateTime<Utc>, limit: usize) -> Result<Vec<PendingRefund>, StoreError> {
+        self.store.due_pending_refunds(now, limit).await
+    }
+
+    async fn delete_pending_refund(&self, refund: &PendingRefund) -> Result<(), StoreError> {
+        self.store.delete_pending_refund(refund).await
     }
 
     async fn order_record(

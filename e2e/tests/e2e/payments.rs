@@ -359,6 +359,56 @@ async fn a_refund_counts_only_once_the_provider_says_it_succeeded() {
     assert!(at_provider.iter().all(|r| matches!(r["status"].as_str(), Some("succeeded" | "failed"))));
 }
 
+/// A bank's refund can stay `pending` for days. Followed a few seconds in
+/// its batch, it is then kept in the store, so the next refund of its
+/// partition (the same voucher) is made and logged while it is still
+/// pending; it is logged itself, once, when the provider says it succeeded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refund_pending_for_long_holds_no_other_refund_behind_it() {
+    let paying = Paying::start().await;
+    let voucher = paying.voucher(300).await;
+    let mut paid = Vec::new();
+    for user in ["slow", "quick"] {
+        let order = paying.created(&voucher, user).await;
+        let session = paying.checkout(&order, user).await;
+        paying.pay(&session).await.expect("paid");
+        paying.platform.wait_order(&order, |row| row["status"] == "PAID").await;
+        paid.push(order);
+    }
+    let (slow, quick) = (&paid[0], &paid[1]);
+    // The slow order's duplicate payment is refunded by a bank that keeps
+    // the refund pending for 20 s.
+    paying.switches(json!({ "pending_refunds_ms": 20_000 })).await;
+    let second = paying.another_session(&voucher, slow, PRICE).await;
+    let slow_duplicate = paying.pay(&second).await.expect("paid twice");
+    eventually(|| async {
+        let (refunds, _) = paying.refunds_of(&slow_duplicate).await;
+        refunds.iter().any(|r| r["status"] == "pending").then_some(())
+    })
+    .await;
+    paying.switches(json!({ "pending_refunds_ms": 0 })).await;
+    let third = paying.another_session(&voucher, quick, PRICE).await;
+    let quick_duplicate = paying.pay(&third).await.expect("paid twice");
+
+    let records = paying.outcomes(quick, |records| !refunded(records).is_empty()).await;
+    assert_eq!(refunded(&records)[0].payment_id, quick_duplicate);
+    let (slow_refunds, _) = paying.refunds_of(&slow_duplicate).await;
+    assert!(
+        slow_refunds.iter().all(|r| r["status"] == "pending"),
+        "the quick refund was logged while the slow one was still pending: {slow_refunds:?}"
+    );
+    let slow_records = paying.outcomes(slow, |records| records.iter().any(|e| names(e, slow))).await;
+    assert!(refunded(&slow_records).is_empty(), "a pending refund is not logged as made");
+
+    let records = paying.outcomes(slow, |records| !refunded(records).is_empty()).await;
+    let refunds = refunded(&records);
+    let (at_provider, keys) = paying.refunds_of(&slow_duplicate).await;
+    assert_eq!(at_provider.len(), 1, "refunded once at the provider: {at_provider:?}");
+    assert_eq!(at_provider[0]["status"], "succeeded");
+    assert!(refunds.iter().all(|r| r.refund_id == at_provider[0]["id"].as_str().unwrap_or_default()));
+    assert_eq!(keys.len(), 1, "asked for under one key: {keys:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn callbacks_the_platform_has_no_use_for_are_acknowledged_and_change_nothing() {
     let paying = Paying::start().await;

@@ -50,12 +50,21 @@ async fn a_queue_sale_is_served_in_the_committed_shuffle_one_order_per_entry() {
     let (status, body) = platform.get(&format!("{}/api/v1/vouchers/{voucher}", platform.base)).await;
     assert_eq!((status, body["mode"].as_str()), (StatusCode::OK, Some("queue")), "{body}");
 
-    // The pre-queue: joins before the start, alternating ingresses; each
-    // retried at once keeps its one place.
+    // The pre-queue: joins before the start, alternating ingresses (the
+    // first join and its retry each through the other one); each retried
+    // at once keeps its one place.
     let early: Vec<String> = (0..EARLY).map(|i| format!("early-{i:02}")).collect();
     for (i, user) in early.iter().enumerate() {
-        let base = if i % 2 == 0 { &platform.base } else { &second };
-        let (status, body) = platform.post(&format!("/api/v1/vouchers/{voucher}/queue"), Some(user), None).await;
+        let (base, other) = if i % 2 == 0 { (&platform.base, &second) } else { (&second, &platform.base) };
+        let joined = platform
+            .http
+            .post(format!("{other}/api/v1/vouchers/{voucher}/queue"))
+            .header("authorization", Platform::as_user(user))
+            .send()
+            .await
+            .expect("answers");
+        let status = joined.status();
+        let body: Value = joined.json().await.unwrap_or(Value::Null);
         assert_eq!(status, StatusCode::CREATED, "{body}");
         assert_eq!(body["place"], Value::Null, "no place number before the shuffle is revealed");
         let again = platform
@@ -135,16 +144,39 @@ async fn a_queue_sale_is_served_in_the_committed_shuffle_one_order_per_entry() {
     });
     let buying = async {
         let mut orders = vec![accepted[0]["order_id"].as_str().expect("order id").to_owned()];
-        for (user, body) in turns.iter().filter(|(user, _)| *user != holder) {
+        let others: Vec<(&String, &Value)> = turns.iter().filter(|(user, _)| *user != holder).collect();
+        let (last, before) = others.split_last().expect("more than one holder");
+        for (user, body) in before {
             let (status, body) = platform
                 .order_with_entry(&platform.base, &voucher, user, body["entry_token"].as_str().expect("token"))
                 .await;
             assert_eq!(status, StatusCode::ACCEPTED, "{body}");
             orders.push(body["order_id"].as_str().expect("order id").to_owned());
         }
-        (Instant::now(), orders)
+        // Every unit has an entry, one unit is not sold yet: the room is
+        // open and nobody waiting has been told sold out.
+        let room = platform.redis_gate().await.advance_room(voucher.parse().expect("voucher id")).await;
+        let room = room.expect("the room advances");
+        assert_eq!((room.state, room.remaining), (seckill_gate::RoomState::Open, 1), "{room:?}");
+        for (i, user) in waiters.iter().enumerate() {
+            let base = if i % 2 == 0 { &platform.base } else { &second };
+            let (_, place) = me(&platform, base, &voucher, user, None).await;
+            assert_eq!(place["state"], "waiting", "before the last order, {user}: {place}");
+        }
+        let last_sent = Instant::now();
+        let (status, body) = platform
+            .order_with_entry(&platform.base, &voucher, last.0, last.1["entry_token"].as_str().expect("token"))
+            .await;
+        assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+        orders.push(body["order_id"].as_str().expect("order id").to_owned());
+        (last_sent, Instant::now(), orders)
     };
-    let (heard, (sold_at, orders)) = tokio::join!(join_all(polls), buying);
+    let (heard, (last_sent, sold_at, orders)) = tokio::join!(join_all(polls), buying);
+    // Heard after the last order was sent (an earlier sold out is a wrong
+    // one), and soon after it was answered.
+    for at in &heard {
+        assert!(*at >= last_sent, "a waiter heard sold out {:?} before the last order", last_sent - *at);
+    }
     let slowest = heard.iter().map(|at| at.saturating_duration_since(sold_at)).max().expect("waiters");
     assert!(
         slowest < Duration::from_secs(1),
@@ -215,7 +247,10 @@ async fn a_queue_sale_is_served_in_the_committed_shuffle_one_order_per_entry() {
     let audit = audit_voucher(&sale.log, None);
     let queue_rules: Vec<&str> =
         audit.rules.iter().map(|rule| rule.rule).filter(|rule| rule.starts_with("queue_")).collect();
-    assert_eq!(queue_rules, ["queue_seed_committed", "queue_served_in_shuffle", "queue_entries_single_use"]);
+    assert_eq!(
+        queue_rules,
+        ["queue_seed_committed", "queue_served_in_shuffle", "queue_entries_single_use", "queue_entries_in_time"]
+    );
     let failed: Vec<String> = audit.failed().map(|rule| format!("{}: {}", rule.rule, rule.detail)).collect();
     assert!(failed.is_empty(), "{failed:?}");
 }
@@ -304,4 +339,55 @@ async fn a_place_is_pushed_on_its_stream_from_the_pre_queue_to_the_order() {
         }
     }
     let _ = waiter;
+}
+
+/// A holder who only long-polls (`?wait=`, what the sale page falls back to
+/// when streams are refused) is present: a poll that waits longer than the
+/// room's idle time does not get the place skipped when its turn comes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_polling_waiter_is_not_skipped_as_idle() {
+    a_long_polling_waiter_is_not_skipped_as_idle_on(Platform::start().await).await;
+}
+
+/// [`a_long_polling_waiter_is_not_skipped_as_idle`] on `platform` (also run
+/// on the Redis Cluster, `e2e cluster`).
+pub(crate) async fn a_long_polling_waiter_is_not_skipped_as_idle_on(platform: Platform) {
+    const IDLE_SECONDS: i64 = 5;
+    let begins = Utc::now() - chrono::Duration::seconds(1);
+    let voucher = platform
+        .create_voucher_from(json!({
+            "stock": 1, "begins_at": begins, "ends_at": begins + chrono::Duration::hours(1),
+            "mode": "queue", "queue_factor": 1.0, "queue_idle_seconds": IDLE_SECONDS, "queue_token_seconds": 8,
+        }))
+        .await;
+    let join = format!("/api/v1/vouchers/{voucher}/queue");
+    let (status, body) = eventually(|| async {
+        let (status, body) = platform.post(&join, Some("first"), None).await;
+        (body["error"] != "queue_not_open").then_some((status, body))
+    })
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    eventually(|| async {
+        (me(&platform, &platform.base, &voucher, "first", None).await.1["state"] == "your_turn").then_some(())
+    })
+    .await;
+    let (status, body) = platform.post(&join, Some("poller"), None).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    // The first holder never orders: its entry lapses after 8 s and the
+    // unit goes to the next place. The poller meanwhile only long-polls,
+    // each poll waiting past the idle time.
+    let started = Instant::now();
+    let settled = loop {
+        let (status, body) = me(&platform, &platform.base, &voucher, "poller", Some("25s")).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        if body["state"] != "waiting" {
+            break body;
+        }
+        assert!(started.elapsed() < Duration::from_secs(60), "the poller's turn never came: {body}");
+    };
+    assert_eq!(settled["state"], "your_turn", "a polling holder is not idle: {settled}");
+    assert!(
+        started.elapsed() > Duration::from_secs(IDLE_SECONDS as u64),
+        "the poll outlasted the idle time before the turn came"
+    );
 }

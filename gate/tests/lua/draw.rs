@@ -38,6 +38,7 @@ pub(crate) fn draw_definition(stock: u64, limit: u32) -> VoucherCreated {
         entries_open_at: now - Duration::minutes(1),
         draw_at: now + Duration::hours(1),
         purchase_seconds: 600,
+        beacon: None,
     });
     definition
 }

@@ -25,6 +25,8 @@ on_single_and_cluster!(
         a_draw_lost_after_the_draw_comes_back_as_it_stood,
         a_draw_lost_before_the_draw_keeps_its_entries_under_a_new_seed,
         a_draw_lost_while_logging_its_ranking_is_ranked_again,
+        a_draw_opened_during_a_rebuild_is_not_mixed_with_it,
+        a_gap_in_the_logged_entries_keeps_every_logged_entry,
     ],
 );
 
@@ -192,4 +194,84 @@ async fn a_draw_lost_while_logging_its_ranking_is_ranked_again(h: &Harness) {
     assert!(matches!(states[1], Some(EntryState::Won { rank: 2, .. })), "{states:?}");
     assert_eq!(states[2], Some(EntryState::Ranked { rank: 3 }));
     assert!(matches!(order(h, voucher, &ranking[0]).await, Admission::Admitted { .. }));
+}
+
+/// A redelivered `VoucherCreated` opening the draw between two steps of a
+/// rebuild (`lua/draw_restore.lua` called step by step, as the gate does):
+/// the rebuild's last step finds the room and drops what it staged; the
+/// draw opened meanwhile holds none of it, and nothing staged is left.
+async fn a_draw_opened_during_a_rebuild_is_not_mixed_with_it(h: &Harness) {
+    let definition = draw_definition(1, 1);
+    let voucher = definition.voucher_id;
+    assert!(h.gate.load_voucher(&definition).await.expect("loads"));
+    let keys = h.gate.keys(voucher);
+    // Redis lost the draw, not the voucher (restore.lua rebuilt it first).
+    let _: () = redis::cmd("DEL").arg(&keys.room).query_async(&mut h.connection.clone()).await.expect("DEL");
+    let staged = |key: &str| format!("{key}:restoring");
+    let script = redis::Script::new(include_str!("../../../lua/draw_restore.lua"));
+    let step = |name: &str, args: Vec<String>| {
+        let mut invocation = script.prepare_invoke();
+        for key in [&keys.voucher, &keys.room, &keys.line, &keys.places, &keys.ranks, &keys.holds] {
+            invocation.key(key);
+        }
+        for key in [&keys.line, &keys.places, &keys.ranks, &keys.holds] {
+            invocation.key(staged(key));
+        }
+        invocation.arg(name).arg(7 * 24 * 3_600 * 1_000_u64).arg(args);
+        let mut connection = h.connection.clone();
+        async move { invocation.invoke_async::<String>(&mut connection).await.expect("answers") }
+    };
+    let places = ["restored-1", "1", "0", "1|e|1|"].map(str::to_owned).to_vec();
+    assert_eq!(step("places", places).await, "written");
+    // The redelivered definition opens a fresh draw.
+    h.gate.open_room(&definition).await.expect("opens").expect("a draw");
+    let room = ["kind", "draw", "entries", "1", "phase", "entering"].map(str::to_owned).to_vec();
+    assert_eq!(step("room", room).await, "exists");
+    let mut connection = h.connection.clone();
+    let count = |command: &'static str, key: String| {
+        let mut connection = h.connection.clone();
+        async move { redis::cmd(command).arg(key).query_async::<u64>(&mut connection).await.expect(command) }
+    };
+    assert_eq!(count("HLEN", keys.places.clone()).await, 0, "no restored place in the fresh draw");
+    assert_eq!(count("ZCARD", keys.line.clone()).await, 0, "no restored entry in its line");
+    for key in [&keys.line, &keys.places, &keys.ranks, &keys.holds] {
+        let left: u64 = redis::cmd("EXISTS").arg(staged(key)).query_async(&mut connection).await.expect("EXISTS");
+        assert_eq!(left, 0, "nothing staged is left: {key}");
+    }
+    let entered = h.gate.enter_draw(voucher, &user("restored-1"), None).await.expect("answers");
+    assert!(!matches!(entered, Entered::Held), "the fresh draw does not hold the half-restored entry: {entered:?}");
+}
+
+/// A record lost before it was logged leaves a gap in the entries' seqs:
+/// the rebuild keeps every entrant the log names (each was answered `201`)
+/// and reports the gap, and entries taken afterwards are logged after the
+/// last seq the log holds, never one of its seqs.
+async fn a_gap_in_the_logged_entries_keeps_every_logged_entry(h: &Harness) {
+    let definition = draw_definition(2, 1);
+    let voucher = definition.voucher_id;
+    let seed = open(h, &definition).await;
+    let early: Vec<UserId> = (0..5).map(|i| user(&format!("g{i}"))).collect();
+    enter_all(h, voucher, &early).await;
+    let mut log = the_log(h, &definition, &seed).await;
+    log.retain(|envelope| !matches!(&envelope.event, Event::DrawEntered(entered) if entered.seq == 3));
+    lose(h, voucher).await;
+    let outcome = restored(h, &log).await;
+    assert_eq!(outcome, DrawRestored::RebuiltWithGaps { stage: "entering", entries: 4, missing: 1 });
+    let room = h.gate.room(voucher).await.expect("reads").expect("the draw is back");
+    h.gate.seed_committed(voucher, &room.seed).await.expect("marks");
+    for (i, entrant) in early.iter().enumerate() {
+        let state = h.gate.draw_entry(voucher, entrant).await.expect("reads").expect("a draw").state;
+        if i == 2 {
+            assert_eq!(state, None, "the entry the log lost");
+        } else {
+            assert!(matches!(state, Some(EntryState::Entered { .. })), "{entrant} keeps their entry: {state:?}");
+        }
+    }
+    let late = user("g5");
+    assert!(matches!(h.gate.enter_draw(voucher, &late, None).await, Ok(Entered::New { .. })));
+    let logged_seq = envelopes(h, voucher).await.into_iter().find_map(|envelope| match envelope.event {
+        Event::DrawEntered(entered) if entered.user_id == late => Some(entered.seq),
+        _ => None,
+    });
+    assert_eq!(logged_seq, Some(6), "after the last seq logged (5), not a seq the log holds");
 }

@@ -10,17 +10,21 @@
 
 mod admin_requests;
 mod admission;
+mod beacon;
 mod buckets;
 mod draw;
 mod draw_restore;
 mod expiry;
 mod failover;
+mod proof;
 mod replica_acks;
 mod restore;
 mod room;
+mod room_expiry;
 mod settle;
 mod transfers;
 mod validation;
+mod windows;
 
 use chrono::{DateTime, Utc};
 use seckill_core::config::RedisConfig;

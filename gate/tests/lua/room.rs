@@ -29,7 +29,7 @@ on_single_and_cluster!(
     ],
 );
 
-fn queue_definition(stock: u64, limit: u32, factor_percent: u32) -> VoucherCreated {
+pub(crate) fn queue_definition(stock: u64, limit: u32, factor_percent: u32) -> VoucherCreated {
     let now = Utc::now();
     let mut definition = definition(stock, limit, (now + Duration::hours(1), now + Duration::hours(2)));
     definition.queue = Some(QueueSettings {
@@ -43,7 +43,7 @@ fn queue_definition(stock: u64, limit: u32, factor_percent: u32) -> VoucherCreat
 }
 
 /// Loads `definition`, opens its room and commits its seed; returns the seed.
-async fn open(h: &Harness, definition: &VoucherCreated) -> String {
+pub(crate) async fn open(h: &Harness, definition: &VoucherCreated) -> String {
     assert!(h.gate.load_voucher(definition).await.expect("loads"));
     let room = h.gate.open_room(definition).await.expect("opens").expect("a queue-mode voucher");
     assert!(!room.committed);
@@ -57,7 +57,7 @@ async fn open(h: &Harness, definition: &VoucherCreated) -> String {
 }
 
 /// The sale begins now, by the Redis clock.
-async fn begin(h: &Harness, voucher: VoucherId) {
+pub(crate) async fn begin(h: &Harness, voucher: VoucherId) {
     let now = h.gate_now().await.timestamp_millis();
     let _: () = redis::cmd("HSET")
         .arg(h.gate.keys(voucher).voucher)
@@ -94,7 +94,7 @@ pub(crate) async fn envelopes(h: &Harness, voucher: VoucherId) -> Vec<Envelope> 
 }
 
 /// What an order presenting the waiting room's `entry` sends.
-fn with_entry(entry: u64) -> Presented {
+pub(crate) fn with_entry(entry: u64) -> Presented {
     Presented { entry: Some(entry), ..Presented::default() }
 }
 
@@ -108,7 +108,7 @@ fn issued(events: &[Event]) -> Vec<QueueEntryIssued> {
         .collect()
 }
 
-async fn advance_until_quiet(h: &Harness, voucher: VoucherId) -> seckill_gate::RoomSummary {
+pub(crate) async fn advance_until_quiet(h: &Harness, voucher: VoucherId) -> seckill_gate::RoomSummary {
     loop {
         let summary = h.gate.advance_room(voucher).await.expect("advances");
         if summary.served_now + summary.skipped_now == 0 {

@@ -31,7 +31,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use seckill_core::money::Currency;
 use seckill_core::phase::Phase;
 use seckill_core::VoucherId;
-use seckill_gate::{Gate, SaleState};
+use seckill_gate::{Gate, SaleState, Timeline};
 use seckill_store::{StoreError, ViewReader, VoucherView};
 use serde::Serialize;
 
@@ -201,6 +201,63 @@ struct LiveVoucher {
     failed: u64,
     cancelled: u64,
     refunded: u64,
+    /// A draw's timeline and progress (draw-mode vouchers, single reads).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    draw: Option<DrawJson>,
+    /// A waiting room's (queue-mode vouchers, single reads).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    queue: Option<QueueJson>,
+}
+
+/// `draw` in a voucher read: what the sale page shows of the draw itself.
+#[derive(Debug, Serialize, Hash)]
+struct DrawJson {
+    entries_open_at: DateTime<Utc>,
+    /// Entries are taken until then (`draw_at`).
+    entries_open_until: DateTime<Utc>,
+    entries: u64,
+    /// The beacon round the ranking waits for; absent: the operator's seed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    beacon_round: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    beacon_round_at: Option<DateTime<Utc>>,
+    /// Entries closed and the round is not published (or not fetched) yet.
+    awaiting_beacon: bool,
+    /// When the winners were selected; absent before the draw.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    drawn_at: Option<DateTime<Utc>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    winners: Option<u64>,
+    promoted: u64,
+}
+
+/// `queue` in a voucher read.
+#[derive(Debug, Serialize, Hash)]
+struct QueueJson {
+    opens_at: DateTime<Utc>,
+    /// Places whose turn has not come yet.
+    waiting: u64,
+}
+
+/// The `draw` or `queue` member of a timeline.
+fn timeline_json(timeline: Timeline) -> (Option<DrawJson>, Option<QueueJson>) {
+    match timeline {
+        Timeline::Draw(draw) => (
+            Some(DrawJson {
+                entries_open_at: draw.entries_open_at,
+                entries_open_until: draw.draw_at,
+                entries: draw.entries,
+                beacon_round: draw.beacon_round.map(|(round, _)| round),
+                beacon_round_at: draw.beacon_round.map(|(_, at)| at),
+                awaiting_beacon: draw.awaiting_beacon,
+                drawn_at: draw.drawn_at,
+                winners: draw.winners,
+                promoted: draw.promoted,
+            }),
+            None,
+        ),
+        Timeline::Queue(queue) => (None, Some(QueueJson { opens_at: queue.opens_at, waiting: queue.waiting })),
+    }
 }
 
 impl LiveVoucher {
@@ -245,6 +302,8 @@ impl LiveVoucher {
             failed: view.map_or(0, |v| v.failed),
             cancelled: view.map_or(0, |v| v.cancelled),
             refunded: view.map_or(0, |v| v.refunded),
+            draw: None,
+            queue: None,
         })
     }
 
@@ -255,6 +314,7 @@ impl LiveVoucher {
         (self.per_user_limit, self.begins_at, self.ends_at, self.hold_seconds, self.paused).hash(hasher);
         (self.admitted, self.created, self.paid, self.failed, self.cancelled, self.refunded).hash(hasher);
         (&self.title, &self.description, self.price, self.currency).hash(hasher);
+        (&self.draw, &self.queue).hash(hasher);
     }
 }
 
@@ -407,9 +467,12 @@ impl VoucherCache {
             }
             Err(error) => return Err(error.into()),
         };
-        let Some(live) = LiveVoucher::new(self.clock.now(), voucher, sale.as_ref(), view.as_ref()) else {
+        let Some(mut live) = LiveVoucher::new(self.clock.now(), voucher, sale.as_ref(), view.as_ref()) else {
             return Ok(None);
         };
+        if matches!(live.mode, "draw" | "queue") {
+            (live.draw, live.queue) = self.gate.timeline(voucher).await?.map(timeline_json).unwrap_or((None, None));
+        }
         let mut hasher = DefaultHasher::new();
         live.state(&mut hasher);
         let mut built =

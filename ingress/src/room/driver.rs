@@ -142,6 +142,9 @@ impl Rooms {
                 }
                 _ => {}
             }
+            if summary.state == RoomState::AwaitingBeacon {
+                self.fetch_beacon(handle.voucher);
+            }
             if handle.draw {
                 // Wins this call gave: each counted once, by the ingress
                 // whose call gave it.

@@ -10,6 +10,7 @@
 //! side is, and asks Redis only for its own place when the serving number
 //! reaches it. Entry tokens are signed with the room's key ([`token`]).
 
+mod beacon;
 pub(crate) mod draw;
 pub(crate) mod driver;
 pub(crate) mod token;
@@ -59,6 +60,10 @@ pub(crate) struct Rooms {
     /// Seals each draw's seed into its logged commitment.
     draw: DrawConfig,
     rooms: Mutex<HashMap<VoucherId, Arc<RoomHandle>>>,
+    /// Where draws' beacon rounds are fetched (None: no beacon configured).
+    beacon: Option<seckill_beacon::Relays>,
+    /// Draws whose round a task here is fetching.
+    fetching: Arc<Mutex<std::collections::HashSet<VoucherId>>>,
 }
 
 /// One room: its signing key, its latest summary, who streams from here.
@@ -151,7 +156,23 @@ impl Rooms {
         metrics: QueueMetrics,
         draw: DrawConfig,
     ) -> Self {
-        Self { metrics, nudge: tokio::sync::Notify::new(), gate, producer, topics, draw, rooms: Mutex::default() }
+        Self {
+            metrics,
+            nudge: tokio::sync::Notify::new(),
+            gate,
+            producer,
+            topics,
+            draw,
+            rooms: Mutex::default(),
+            beacon: None,
+            fetching: Arc::default(),
+        }
+    }
+
+    /// Fetches draws' beacon rounds from `relays`.
+    pub(crate) fn with_beacon(mut self, relays: Option<seckill_beacon::Relays>) -> Self {
+        self.beacon = relays;
+        self
     }
 
     /// Moves the rooms on now (the stock of some sale just changed).

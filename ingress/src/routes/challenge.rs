@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use seckill_core::metrics::RefusalReason;
 use seckill_core::{UserId, VoucherId};
 use seckill_web::ApiError;
 use warp::{Filter, Rejection, Reply};
@@ -20,8 +21,9 @@ pub(super) fn issue(ingress: Arc<Ingress>) -> impl Filter<Extract = (impl Reply,
         .and_then(handle)
 }
 
-/// Counted like the order reads: a challenge is cheap to hand out, but a
-/// flood of them would raise the voucher's difficulty for everyone.
+/// Counted like the order reads, and held to the user's pace of challenge
+/// requests (`challenge.per_user_per_second`): a challenge is cheap to hand
+/// out, and asking for them raises nobody's difficulty (only proofs spent do).
 async fn handle(
     raw: String,
     _address: Option<std::net::IpAddr>,
@@ -29,7 +31,12 @@ async fn handle(
     ingress: Arc<Ingress>,
 ) -> Result<warp::reply::Response, Rejection> {
     let voucher: VoucherId = raw.parse().map_err(|e| ApiError::invalid(format!("voucher_id: {e}")))?;
-    let Some(issued) = ingress.challenges.issue(&ingress.gate, voucher, &user).await? else {
+    let issued = ingress.challenges.issue(&ingress.gate, voucher, &user).await.inspect_err(|error| {
+        if error.code == "rate_limited" {
+            ingress.access.metrics.refused.with_label_values(&[RefusalReason::RateLimitedUser.as_str()]).inc();
+        }
+    })?;
+    let Some(issued) = issued else {
         return Err(ApiError::unknown_voucher(voucher).into());
     };
     let mut response = warp::reply::json(&issued).into_response();

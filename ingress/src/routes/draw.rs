@@ -38,11 +38,14 @@ async fn handle(
 ) -> Result<warp::reply::Response, Rejection> {
     let voucher: VoucherId = raw.parse().map_err(|e| ApiError::invalid(format!("voucher_id: {e}")))?;
     let handle = ingress.rooms.draw_of(voucher).await?;
-    let proof = ingress.challenges.proof(voucher, &user, &headers)?;
+    let proof = ingress.challenges.proof(ingress.rooms.gate(), voucher, &user, &headers).await?;
     let entered = ingress.rooms.gate().enter_draw(voucher, &user, proof.as_ref()).await.map_err(|error| {
         tracing::warn!(%error, %voucher, "An entry could not reach the draw.");
         ApiError::unavailable("the draw could not be reached; nothing changed, retry")
     })?;
+    if proof.is_some() && matches!(entered, Entered::New { .. }) {
+        ingress.challenges.spent(voucher);
+    }
     let outcome = match entered {
         Entered::New { .. } => "entered",
         Entered::Held => "held",

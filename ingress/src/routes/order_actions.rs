@@ -99,7 +99,13 @@ async fn handle(
     // Someone else's order is answered exactly like an unknown one.
     let (order, _) = visible_order(&ingress.live, &caller, order_id).await?;
 
-    let request = OrderRequest { order_id, voucher_id: order.voucher_id, reason: None, requested_at: Utc::now() };
+    let request = OrderRequest {
+        order_id,
+        voucher_id: order.voucher_id,
+        reason: None,
+        requested_at: Utc::now(),
+        settled_checkouts: None,
+    };
     let paid_with_money = order.status == OrderStatus::Paid && order.payment_id.is_some();
     let event = match (action, order.status) {
         (Action::Cancel, OrderStatus::Cancelled | OrderStatus::Refunded)
@@ -140,7 +146,14 @@ async fn handle(
     ingress.producer.send(&ingress.topics.sales, &Envelope::new(event)).await.map_err(|e| {
         ingress.metrics.produce_errors.inc();
         tracing::warn!(error = %e, %order_id, action = action.name(), "Order request not published.");
-        ApiError::unavailable("the event log is unavailable; nothing was requested")
+        // A produce that timed out may still be written (or still queued
+        // in the client): the request can take effect after this answer.
+        // Asking again is safe, a second request of a kind only repeats
+        // the first's outcome.
+        ApiError::unavailable(
+            "the event log did not confirm the request; it may still take effect: ask again (a repeated request \
+             changes nothing more)",
+        )
     })?;
     Ok(reply(StatusCode::ACCEPTED, &order, Some(action)))
 }

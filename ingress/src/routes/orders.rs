@@ -28,6 +28,7 @@ use warp::{Filter, Rejection, Reply};
 
 use super::{body, Ingress};
 use crate::access::{auth, limits};
+use crate::challenge::admission_spent_proof;
 use crate::error::{may_be_admitted, rejection_error};
 use seckill_gate::{Admission, Presented, Rejection as GateRejection, RetryKey, Settlement};
 
@@ -135,15 +136,19 @@ async fn place_order(
         Some(token) => Some(entry_of(&ingress, voucher, &user, token).await?),
         None => None,
     };
-    let proof = ingress.challenges.proof(voucher, &user, &headers).inspect_err(|error| {
+    let proof = ingress.challenges.proof(&ingress.gate, voucher, &user, &headers).await.inspect_err(|error| {
         ingress.metrics.outcomes.with_label_values(&[error.code]).inc();
     })?;
+    let proved = proof.is_some();
     let presented = Presented { entry, proof, pace: ingress.pace(address) };
     let order = OrderAccepted::now(voucher, user, request.quantity);
     let admission = match ingress.gate.admit_presenting(&order, retry.as_ref(), &presented).await {
         Ok(admission) => admission,
         Err(error) => return settle(&ingress, &order, &error).await,
     };
+    if proved && admission_spent_proof(&admission) {
+        ingress.challenges.spent(voucher);
+    }
     match admission {
         Admission::Admitted { remaining } => {
             if remaining == 0 {
@@ -251,7 +256,18 @@ async fn settle(
                 ingress.metrics.outcomes.with_label_values(&["unacknowledged"]).inc();
                 return Err(may_be_admitted(order.order_id, UNACKNOWLEDGED));
             }
-            Err(error) => last_error = Some(error),
+            Err(error) => {
+                // A Redis that did not answer in time (partitioned, frozen)
+                // will not answer the next attempt sooner, and each attempt
+                // would cost the client another whole timeout: a silent
+                // partition made the answer take 12 s. Quick failures (a
+                // refused connection while Redis restarts) are asked again.
+                let timed_out = error.is_timeout();
+                last_error = Some(error);
+                if timed_out {
+                    break;
+                }
+            }
         }
     }
     ingress.metrics.settlements.with_label_values(&["unknown"]).inc();

@@ -17,6 +17,7 @@
 //! the order's `pay_by` by the charge's time.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use seckill_core::decision::MAX_CHECKOUTS;
@@ -181,9 +182,18 @@ async fn open_checkout(
     order_id: OrderId,
     now: DateTime<Utc>,
 ) -> Result<CheckoutSession, seckill_payments::ProviderError> {
-    let create = |key: String| async move {
-        seckill_web::payments::timed(&payments.metrics, "create", payments.provider.create_checkout(request, &key))
-            .await
+    let create = |key: String| {
+        retried(move || {
+            let key = key.clone();
+            async move {
+                seckill_web::payments::timed(
+                    &payments.metrics,
+                    "create",
+                    payments.provider.create_checkout(request, &key),
+                )
+                .await
+            }
+        })
     };
     let lapsed = |session: &CheckoutSession| session.expires_at <= now.timestamp();
     // The platform's own record first: the provider forgets idempotency
@@ -194,10 +204,10 @@ async fn open_checkout(
     };
     let mut session = match recorded {
         Some((id, expires_at)) if expires_at.timestamp() > now.timestamp() => {
-            let session =
+            let retrieve = || {
                 seckill_web::payments::timed(&payments.metrics, "retrieve", payments.provider.retrieve_checkout(&id))
-                    .await?;
-            return Ok(session);
+            };
+            return retried(retrieve).await;
         }
         Some((id, _)) => create(format!("checkout-{order_id}-after-{id}")).await?,
         None => create(format!("checkout-{order_id}")).await?,
@@ -213,6 +223,35 @@ async fn open_checkout(
         session.status = SessionStatus::Expired;
     }
     Ok(session)
+}
+
+/// Retries after a failed call that may succeed when asked again.
+const CALL_RETRIES: u32 = 2;
+/// The first pause before a retry; it triples after each.
+const FIRST_RETRY_PAUSE: Duration = Duration::from_millis(100);
+
+/// `call`, asked again up to [`CALL_RETRIES`] times while it fails in a way
+/// a retry can change (a timeout, a `5xx`, a `429`, a key's lock), as
+/// Stripe's own libraries do: the idempotency key makes a retry of a
+/// creation that did succeed return the same session. A buyer is answered
+/// `502` only when the provider stays unavailable for the whole round.
+async fn retried<T, F, Fut>(mut call: F) -> Result<T, seckill_payments::ProviderError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, seckill_payments::ProviderError>>,
+{
+    let mut pause = FIRST_RETRY_PAUSE;
+    for _ in 0..CALL_RETRIES {
+        match call().await {
+            Err(error) if error.is_retryable() => {
+                tracing::debug!(%error, ?pause, "A provider call failed; asking again.");
+                tokio::time::sleep(pause).await;
+                pause *= 3;
+            }
+            answer => return answer,
+        }
+    }
+    call().await
 }
 
 /// When the provider expires the session, as RFC 3339.

@@ -44,11 +44,14 @@ async fn handle(
         RetryKey::new(&user, key).map_err(ApiError::invalid)?;
     }
     let handle = ingress.rooms.room_of(voucher).await?;
-    let proof = ingress.challenges.proof(voucher, &user, &headers)?;
+    let proof = ingress.challenges.proof(ingress.rooms.gate(), voucher, &user, &headers).await?;
     let joined = ingress.rooms.gate().join_queue(voucher, &user, proof.as_ref()).await.map_err(|error| {
         tracing::warn!(%error, %voucher, "A join could not reach the waiting room.");
         ApiError::unavailable("the waiting room could not be reached; nothing changed, retry")
     })?;
+    if proof.is_some() && matches!(joined, Joined::Placed { .. }) {
+        ingress.challenges.spent(voucher);
+    }
     let outcome = match joined {
         Joined::Placed { .. } => "placed",
         Joined::Held { .. } => "held",

@@ -16,6 +16,7 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
+use seckill_core::beacon::BeaconPlan;
 use seckill_core::draw::DrawSettings;
 use seckill_core::event::{Event, VoucherCreated, VoucherUpdated, MAX_STOCK};
 use seckill_core::money::Currency;
@@ -149,6 +150,7 @@ impl CreateVoucher {
             entries_open_at: self.entries_open_at.unwrap_or_else(|| Utc::now().min(draw_at)),
             draw_at,
             purchase_seconds: self.purchase_seconds.unwrap_or(DrawSettings::DEFAULT_PURCHASE_SECONDS),
+            beacon: None,
         }))
     }
 }
@@ -212,7 +214,12 @@ async fn handle_create(
 ) -> Result<warp::reply::Response, Rejection> {
     let request: CreateVoucher = body::parse(&raw)?;
     let queue = request.queue()?;
-    let draw = request.draw()?;
+    // The beacon round is fixed now, in the creation record: the first
+    // published after entries close.
+    let draw = request.draw()?.map(|settings| DrawSettings {
+        beacon: ingress.rooms.beacon_chain().map(|chain| Box::new(BeaconPlan::after(chain, settings.draw_at))),
+        ..settings
+    });
     let definition = VoucherCreated {
         voucher_id: VoucherId::generate(),
         stock: request.stock,
@@ -440,6 +447,15 @@ async fn checked_update(ingress: &Ingress, update: VoucherUpdated) -> Result<Env
     if let Some(ends_at) = update.ends_at {
         if ends_at <= current.begins_at {
             return Err(ApiError::invalid("ends_at must be after begins_at"));
+        }
+        // The winners buy after the draw: a sale ending before it sells nothing.
+        let draw_at = ingress.gate.draw_at(voucher_id).await.map_err(gate_unavailable)?;
+        if let Some(draw_at) = draw_at.filter(|draw_at| ends_at.timestamp_millis() <= draw_at.timestamp_millis()) {
+            return Err(ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "ends_before_draw",
+                format!("ends_at must be after the draw's draw_at ({})", draw_at.to_rfc3339()),
+            ));
         }
     }
     if current.stock.saturating_add(update.add_stock) > MAX_STOCK {

@@ -31,7 +31,7 @@ use super::{
     expected_version, group_by_voucher, refused_too_often, same_partition, unreadable, user_row_id,
     write_conditional_batch, MAX_ATTEMPTS, ORDER, UPDATE, USER, VOUCHER,
 };
-use crate::stock::MAX_EXPIRED_PAGE;
+use crate::stock::{DueHold, HoldCursor, PendingRefund, MAX_EXPIRED_PAGE, MAX_PENDING_REFUNDS_PAGE};
 use crate::stock_rules::{apply_input, Outcomes, StockState};
 use crate::{Decided, StockInput, StockStore, StoreError};
 
@@ -59,6 +59,13 @@ struct Statements {
     put_hold: PreparedStatement,
     delete_hold: PreparedStatement,
     due_holds: PreparedStatement,
+    /// Due holds at one deadline after one order: a page's continuation.
+    due_holds_at: PreparedStatement,
+    /// Due holds after one deadline.
+    due_holds_after: PreparedStatement,
+    put_pending_refund: PreparedStatement,
+    due_pending_refunds: PreparedStatement,
+    delete_pending_refund: PreparedStatement,
 }
 
 impl CqlStockStore {
@@ -86,6 +93,28 @@ impl CqlStockStore {
             delete_hold: prepare("DELETE FROM holds WHERE shard = ? AND deadline = ? AND order_id = ?").await?,
             due_holds: prepare(
                 "SELECT deadline, order_id, voucher_id FROM holds WHERE shard = ? AND deadline <= ? LIMIT ?",
+            )
+            .await?,
+            put_pending_refund: prepare(
+                "INSERT INTO pending_refunds (shard, next_check, refund_id, body) VALUES (?, ?, ?, ?)",
+            )
+            .await?,
+            due_pending_refunds: prepare(
+                "SELECT body FROM pending_refunds WHERE shard = ? AND next_check <= ? LIMIT ?",
+            )
+            .await?,
+            delete_pending_refund: prepare(
+                "DELETE FROM pending_refunds WHERE shard = ? AND next_check = ? AND refund_id = ?",
+            )
+            .await?,
+            due_holds_at: prepare(
+                "SELECT deadline, order_id, voucher_id FROM holds WHERE shard = ? AND deadline = ? AND order_id > ? \
+                 LIMIT ?",
+            )
+            .await?,
+            due_holds_after: prepare(
+                "SELECT deadline, order_id, voucher_id FROM holds WHERE shard = ? AND deadline > ? AND deadline <= ? \
+                 LIMIT ?",
             )
             .await?,
         };
@@ -120,6 +149,17 @@ impl CqlStockStore {
             _ => None,
         };
         Ok((level, version))
+    }
+
+    /// The holds `statement` selects with `values`: (deadline, order,
+    /// voucher).
+    async fn holds(
+        &self,
+        statement: &PreparedStatement,
+        values: impl scylla::serialize::row::SerializeRow,
+    ) -> Result<Vec<(DateTime<Utc>, Uuid, Uuid)>, StoreError> {
+        let rows = self.session.execute_unpaged(statement, values).await?.into_rows_result().map_err(unreadable)?;
+        rows.rows::<(DateTime<Utc>, Uuid, Uuid)>().map_err(unreadable)?.collect::<Result<_, _>>().map_err(unreadable)
     }
 
     /// Reads one row: Some(its blob, if any) when it exists.
@@ -234,7 +274,8 @@ impl CqlStockStore {
                 return Ok(once_each(first.merge(of_input).into_iter().flatten()));
             }
             // A hold recorded for a decision that then loses the race is
-            // harmless: the sweeper skips holds of orders not created.
+            // harmless: the sweeper skips (and deletes) holds of orders not
+            // created, or created with another deadline.
             for (deadline, order, keep) in &staged.holds {
                 if *keep {
                     self.session
@@ -473,19 +514,58 @@ impl StockStore for CqlStockStore {
         }
     }
 
-    async fn expired(&self, now: DateTime<Utc>, limit: usize) -> Result<Vec<OrderRequest>, StoreError> {
-        let limit = i32::try_from(limit.min(MAX_EXPIRED_PAGE)).unwrap_or(i32::MAX);
+    async fn put_pending_refund(&self, refund: &PendingRefund) -> Result<(), StoreError> {
+        let body = serde_json::to_vec(refund)?;
+        let values = (HOLD_SHARD, refund.next_check, refund.refund_id.as_str(), body);
+        self.session.execute_unpaged(&self.statements.put_pending_refund, values).await?;
+        Ok(())
+    }
+
+    async fn due_pending_refunds(&self, now: DateTime<Utc>, limit: usize) -> Result<Vec<PendingRefund>, StoreError> {
+        let limit = i32::try_from(limit.min(MAX_PENDING_REFUNDS_PAGE)).unwrap_or(i32::MAX);
         let rows = self
             .session
-            .execute_unpaged(&self.statements.due_holds, (HOLD_SHARD, now, limit))
+            .execute_unpaged(&self.statements.due_pending_refunds, (HOLD_SHARD, now, limit))
             .await?
             .into_rows_result()
             .map_err(unreadable)?;
-        let holds: Vec<(DateTime<Utc>, Uuid, Uuid)> = rows
-            .rows::<(DateTime<Utc>, Uuid, Uuid)>()
-            .map_err(unreadable)?
-            .collect::<Result<_, _>>()
-            .map_err(unreadable)?;
+        let mut due = Vec::new();
+        for row in rows.rows::<(Vec<u8>,)>().map_err(unreadable)? {
+            let (body,) = row.map_err(unreadable)?;
+            due.push(serde_json::from_slice(&body)?);
+        }
+        Ok(due)
+    }
+
+    async fn delete_pending_refund(&self, refund: &PendingRefund) -> Result<(), StoreError> {
+        let values = (HOLD_SHARD, refund.next_check, refund.refund_id.as_str());
+        self.session.execute_unpaged(&self.statements.delete_pending_refund, values).await?;
+        Ok(())
+    }
+
+    async fn expired(
+        &self,
+        now: DateTime<Utc>,
+        after: Option<HoldCursor>,
+        limit: usize,
+    ) -> Result<Vec<DueHold>, StoreError> {
+        let limit = i32::try_from(limit.min(MAX_EXPIRED_PAGE)).unwrap_or(i32::MAX);
+        let mut holds = Vec::new();
+        match after {
+            None => holds.extend(self.holds(&self.statements.due_holds, (HOLD_SHARD, now, limit)).await?),
+            Some(cursor) => {
+                // The rest of the cursor's deadline, then the deadlines
+                // after it: CQL compares clustering columns one at a time.
+                let order = cursor.order_id.as_uuid();
+                let same = (HOLD_SHARD, cursor.deadline, order, limit);
+                holds.extend(self.holds(&self.statements.due_holds_at, same).await?);
+                let left = limit - i32::try_from(holds.len()).unwrap_or(limit);
+                if left > 0 {
+                    let later = (HOLD_SHARD, cursor.deadline, now, left);
+                    holds.extend(self.holds(&self.statements.due_holds_after, later).await?);
+                }
+            }
+        }
         let mut due = Vec::new();
         for (deadline, order, voucher) in holds {
             let (order_id, voucher_id) = (OrderId::from(order), VoucherId::from(voucher));
@@ -494,10 +574,28 @@ impl StockStore for CqlStockStore {
                 None => None,
             };
             let latest = record.as_ref().and_then(OrderRecord::latest);
-            if matches!(latest.map(|e| &e.event), Some(Event::OrderCreated(_))) {
-                due.push(OrderRequest { order_id, voucher_id, reason: Some(CancelReason::Expired), requested_at: now });
+            // A hold is due only at its order's own deadline. A decision
+            // attempt that lost a race to another writer leaves its hold
+            // row behind (written before the conditional write), with the
+            // earlier deadline of a `decided_at` that never stood: that
+            // row is stale, the order's real one is kept by the attempt
+            // that won.
+            let held = match latest.map(|e| &e.event) {
+                Some(Event::OrderCreated(created)) => created.pay_by.is_none_or(|pay_by| pay_by == deadline),
+                _ => false,
+            };
+            if held {
+                let request = OrderRequest {
+                    order_id,
+                    voucher_id,
+                    reason: Some(CancelReason::Expired),
+                    requested_at: now,
+                    settled_checkouts: None,
+                };
+                due.push(DueHold { request, cursor: HoldCursor { deadline, order_id } });
             } else {
-                // Confirmed, cancelled or never created: the hold is stale.
+                // Confirmed, cancelled, never created, or another deadline's:
+                // the hold is stale.
                 self.session.execute_unpaged(&self.statements.delete_hold, (HOLD_SHARD, deadline, order)).await?;
             }
         }

@@ -1,5 +1,6 @@
 //! Persistent stock in redb.
 
+use std::ops::Bound;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -13,8 +14,9 @@ use uuid::Uuid;
 
 use super::{blocking, open_database, read_json};
 use crate::stock::MAX_EXPIRED_PAGE;
+use crate::stock::MAX_PENDING_REFUNDS_PAGE;
 use crate::stock_rules::{apply_input, Outcomes, StockState};
-use crate::{Decided, StockInput, StockStore, StoreError};
+use crate::{Decided, DueHold, HoldCursor, PendingRefund, StockInput, StockStore, StoreError};
 
 /// voucher id → JSON [`StockLevel`].
 const LEVELS: TableDefinition<&str, &[u8]> = TableDefinition::new("stock_levels");
@@ -28,6 +30,9 @@ const UPDATES: TableDefinition<&str, ()> = TableDefinition::new("applied_updates
 /// (hold deadline in Unix ms, order id) → voucher id: created orders that
 /// expire unless confirmed, in deadline order.
 const HOLDS: TableDefinition<(i64, &str), &str> = TableDefinition::new("holds");
+/// (next check in Unix ms, refund id) → JSON [`PendingRefund`]: refunds
+/// the provider holds `pending`, in the order they are next checked.
+const PENDING_REFUNDS: TableDefinition<(i64, &str), &[u8]> = TableDefinition::new("pending_refunds");
 
 /// The processor's stock in a local redb file.
 #[derive(Debug, Clone)]
@@ -45,6 +50,7 @@ impl EmbeddedStockStore {
         txn.open_table(HELD)?;
         txn.open_table(UPDATES)?;
         txn.open_table(HOLDS)?;
+        txn.open_table(PENDING_REFUNDS)?;
         txn.commit()?;
         Ok(Self { db })
     }
@@ -167,21 +173,76 @@ impl StockStore for EmbeddedStockStore {
         .await
     }
 
-    async fn expired(&self, now: DateTime<Utc>, limit: usize) -> Result<Vec<OrderRequest>, StoreError> {
+    async fn put_pending_refund(&self, refund: &PendingRefund) -> Result<(), StoreError> {
+        let body = serde_json::to_vec(refund)?;
+        let key = (refund.next_check.timestamp_millis(), refund.refund_id.clone());
+        blocking(&self.db, move |db| {
+            let txn = db.begin_write()?;
+            txn.open_table(PENDING_REFUNDS)?.insert((key.0, key.1.as_str()), body.as_slice())?;
+            txn.commit()?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn due_pending_refunds(&self, now: DateTime<Utc>, limit: usize) -> Result<Vec<PendingRefund>, StoreError> {
+        let limit = limit.min(MAX_PENDING_REFUNDS_PAGE);
+        blocking(&self.db, move |db| {
+            let txn = db.begin_read()?;
+            let table = txn.open_table(PENDING_REFUNDS)?;
+            let mut due = Vec::new();
+            for entry in table.range((i64::MIN, "")..=(now.timestamp_millis(), "~"))?.take(limit) {
+                let (_, body) = entry?;
+                due.push(serde_json::from_slice(body.value())?);
+            }
+            Ok(due)
+        })
+        .await
+    }
+
+    async fn delete_pending_refund(&self, refund: &PendingRefund) -> Result<(), StoreError> {
+        let key = (refund.next_check.timestamp_millis(), refund.refund_id.clone());
+        blocking(&self.db, move |db| {
+            let txn = db.begin_write()?;
+            txn.open_table(PENDING_REFUNDS)?.remove((key.0, key.1.as_str()))?;
+            txn.commit()?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn expired(
+        &self,
+        now: DateTime<Utc>,
+        after: Option<HoldCursor>,
+        limit: usize,
+    ) -> Result<Vec<DueHold>, StoreError> {
         let limit = limit.min(MAX_EXPIRED_PAGE);
         blocking(&self.db, move |db| {
             let txn = db.begin_read()?;
             let holds = txn.open_table(HOLDS)?;
+            let after = after.map(|cursor| (cursor.deadline.timestamp_millis(), cursor.order_id.to_string()));
+            let start = match &after {
+                Some((deadline, order)) => Bound::Excluded((*deadline, order.as_str())),
+                None => Bound::Unbounded,
+            };
+            let end = Bound::Included((now.timestamp_millis(), "~"));
             let mut due = Vec::new();
-            for entry in holds.range((i64::MIN, "")..=(now.timestamp_millis(), "~"))?.take(limit) {
+            for entry in holds.range::<(i64, &str)>((start, end))?.take(limit) {
                 let (key, voucher) = entry?;
-                let (_, order) = key.value();
+                let (deadline, order) = key.value();
                 let corrupt = |what: &str| StoreError::Corrupt(format!("hold of order {order}: {what}"));
-                due.push(OrderRequest {
-                    order_id: order.parse().map_err(|_| corrupt("bad order id"))?,
-                    voucher_id: voucher.value().parse().map_err(|_| corrupt("bad voucher id"))?,
-                    reason: Some(CancelReason::Expired),
-                    requested_at: now,
+                let order_id: OrderId = order.parse().map_err(|_| corrupt("bad order id"))?;
+                let deadline = DateTime::from_timestamp_millis(deadline).ok_or_else(|| corrupt("bad deadline"))?;
+                due.push(DueHold {
+                    request: OrderRequest {
+                        order_id,
+                        voucher_id: voucher.value().parse().map_err(|_| corrupt("bad voucher id"))?,
+                        reason: Some(CancelReason::Expired),
+                        requested_at: now,
+                        settled_checkouts: None,
+                    },
+                    cursor: HoldCursor { deadline, order_id },
                 });
             }
             Ok(due)

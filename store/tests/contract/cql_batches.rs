@@ -3,7 +3,8 @@
 //! nothing twice. The failure is a proxy between the store and the server
 //! refusing a batch on purpose, as a server or a network would.
 
-use seckill_core::event::{Event, OrderAccepted, OrderCreated};
+use chrono::{Duration, Utc};
+use seckill_core::event::{Event, OrderAccepted, OrderCreated, VoucherCreated};
 use seckill_core::Envelope;
 use seckill_cqltest::{FaultProxy, TestCql};
 use seckill_store::StockInput;
@@ -46,6 +47,37 @@ pub async fn a_stock_write_failing_between_batches_is_retried_without_deciding_t
     let again = store.apply(batch).await.expect("applies");
     assert!(again.iter().all(|d| d.replayed));
     assert_eq!(store.stock(v.voucher_id).await.expect("reads").map(|l| l.remaining), Some(0));
+}
+
+/// A decision whose write was refused leaves its hold row behind, with the
+/// deadline of a `decided_at` that never stood. The order decided again a
+/// second later holds until its own `pay_by`: the sweeper is never handed
+/// the order at the stale row's earlier deadline.
+pub async fn a_hold_left_by_a_refused_write_does_not_expire_the_order_early(server: &TestCql) {
+    let proxy = FaultProxy::start(server.addr()).await.expect("the proxy listens");
+    let store = Cql::through(&proxy).open().await;
+    let v = VoucherCreated { hold_seconds: 60, ..voucher(5) };
+    store.apply(vec![StockInput::Voucher(v.clone())]).await.expect("the voucher is defined");
+    let accepted = order(v.voucher_id, "early");
+
+    proxy.fail_batches_after(0);
+    let refused = store.apply(vec![StockInput::Order(accepted.clone())]).await;
+    proxy.heal();
+    assert!(refused.is_err(), "the decision's write was refused");
+    let stale_deadline = Utc::now() + Duration::seconds(61);
+    tokio::time::sleep(std::time::Duration::from_millis(1_100)).await;
+
+    let decided = store.apply(vec![StockInput::Order(accepted.clone())]).await.expect("decided again");
+    let Some(Event::OrderCreated(created)) = decided.first().map(|d| &d.outcome.event) else {
+        panic!("created: {decided:?}")
+    };
+    let pay_by = created.pay_by.expect("a held order has its deadline");
+    assert!(pay_by > stale_deadline, "decided a second later, it holds later: {pay_by} > {stale_deadline}");
+
+    let early = store.expired(stale_deadline, None, 100).await.expect("reads the holds");
+    assert!(early.is_empty(), "nothing is due before the order's own pay_by: {early:?}");
+    let due = store.expired(pay_by, None, 100).await.expect("reads the holds");
+    assert_eq!(due.iter().map(|hold| hold.request.order_id).collect::<Vec<_>>(), [accepted.order_id]);
 }
 
 /// The view's counterpart: 300 orders' acceptance and creation (600 rows

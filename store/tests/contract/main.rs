@@ -46,6 +46,16 @@ macro_rules! suite {
             }
 
             #[tokio::test]
+            async fn due_holds_are_read_page_after_page() {
+                contract::due_holds_are_read_page_after_page(&$fixture).await
+            }
+
+            #[tokio::test]
+            async fn pending_refunds_are_kept_until_deleted() {
+                contract::pending_refunds_are_kept_until_deleted(&$fixture).await
+            }
+
+            #[tokio::test]
             async fn added_stock_is_added_once_per_update() {
                 contract::added_stock_is_added_once_per_update(&$fixture).await
             }
@@ -114,6 +124,8 @@ async fn every_contract_holds_on_cql() {
         stock::decisions_survive_reopening_the_store,
         stock::a_cancelled_order_returns_its_units_once_and_they_sell_again,
         stock::unconfirmed_orders_expire_from_persisted_holds,
+        stock::due_holds_are_read_page_after_page,
+        stock::pending_refunds_are_kept_until_deleted,
         stock::added_stock_is_added_once_per_update,
         stock::a_redelivered_batch_emits_every_outcome_again_in_order,
         stock::requests_that_overtake_their_order_are_decided_after_it,
@@ -139,6 +151,7 @@ async fn every_contract_holds_on_cql() {
     }
     run_with_server!(
         cql_batches::a_stock_write_failing_between_batches_is_retried_without_deciding_twice,
+        cql_batches::a_hold_left_by_a_refused_write_does_not_expire_the_order_early,
         cql_batches::a_view_write_failing_between_batches_is_retried_without_counting_twice,
     );
 }

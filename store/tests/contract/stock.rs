@@ -4,19 +4,26 @@ use std::collections::HashMap;
 
 use chrono::{Duration, Utc};
 use seckill_core::event::{
-    CancelReason, Event, OrderAccepted, OrderRequest, PaymentReceived, PaymentSource, VoucherCreated, VoucherUpdated,
+    CancelReason, Event, OrderAccepted, OrderRequest, PaymentReceived, PaymentSource, RefundReason, RefundRequested,
+    VoucherCreated, VoucherUpdated,
 };
 use seckill_core::money::Currency;
 use seckill_core::FailReason;
 use seckill_core::{Envelope, OrderId};
-use seckill_store::{Decided, StockInput};
+use seckill_store::{Decided, PendingRefund, StockInput};
 use uuid::Uuid;
 
 use crate::backends::Backend;
 use crate::fixtures::{order, voucher};
 
 fn request(order: &OrderAccepted, reason: Option<CancelReason>) -> OrderRequest {
-    OrderRequest { order_id: order.order_id, voucher_id: order.voucher_id, reason, requested_at: Utc::now() }
+    OrderRequest {
+        order_id: order.order_id,
+        voucher_id: order.voucher_id,
+        reason,
+        requested_at: Utc::now(),
+        settled_checkouts: None,
+    }
 }
 
 fn kinds(decided: &[Decided]) -> Vec<(&'static str, bool)> {
@@ -112,19 +119,94 @@ pub async fn unconfirmed_orders_expire_from_persisted_holds(backend: &impl Backe
             .await
             .expect("applies");
         store.apply(vec![StockInput::Confirm(request(&kept, None))]).await.expect("applies");
-        assert!(store.expired(Utc::now(), 10).await.expect("reads").is_empty(), "not due yet");
+        assert!(store.expired(Utc::now(), None, 10).await.expect("reads").is_empty(), "not due yet");
     }
     // Reopened, as after a restart: the hold is still there.
     let store = backend.open().await;
-    let due = store.expired(Utc::now() + Duration::seconds(61), 10).await.expect("reads");
+    let due = store.expired(Utc::now() + Duration::seconds(61), None, 10).await.expect("reads");
     assert_eq!(due.len(), 1);
-    assert_eq!((due[0].order_id, due[0].reason), (dropped.order_id, Some(CancelReason::Expired)));
+    assert_eq!((due[0].request.order_id, due[0].request.reason), (dropped.order_id, Some(CancelReason::Expired)));
 
     let expire_kept = StockInput::Cancel(request(&kept, Some(CancelReason::Expired)));
-    let decided = store.apply(vec![StockInput::Cancel(due[0].clone()), expire_kept]).await.expect("applies");
+    let decided = store.apply(vec![StockInput::Cancel(due[0].request.clone()), expire_kept]).await.expect("applies");
     assert_eq!(kinds(&decided), [("OrderCancelled", false)], "a confirmed order does not expire");
-    assert!(store.expired(Utc::now() + Duration::days(1), 10).await.expect("reads").is_empty());
+    assert!(store.expired(Utc::now() + Duration::days(1), None, 10).await.expect("reads").is_empty());
     assert_eq!(store.stock(v.voucher_id).await.expect("reads").map(|l| l.remaining), Some(2));
+}
+
+/// Due holds are read a page at a time, each page after the last one's
+/// place, so holds the sweeper keeps open (a payment still settling, a
+/// provider down) can never hide the ones behind them. Orders decided in
+/// one batch share a deadline: the cursor orders them by id within it.
+pub async fn due_holds_are_read_page_after_page(backend: &impl Backend) {
+    let v = VoucherCreated { hold_seconds: 60, ..voucher(10) };
+    let orders: Vec<OrderAccepted> = (0..7).map(|i| order(v.voucher_id, &format!("p{i}"))).collect();
+    let store = backend.open().await;
+    let mut batch = vec![StockInput::Voucher(v.clone())];
+    batch.extend(orders.iter().cloned().map(StockInput::Order));
+    store.apply(batch).await.expect("applies");
+
+    let later = Utc::now() + Duration::seconds(120);
+    let mut read = Vec::new();
+    let mut after = None;
+    let mut pages = Vec::new();
+    loop {
+        let page = store.expired(later, after, 3).await.expect("reads");
+        pages.push(page.len());
+        let Some(last) = page.last() else { break };
+        after = Some(last.cursor);
+        read.extend(page.iter().map(|hold| hold.request.order_id));
+    }
+    assert_eq!(pages, [3, 3, 1, 0], "pages of 3 until none is left");
+    let mut expected: Vec<OrderId> = orders.iter().map(|o| o.order_id).collect();
+    let mut got = read.clone();
+    expected.sort();
+    got.sort();
+    assert_eq!(got, expected, "every due hold once, none twice: {read:?}");
+    let whole = store.expired(later, None, 10).await.expect("reads");
+    assert_eq!(whole.iter().map(|hold| hold.request.order_id).collect::<Vec<_>>(), read, "the pages in one order");
+}
+
+/// Refunds the provider holds `pending` are kept across reopening and
+/// read back when their check is due, soonest first; a deleted one is gone.
+pub async fn pending_refunds_are_kept_until_deleted(backend: &impl Backend) {
+    let now = Utc::now();
+    let refund = |n: u32, in_seconds: i64| PendingRefund {
+        request: RefundRequested {
+            order_id: OrderId::generate(),
+            voucher_id: seckill_core::VoucherId::generate(),
+            payment_id: format!("pi_pending{n}"),
+            amount: 250,
+            currency: Currency::parse("EUR").expect("a currency"),
+            reason: RefundReason::Duplicate,
+            requested_at: now,
+        },
+        refund_id: format!("re_pending{n}"),
+        attempt: n,
+        next_check: now + Duration::seconds(in_seconds),
+        pause_ms: 1_000,
+    };
+    let (soon, sooner, later) = (refund(1, 5), refund(2, 1), refund(3, 3_600));
+    {
+        let store = backend.open().await;
+        for kept in [&soon, &sooner, &later] {
+            store.put_pending_refund(kept).await.expect("keeps it");
+        }
+        assert!(store.due_pending_refunds(now, 10).await.expect("reads").is_empty(), "none due yet");
+    }
+    let store = backend.open().await;
+    let due = store.due_pending_refunds(now + Duration::seconds(10), 10).await.expect("reads");
+    let ids: Vec<&str> = due.iter().map(|r| r.refund_id.as_str()).collect();
+    assert_eq!(ids, ["re_pending2", "re_pending1"], "the due ones, soonest first, kept across reopening");
+    assert_eq!(due[0], sooner, "kept whole");
+    store.delete_pending_refund(&sooner).await.expect("deletes");
+    let due = store.due_pending_refunds(now + Duration::days(1), 10).await.expect("reads");
+    let ids: Vec<&str> = due.iter().map(|r| r.refund_id.as_str()).collect();
+    assert_eq!(ids, ["re_pending1", "re_pending3"]);
+    for kept in [&soon, &later] {
+        store.delete_pending_refund(kept).await.expect("deletes");
+    }
+    assert!(store.due_pending_refunds(now + Duration::days(1), 10).await.expect("reads").is_empty());
 }
 
 pub async fn added_stock_is_added_once_per_update(backend: &impl Backend) {
@@ -414,7 +496,7 @@ pub async fn payments_pay_in_time_and_every_other_is_refunded_once_across_reopen
         assert_eq!(refund_reasons(&decided), [("duplicate", false), ("late", false), ("admin", false)]);
         // The late order and the refunded one gave their units back; none is held any more.
         assert_eq!(store.stock(v.voucher_id).await.expect("reads").map(|l| l.remaining), Some(2));
-        assert!(store.expired(now + Duration::days(1), 10).await.expect("reads").is_empty());
+        assert!(store.expired(now + Duration::days(1), None, 10).await.expect("reads").is_empty());
     }
     // Reopened, as after a crash: every payment reported again (webhook
     // repeats, reconciliation) repeats its outcome, never a second refund.

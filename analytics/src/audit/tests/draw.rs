@@ -12,7 +12,8 @@ use crate::sale::draw_script::draw_sale;
 use crate::sale::queue_script::queue_sale;
 use crate::sale::script::busy_sale;
 
-const DRAW_RULES: [&str; 3] = ["draw_seed_committed", "draw_ranking_reproduced", "draw_orders_by_winners"];
+const DRAW_RULES: [&str; 4] =
+    ["draw_seed_committed", "draw_ranking_reproduced", "draw_orders_by_winners", "draw_windows_kept"];
 
 #[test]
 fn a_clean_draw_passes_every_rule() {

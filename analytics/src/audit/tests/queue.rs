@@ -10,7 +10,8 @@ use crate::audit::audit_voucher;
 use crate::sale::queue_script::{queue_sale, PRE_QUEUE};
 use crate::sale::script::Script;
 
-const QUEUE_RULES: [&str; 3] = ["queue_seed_committed", "queue_served_in_shuffle", "queue_entries_single_use"];
+const QUEUE_RULES: [&str; 4] =
+    ["queue_seed_committed", "queue_served_in_shuffle", "queue_entries_single_use", "queue_entries_in_time"];
 
 /// The user served place `place`.
 fn served_at(sale: &Script, place: u64) -> seckill_core::ids::UserId {
@@ -113,6 +114,12 @@ fn places_passed_out_of_order_or_twice_break_only_the_shuffle_rule() {
     assert!(at_two < at_three, "the script passes places at increasing times");
     records[two].0.emitted_at = at_three;
     records[three].0.emitted_at = at_two;
+    // Each token's expiry moved with its issue, as a careful forger would.
+    for (index, at) in [(two, at_three), (three, at_two)] {
+        if let Event::QueueEntryIssued(issued) = &mut records[index].0.event {
+            issued.expires_at = at + chrono::Duration::seconds(120);
+        }
+    }
     let audit = audit_voucher(&sale.refolded(&records), None);
     assert_eq!(failing(&audit), ["queue_served_in_shuffle"], "{}", text(&audit));
     assert!(detail(&audit, "queue_served_in_shuffle").contains(": 2 out of sequence, 0 to another"));

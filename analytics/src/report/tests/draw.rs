@@ -9,8 +9,20 @@ use crate::sale::VoucherSale;
 use seckill_core::event::Event;
 use seckill_core::ids::UserId;
 
-const CHECKS: [&str; 8] =
-    ["entries", "commitment", "entries_hash", "entry_count", "ranking", "winners", "orders", "timing"];
+const CHECKS: [&str; 12] = [
+    "entries",
+    "commitment",
+    "beacon",
+    "entries_hash",
+    "entry_count",
+    "ranking",
+    "winners",
+    "orders",
+    "timing",
+    "window_lengths",
+    "wins_in_window",
+    "promotions_needed",
+];
 
 #[test]
 fn a_draw_sale_reports_its_draw_and_its_verification() {
@@ -37,7 +49,7 @@ fn a_draw_sale_reports_its_draw_and_its_verification() {
     }
     let table = document.descendants().find(|n| n.attribute("class") == Some("draw-checks")).expect("the checks");
     assert_eq!(table.attribute("data-pass"), Some("true"));
-    assert!(html.contains("8 of 8 checks pass"));
+    assert!(html.contains("12 of 12 checks pass"));
     let lede = lede(&document);
     assert!(lede.is_some_and(|lede| lede.contains("a draw at 2027-01-15 07:59:59 UTC")), "{lede:?}");
 }

@@ -5,6 +5,7 @@
 mod draw;
 mod driver;
 mod queue;
+mod timeline;
 
 use chrono::{Duration, Utc};
 use fantoccini::{Client, Locator};

@@ -6,9 +6,10 @@
 //! turn, sold out, expired) is told at once; a place moving forward at most
 //! once a second.
 //!
-//! Reading a place marks it watched, and so does an open stream (the room
-//! driver marks its holders), so a place expires only when its holder is
-//! gone. Waiters are woken from the room's summary in memory; the place
+//! Reading a place marks it watched, and so does an open stream or a
+//! long-poll waiting (the room driver marks their holders every few
+//! seconds), so a place expires only when its holder is gone: a holder
+//! polling with `?wait=` is as present as one streaming. Waiters are woken from the room's summary in memory; the place
 //! itself is read from Redis again only when the serving number reaches it,
 //! the room's state changes, or every few seconds (an entry's time running
 //! out), so a crowd waiting costs Redis little.
@@ -184,6 +185,9 @@ async fn get_me(
         return Ok(reply(follow.at(live.clock.now()), None));
     };
     let _place = waiter_place(live, &user, address)?;
+    // Watched while it waits, as a stream is: a poll may wait longer than
+    // the room's idle time, and the page polls when streams are refused.
+    let _watching = follow.handle.watching(&user);
     let mut views = follow.handle.subscribe();
     let started = tokio::time::Instant::now();
     let deadline = started + wait;
