@@ -44,7 +44,7 @@
 //! - `wins_in_window`: every win was spent before its window, lengthened by
 //!   the stalls that began while it was open, ended;
 //! - `promotions_needed`: at each promotion the open wins times the limit
-//!   were fewer than the units left (see [`windows`]).
+//!   were fewer than the units left (see `windows.rs`).
 //!
 //! `winners` and `orders` read the logged ranking (the recomputed one where
 //! a chunk is missing), which `ranking` compares with the recomputation: a
