@@ -41,6 +41,8 @@ const UNACKNOWLEDGED: &str = "no Redis replica acknowledged the order in time";
 /// timeout).
 const SETTLE_ATTEMPTS: u32 = 5;
 const SETTLE_PAUSE: std::time::Duration = std::time::Duration::from_millis(100);
+/// Asks that timed out after which the gate is taken to be unreachable.
+const SETTLE_TIMEOUTS: u32 = 3;
 
 /// Vouchers with more holders than this are not remembered as sold out (the
 /// snapshot would cost more than it saves).
@@ -234,6 +236,7 @@ async fn settle(
 ) -> Result<warp::reply::Response, ApiError> {
     tracing::warn!(%error, order_id = %order.order_id, "Admission call failed; asking the gate whether it ran.");
     let mut last_error = None;
+    let mut timeouts = 0;
     for attempt in 0..SETTLE_ATTEMPTS {
         if attempt > 0 {
             tokio::time::sleep(SETTLE_PAUSE).await;
@@ -257,14 +260,17 @@ async fn settle(
                 return Err(may_be_admitted(order.order_id, UNACKNOWLEDGED));
             }
             Err(error) => {
-                // A Redis that did not answer in time (partitioned, frozen)
-                // will not answer the next attempt sooner, and each attempt
-                // would cost the client another whole timeout: a silent
-                // partition made the answer take 12 s. Quick failures (a
-                // refused connection while Redis restarts) are asked again.
-                let timed_out = error.is_timeout();
+                // Each ask that times out costs the client a whole response
+                // timeout: five of them made a silent partition's answer
+                // take 12 s. A Redis held for a moment (a pause, a slow
+                // fsync) answers within a few; one cut off never does.
+                // Quick failures (a refused connection while Redis
+                // restarts) are asked again up to the attempts.
+                if error.is_timeout() {
+                    timeouts += 1;
+                }
                 last_error = Some(error);
-                if timed_out {
+                if timeouts >= SETTLE_TIMEOUTS {
                     break;
                 }
             }
