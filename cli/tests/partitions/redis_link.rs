@@ -62,8 +62,9 @@ async fn redis_cut_off_from_the_platform_loses_no_promised_order() {
     );
     for (status, took) in &answers {
         assert_eq!(*status, Some(StatusCode::SERVICE_UNAVAILABLE), "[{fault}] a buyer during the cut is told 503");
-        // One admission call and one settle, each up to the 2-s Redis timeout.
-        assert!(*took < Duration::from_secs(5), "[{fault}] and soon: {took:?}");
+        // One admission call and at most three settle asks, each up to the
+        // 2-s Redis timeout: under the client's 10 s.
+        assert!(*took < Duration::from_millis(9_000), "[{fault}] and soon: {took:?}");
     }
     tally.absorb(buyers.tally);
     settle(&mut cluster, &vouchers, tally, fault).await;

@@ -161,13 +161,24 @@ async fn handle(raw: String, caller: Caller, ingress: Arc<Ingress>) -> Result<wa
 }
 
 /// When the provider should expire the session by itself: at `pay_by`
-/// where Stripe allows it, else as close as it allows (30 minutes to 24
-/// hours after now, a minute inside each bound for clocks that differ); a
-/// shorter window is closed by the platform at `pay_by`.
+/// where Stripe allows it (30 minutes to 24 hours after now, a minute
+/// inside each bound for clocks that differ). A shorter window is closed by
+/// the platform at `pay_by`, and its session is told `pay_by` + 31 minutes.
+/// The value depends on the order, not on the second it is asked (a window
+/// over a day: on the hour): a repeated request under the order's
+/// idempotency key must send the same parameters, or the provider refuses
+/// it (`idempotency_key_in_use`), as it did to a buyer asking twice a
+/// second apart while the view had not yet recorded the first session.
 fn session_expiry(now: DateTime<Utc>, pay_by: Option<DateTime<Utc>>) -> i64 {
     let soonest = now.timestamp() + MIN_SESSION_SECONDS + 60;
     let latest = now.timestamp() + MAX_SESSION_SECONDS - 60;
-    pay_by.map_or(latest, |pay_by| pay_by.timestamp()).clamp(soonest, latest)
+    let latest_on_the_hour = latest - latest.rem_euclid(3_600);
+    let wanted = match pay_by.map(|pay_by| pay_by.timestamp()) {
+        Some(pay_by) if pay_by < soonest => pay_by + MIN_SESSION_SECONDS + 60,
+        Some(pay_by) => pay_by.min(latest_on_the_hour),
+        None => latest_on_the_hour,
+    };
+    wanted.clamp(soonest, latest)
 }
 
 /// The order's checkout: the live one the log recorded (the view's
@@ -257,4 +268,32 @@ where
 /// When the provider expires the session, as RFC 3339.
 fn opened_expiry(session: &CheckoutSession) -> Option<DateTime<Utc>> {
     DateTime::from_timestamp(session.expires_at, 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::Duration;
+
+    use super::*;
+
+    #[test]
+    fn a_session_expires_at_the_same_time_however_often_it_is_asked_for() {
+        let now = Utc::now();
+        for (window, what) in [(6, "a short window"), (3_600, "an hour"), (3 * 86_400, "three days")] {
+            let pay_by = Some(now + Duration::seconds(window));
+            let first = session_expiry(now, pay_by);
+            let again = session_expiry(now + Duration::seconds(1), pay_by);
+            let later = session_expiry(now + Duration::seconds(3), pay_by);
+            let hourly = window > 86_400;
+            assert!(hourly || (first == again && again == later), "{what}: {first} {again} {later}");
+            for (asked, at) in [(now, first), (now + Duration::seconds(1), again)] {
+                assert!(at >= asked.timestamp() + MIN_SESSION_SECONDS, "{what}: Stripe's soonest");
+                assert!(at <= asked.timestamp() + MAX_SESSION_SECONDS, "{what}: Stripe's latest");
+            }
+        }
+        let short = now + Duration::seconds(6);
+        assert_eq!(session_expiry(now, Some(short)), short.timestamp() + MIN_SESSION_SECONDS + 60);
+        let hour = now + Duration::seconds(3_600);
+        assert_eq!(session_expiry(now, Some(hour)), hour.timestamp(), "a window Stripe allows ends at pay_by");
+    }
 }

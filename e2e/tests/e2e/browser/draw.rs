@@ -168,7 +168,7 @@ async fn a_buyer_enters_a_draw_with_a_proof_of_work_wins_and_buys_in_a_browser()
     // when the page enters, on a loaded machine too.
     let browser = Browser::start().await;
     let now = Utc::now();
-    let draw_at = now + Duration::seconds(8);
+    let draw_at = now + Duration::seconds(15);
     let voucher = platform
         .create_voucher_from(json!({
             "stock": STOCK, "per_user_limit": 1, "begins_at": now, "ends_at": now + Duration::hours(1),
