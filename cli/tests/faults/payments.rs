@@ -524,7 +524,9 @@ async fn a_callback_refused_while_the_log_is_down_pays_its_order_when_delivered_
     record_paid(&mut tally, &order, intent_id(&intent));
     // The callback reaches the ingress, which cannot log it: refused, to be
     // delivered again.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    // The provider's first attempt waits out the ingress's produce timeout;
+    // beside the whole suite that can take a while.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
     while metric(&cluster, Service::Ingress, "seckill_webhooks_total", "outcome=\"rejected\"").await <= refused_before {
         assert!(tokio::time::Instant::now() < deadline, "the callback was never refused while the log was down");
         tokio::time::sleep(Duration::from_millis(200)).await;
