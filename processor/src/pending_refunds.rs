@@ -27,7 +27,7 @@ use seckill_store::{PendingRefund, StockStore, MAX_PENDING_REFUNDS_PAGE};
 use seckill_web::payments::timed;
 use tokio_util::sync::CancellationToken;
 
-use crate::refunds::{attempt_refund, ended, next_check, refunded, Final, FIRST_KEPT_PAUSE};
+use crate::refunds::{attempt_refund, ended, millis, next_check, refunded, Final, FIRST_KEPT_PAUSE};
 
 /// Longest pause between two checks of one kept refund.
 pub(crate) const MAX_PAUSE: Duration = Duration::from_secs(600);
@@ -152,10 +152,6 @@ impl PendingRefunds {
 fn later(kept: &PendingRefund) -> PendingRefund {
     let pause = Duration::from_millis(kept.pause_ms).max(FIRST_KEPT_PAUSE);
     PendingRefund { next_check: next_check(pause), pause_ms: millis((pause * 2).min(MAX_PAUSE)), ..kept.clone() }
-}
-
-fn millis(pause: Duration) -> u64 {
-    u64::try_from(pause.as_millis()).unwrap_or(u64::MAX)
 }
 
 #[cfg(test)]

@@ -84,6 +84,11 @@ pub(crate) fn next_check(pause: Duration) -> chrono::DateTime<Utc> {
     chrono::DateTime::from_timestamp_millis(at.timestamp_millis()).unwrap_or(at)
 }
 
+/// `pause` in whole milliseconds, as a kept refund stores it.
+pub(crate) fn millis(pause: Duration) -> u64 {
+    u64::try_from(pause.as_millis()).unwrap_or(u64::MAX)
+}
+
 /// Gives back refunded payments.
 #[derive(Debug)]
 pub(crate) struct RefundWorker {
@@ -172,7 +177,7 @@ impl RefundWorker {
                             refund_id: refund.id,
                             attempt,
                             next_check: next_check(FIRST_KEPT_PAUSE),
-                            pause_ms: u64::try_from(FIRST_KEPT_PAUSE.as_millis()).unwrap_or(u64::MAX),
+                            pause_ms: millis(FIRST_KEPT_PAUSE),
                         };
                         retry(shutdown, "keeping a pending refund", || self.store.put_pending_refund(&kept)).await?;
                         tracing::info!(payment_id = %payment, refund_id = %kept.refund_id, "A refund is still pending; followed from the store.");
