@@ -46,6 +46,24 @@ impl Harness {
         for result in results {
             result.unwrap_or_else(|(topic, code)| panic!("{topic} not created: {code}"));
         }
+        // The controller answers once the topic is committed; the broker
+        // that answers DescribeConfigs may learn its settings a moment later
+        // and meanwhile reports its own defaults (seen: a size limit read as
+        // `-1`). Wait until it reports what was set, as a tool would.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let reported = self.describe(topic).await;
+            let applied =
+                settings.iter().all(|(name, value)| reported.get(*name).and_then(Option::as_deref) == Some(*value));
+            if applied {
+                return;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{topic}'s settings {settings:?} never reported: {reported:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 
     /// What the broker reports of `topic`'s settings.

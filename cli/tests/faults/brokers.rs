@@ -36,6 +36,7 @@ async fn a_broker_killed_mid_sale_loses_no_promised_order() {
     let recovery = crate::recovered(&cluster, fault).await;
     println!("[{fault}] recovered in {recovery:?} after the second restart");
     pause(3_000).await;
+    load.until_rooms_served(crate::RECOVERY_BOUND).await;
     let tally = load.finish().await;
     assert_eq!(tally.no_answer, 0, "[{fault}] the ingress never died: every request was answered");
     crate::settle_tally(&mut cluster, &vouchers, tally, fault).await;

@@ -36,6 +36,8 @@ use crate::rooms::RoomTally;
 const USERS_PER_CLIENT: usize = 4;
 /// Requests of one client before its users are replaced by new ones.
 const USERS_GENERATION: usize = 200;
+/// Clients of each draw that watch only it.
+const DRAW_WATCHERS: usize = 2;
 /// How often the admin changes something.
 const ADMIN_EVERY: Duration = Duration::from_millis(700);
 /// Units the admin adds to the small voucher each time.
@@ -116,6 +118,8 @@ pub struct Load {
     stop: CancellationToken,
     actors: JoinSet<()>,
     tally: Arc<Mutex<Tally>>,
+    /// The waiting rooms and draws among the vouchers.
+    rooms: Vec<String>,
 }
 
 /// One client's HTTP plumbing.
@@ -500,6 +504,7 @@ impl Load {
         let priced = Arc::new(vouchers.iter().filter(|v| v.priced).map(|v| v.id.clone()).collect());
         let queued = Arc::new(vouchers.iter().filter(|v| v.queued).map(|v| v.id.clone()).collect());
         let drawn = Arc::new(vouchers.iter().filter(|v| v.drawn).map(|v| v.id.clone()).collect());
+        let rooms = vouchers.iter().filter(|v| v.queued || v.drawn).map(|v| v.id.clone()).collect();
         let vouchers: Vec<String> = vouchers.iter().map(|v| v.id.clone()).collect();
         let client = Client {
             http: http.clone(),
@@ -514,8 +519,17 @@ impl Load {
         for n in 0..clients {
             actors.spawn(client.clone().run(round.to_owned(), n, vouchers.clone(), pause, stop.clone()));
         }
+        // Each draw also has entrants who watch it alone, as a buyer on the
+        // draw's page does: they enter in its first seconds and read their
+        // entry often enough to catch a win, however long the other
+        // vouchers' calls take in a fault (a confirm waits 10 s for a broker
+        // that is down, longer than a win's window). With them a draw has
+        // more entrants than wins, so lapsed wins promote the next ranks.
+        for (n, draw) in client.drawn.iter().flat_map(|draw| std::iter::repeat_n(draw, DRAW_WATCHERS)).enumerate() {
+            actors.spawn(client.clone().run(round.to_owned(), clients + n, vec![draw.clone()], pause, stop.clone()));
+        }
         actors.spawn(client.administer(round.to_owned(), vouchers[1].clone(), vouchers[0].clone(), stop.clone()));
-        Self { stop, actors, tally }
+        Self { stop, actors, tally, rooms }
     }
 
     /// How many orders were promised so far (the clients go on).
@@ -526,6 +540,25 @@ impl Load {
     /// How many order requests were answered `503` so far.
     pub fn unavailable_so_far(&self) -> u64 {
         self.tally.lock().expect("tally").unavailable
+    }
+
+    /// Waits, while the clients go on, until every waiting room and draw
+    /// has admitted an order with an entry or a win, or `within` passed (the
+    /// rooms' check then says which did not). A draw made as a fault heals,
+    /// or whose winners' first orders went unanswered while their ingress
+    /// died, needs its winners to come round to it once more.
+    pub async fn until_rooms_served(&self, within: Duration) {
+        let deadline = tokio::time::Instant::now() + within;
+        while tokio::time::Instant::now() < deadline {
+            let served = {
+                let tally = self.tally.lock().expect("tally");
+                self.rooms.iter().all(|room| tally.rooms.get(room).is_some_and(|seen| seen.admitted > 0))
+            };
+            if served {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
 
     /// Stops the clients and the admin and returns what they saw.

@@ -74,6 +74,7 @@ async fn under_load_on(cluster: Cluster) -> (Cluster, Vec<Voucher>, Load) {
 /// SIGTERM and requires a clean exit.
 async fn settle(cluster: &mut Cluster, vouchers: &[Voucher], load: Load, fault: &str) {
     tokio::time::sleep(Duration::from_secs(1)).await;
+    load.until_rooms_served(crate::RECOVERY_BOUND).await;
     let tally = load.finish().await;
     settle_tally(cluster, vouchers, tally, fault).await;
 }
@@ -134,6 +135,7 @@ async fn a_ten_second_broker_outage_loses_no_promised_order() {
     tokio::task::block_in_place(|| cluster.own_kafka().start_again()).expect("broker restarts");
     let recovery = recovered(&cluster, fault).await;
     pause(3_000).await;
+    load.until_rooms_served(crate::RECOVERY_BOUND).await;
     let mut tally = load.finish().await;
     let after = tally.promised.len() - (stopped + during);
     println!(
@@ -194,6 +196,7 @@ async fn processor_and_projector_killed_repeatedly_decide_everything_once() {
     }
     println!("[{fault}] a restarted processor decided a new order after {decided_after:?}");
     pause(2_000).await;
+    load.until_rooms_served(crate::RECOVERY_BOUND).await;
     let mut tally = load.finish().await;
     tally.promised.extend(canary_orders);
     settle_tally(&mut cluster, &vouchers, tally, fault).await;
@@ -390,6 +393,7 @@ async fn after_a_redis_data_loss_reconcile_rebuilds_the_gate_from_the_log() {
     let _turn = turn().await;
     let (mut cluster, vouchers, load) = under_load().await;
     pause(3_000).await;
+    load.until_rooms_served(crate::RECOVERY_BOUND).await;
     let mut tally = load.finish().await;
     // Everything admitted is in the log and decided, the draw made (so all
     // of it is in the log too); then Redis loses it all.

@@ -84,6 +84,7 @@ async fn kafka_cut_off_fills_the_outbox_to_its_bound_then_drains() {
     hosts[0].heal().expect("heal");
     let (admitting, drained) = recovered(&cluster, &mut buyers, &newcomers, fault).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
+    load.until_rooms_served(crate::RECOVERY_BOUND).await;
     let mut tally = load.finish().await;
     let slowest = buyers.answers.iter().map(|(_, took)| *took).max().unwrap_or_default();
     println!(
@@ -139,6 +140,7 @@ async fn a_broker_isolated_with_a_minority_loses_no_promised_order() {
     let before_heal = decisions.iter().filter(|(at, took)| *at + *took < isolation).count();
     let slowest = decisions.iter().map(|(_, took)| *took).max().unwrap_or_default();
     tokio::time::sleep(Duration::from_secs(3)).await;
+    load.until_rooms_served(crate::RECOVERY_BOUND).await;
     let mut tally = load.finish().await;
     println!(
         "[{fault}] during: {promised_during} promised by the load; {} newcomers admitted, {before_heal} of \

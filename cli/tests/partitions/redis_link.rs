@@ -53,6 +53,7 @@ async fn redis_cut_off_from_the_platform_loses_no_promised_order() {
     host.heal().expect("heal");
     let (admitting, drained) = recovered(&cluster, &mut buyers, &newcomers, fault).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
+    load.until_rooms_served(crate::RECOVERY_BOUND).await;
     let mut tally = load.finish().await;
     println!(
         "[{fault}] during the cut: {promised_during} promised, {refused_during} answered 503 by the load; a \
