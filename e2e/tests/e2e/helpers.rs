@@ -400,9 +400,13 @@ impl Platform {
     /// Polls the order until `ready` accepts it.
     pub async fn wait_order(&self, order_id: &str, ready: impl Fn(&Value) -> bool) -> Value {
         let url = format!("{}/api/v1/orders/{order_id}", self.base);
-        eventually(|| async {
+        eventually_seen(&format!("order {order_id}"), || async {
             let (status, body) = self.get(&url).await;
-            (status == StatusCode::OK && ready(&body)).then_some(body)
+            if status == StatusCode::OK && ready(&body) {
+                Ok(body)
+            } else {
+                Err(format!("{status} {body}"))
+            }
         })
         .await
     }
@@ -410,9 +414,13 @@ impl Platform {
     /// The voucher as the view shows it, once `ready` accepts it.
     pub async fn wait_voucher(&self, voucher: &str, ready: impl Fn(&Value) -> bool) -> Value {
         let url = format!("{}/api/v1/vouchers/{voucher}", self.base);
-        eventually(|| async {
+        eventually_seen(&format!("voucher {voucher}"), || async {
             let (status, body) = self.get(&url).await;
-            (status == StatusCode::OK && ready(&body)).then_some(body)
+            if status == StatusCode::OK && ready(&body) {
+                Ok(body)
+            } else {
+                Err(format!("{status} {body}"))
+            }
         })
         .await
     }
@@ -464,6 +472,26 @@ impl Platform {
     pub async fn redis_connection(&self) -> redis::aio::MultiplexedConnection {
         let client = redis::Client::open(self.redis.url.as_str()).expect("redis url");
         client.get_multiplexed_async_connection().await.expect("redis connects")
+    }
+}
+
+/// Polls `probe` until it yields a value, failing the test after
+/// [`DEADLINE`] with what `what` last looked like (the probe's `Err`).
+pub async fn eventually_seen<T, F, Fut>(what: &str, mut probe: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, String>>,
+{
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    loop {
+        match probe().await {
+            Ok(value) => return value,
+            Err(seen) => assert!(
+                tokio::time::Instant::now() < deadline,
+                "{what} not as wanted within {DEADLINE:?}; last seen: {seen}"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 

@@ -8,6 +8,11 @@
 //! is paused over the start so that every place shows a position first,
 //! then the test serves whoever is ahead (API users buy with their entry
 //! tokens; a sell-out gets one unit added) until it is the page's turn.
+//!
+//! The sale has one unit, so a page behind anyone sees it sell out; a page
+//! drawn first buys that unit, and the page is then opened as one of those
+//! still waiting, who sees the sell-out instead. Either way a browser shows
+//! it, in every run.
 
 use std::collections::HashSet;
 
@@ -24,7 +29,7 @@ const BUYER: &str = "queue-browser";
 /// The others in the room, through the API: two join before the page's
 /// buyer, one after.
 const OTHERS: [&str; 3] = ["queue-api-1", "queue-api-2", "queue-api-3"];
-const STOCK: u64 = 2;
+const STOCK: u64 = 1;
 
 /// Joins the room as `user` (retried while the room's seed is being
 /// committed); the new place.
@@ -211,5 +216,24 @@ async fn a_buyer_waits_in_the_queue_and_buys_on_their_turn_in_a_browser() {
     assert_eq!(shown, "Your entry placed your order");
     assert_eq!(me(&platform, &voucher, BUYER).await["order_id"].as_str(), Some(order.as_str()));
     screenshot(client, "queue-ordered.png").await;
+
+    // Drawn first, the page bought the only unit before anyone: those still
+    // waiting keep their places in a sold-out room, as one of them sees.
+    if !seen_sold_out {
+        assert_eq!(position, 1, "a page behind anyone saw the sell-out ({seen:?})");
+        let mut waiting = Vec::new();
+        for user in OTHERS {
+            if me(&platform, &voucher, user).await["state"] == "waiting" {
+                waiting.push(user);
+            }
+        }
+        let user = waiting.first().expect("someone behind the page still waits");
+        open_as(client, &platform, &voucher, user).await;
+        let (_, shown) = until_place(client, "sold_out").await;
+        assert_eq!(shown, "Sold out — you keep your place in case units come back");
+        screenshot(client, "queue-sold-out.png").await;
+        seen_sold_out = true;
+    }
+    assert!(seen_sold_out, "a browser showed the sell-out");
     browser.close().await;
 }
