@@ -24,7 +24,15 @@
 --   {"repeated", n}         this transfer id was debited before (a retried call); nothing changed
 --   {"dry", "0"}            nothing left to give; nothing changed
 --   {"frozen", until_ms}    a reconcile stopped transfers until then; nothing changed
+--   {"paused", ""}          this bucket is paused; nothing changed
+--   {"not_open", begins_ms} this bucket's sale has not begun on this Redis's clock; nothing changed
 --   {"unknown_voucher", ""} no such bucket
+--
+-- A bucket lends only what it could sell itself. Buckets sit on different
+-- masters: a failover can lose a pause that reached only some of them, and
+-- a master whose clock runs fast opens its buckets early. Were the others
+-- to borrow from a paused or unopened bucket, a pause would stop only part
+-- of the stock, and most of it could sell before the start.
 if #KEYS ~= 2 or #ARGV ~= 4 then
   return redis.error_reply("transfer_debit.lua: expects 2 KEYS and 4 ARGV")
 end
@@ -33,7 +41,7 @@ local ttl = tonumber(ARGV[4])
 if not wanted or wanted < 1 or wanted ~= math.floor(wanted) or not ttl or ttl < 1 then
   return redis.error_reply("transfer_debit.lua: units wanted must be a positive integer, the TTL at least 1")
 end
-local voucher = redis.call("HMGET", KEYS[1], "remaining", "ends_ms", "transfers_frozen_until_ms")
+local voucher = redis.call("HMGET", KEYS[1], "remaining", "ends_ms", "transfers_frozen_until_ms", "paused", "begins_ms")
 if not voucher[1] then
   return {"unknown_voucher", ""}
 end
@@ -41,12 +49,16 @@ local recorded = redis.call("HGET", KEYS[2], ARGV[1])
 if recorded then
   return {"repeated", string.match(recorded, "^out|[^|]*|(%d+)|") or "0"}
 end
-if voucher[3] then
-  local clock = redis.call("TIME")
-  local now_ms = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
-  if now_ms < tonumber(voucher[3]) then
-    return {"frozen", voucher[3]}
-  end
+local clock = redis.call("TIME")
+local now_ms = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+if voucher[3] and now_ms < tonumber(voucher[3]) then
+  return {"frozen", voucher[3]}
+end
+if voucher[4] == "1" then
+  return {"paused", ""}
+end
+if voucher[5] and now_ms < tonumber(voucher[5]) then
+  return {"not_open", voucher[5]}
 end
 local units = math.min(wanted, tonumber(voucher[1]))
 if units < 1 then

@@ -111,7 +111,8 @@ impl<'gate> Transfer<'gate> {
             .await?;
         match code.as_str() {
             "debited" | "repeated" => Ok(units.parse().unwrap_or_default()),
-            "dry" | "frozen" | "unknown_voucher" => Ok(0),
+            // A paused or unopened bucket lends nothing (see the script).
+            "dry" | "frozen" | "paused" | "not_open" | "unknown_voucher" => Ok(0),
             other => Err(unexpected("transfer_debit.lua returned an unknown code", other.to_owned())),
         }
     }

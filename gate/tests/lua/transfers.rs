@@ -112,6 +112,34 @@ async fn a_frozen_voucher_starts_no_transfer_until_thawed(h: &Harness) {
     assert_eq!(Transfer::new(&h.gate, &layout, 0, 1).debit(1).await.expect("debits"), 1);
 }
 
+/// A bucket lends only what it could sell: a pause kept by one bucket's
+/// master (another master lost it in a failover) or a start not yet reached
+/// on its own clock (another master's clock runs fast) stops its units from
+/// being borrowed by the buckets that would sell them.
+async fn a_paused_or_unopened_bucket_lends_nothing(h: &Harness) {
+    let v = split_voucher(&h.gate, 10, 1, 2).await;
+    let layout = h.gate.layout(v).await.expect("reads").expect("loaded");
+    let giver = layout.keys(h.gate.prefix(), 0).voucher;
+    let lent = || async { Transfer::new(&h.gate, &layout, 0, 1).debit(1).await.expect("answers") };
+    set_field(h, &giver, "paused", "1").await;
+    assert_eq!(lent().await, 0, "paused");
+    set_field(h, &giver, "paused", "0").await;
+    let begins: String =
+        redis::cmd("HGET").arg(&giver).arg("begins_ms").query_async(&mut h.connection.clone()).await.expect("HGET");
+    let later = chrono::Utc::now().timestamp_millis() + 60_000;
+    set_field(h, &giver, "begins_ms", &later.to_string()).await;
+    assert_eq!(lent().await, 0, "not open yet on its own clock");
+    set_field(h, &giver, "begins_ms", &begins).await;
+    assert_eq!(lent().await, 1, "open and running");
+}
+
+/// Sets one field of a hash behind the gate's back, as another master's
+/// state would differ.
+async fn set_field(h: &Harness, key: &str, field: &str, value: &str) {
+    let _: i64 =
+        redis::cmd("HSET").arg(key).arg(field).arg(value).query_async(&mut h.connection.clone()).await.expect("HSET");
+}
+
 /// Admissions that borrow, cut off wherever they are, as by a process killed
 /// with its calls in flight. Bucket 0 is sold dry first; then each round
 /// sends a few of its buyers (each must borrow) and aborts them after a
@@ -169,6 +197,7 @@ crate::on_single_and_cluster! {
         a_transfer_to_a_lost_bucket_gives_its_units_back,
         concurrent_recoveries_complete_a_transfer_once,
         a_frozen_voucher_starts_no_transfer_until_thawed,
+        a_paused_or_unopened_bucket_lends_nothing,
         borrowers_aborted_anywhere_create_or_lose_no_unit,
     ],
 }
