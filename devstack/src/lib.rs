@@ -19,6 +19,8 @@
 //! name, and one set of published credentials ([`TEST_ADMIN_TOKEN`],
 //! [`user_token`]).
 
+mod alert_rules;
+mod alert_watch;
 mod alertmanager;
 mod beacon_sandbox;
 mod cassandra;
@@ -39,6 +41,8 @@ mod test_kafka;
 mod testenv;
 mod watchdog;
 
+pub use alert_rules::{compress_line, compressed_rules};
+pub use alert_watch::AlertWatch;
 pub use alertmanager::Alertmanager;
 pub use beacon_sandbox::{BeaconSandbox, BEACON_SANDBOX_VAR};
 pub use cassandra::Cassandra;

@@ -10,6 +10,7 @@ use reqwest::StatusCode;
 use seckill_devstack::{Host, Kafka, KafkaSettings, TempDir, TestNet};
 use tokio::time::Instant;
 
+use crate::alerts::Alerts;
 use crate::buyers::{decided, draw_made, recovered, settle, Buyers};
 use crate::check::Voucher;
 use crate::cluster::{Cluster, Service};
@@ -20,6 +21,8 @@ use crate::{test_net, turn, CLIENTS, PAUSE};
 /// (the load's clients slow down once their orders go undecided: a 15-s
 /// cut filled 85 entries), yet far above what the relay leaves behind.
 const OUTBOX_BOUND: u64 = 30;
+/// How long the log stays cut off from the platform.
+const KAFKA_CUT: Duration = Duration::from_secs(15);
 
 /// The platform on brokers on test hosts of their own (as `settings`
 /// says), under the mixed load; the ingress with `ingress_env` on top.
@@ -66,23 +69,29 @@ async fn kafka_cut_off_fills_the_outbox_to_its_bound_then_drains() {
     let newcomers = crate::sale::create_voucher(&cluster, 1_000, 1, 0).await;
     draw_made(&cluster, &vouchers).await;
     let (promised_before, refused_before) = (load.promised_so_far(), load.unavailable_so_far());
+    let alerts = Alerts::watch(&cluster).await;
+    let kafka_down = [("dependency", "kafka"), ("service", "ingress")];
     hosts[0].isolate().expect("cut");
     let cut_at = Instant::now();
     let mut first_503 = None;
-    let mut i = 0;
-    while cut_at.elapsed() < Duration::from_secs(15) {
-        let status = buyers.order(&cluster, &newcomers, &format!("during-{i}")).await;
-        if status == Some(StatusCode::SERVICE_UNAVAILABLE) && first_503.is_none() {
-            first_503 = Some(cut_at.elapsed());
+    let during = async {
+        let mut i = 0;
+        while cut_at.elapsed() < KAFKA_CUT {
+            let status = buyers.order(&cluster, &newcomers, &format!("during-{i}")).await;
+            if status == Some(StatusCode::SERVICE_UNAVAILABLE) && first_503.is_none() {
+                first_503 = Some(cut_at.elapsed());
+            }
+            i += 1;
+            tokio::time::sleep(Duration::from_millis(250)).await;
         }
-        i += 1;
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    };
+    tokio::join!(alerts.fires(fault, "SeckillDependencyDown", &kafka_down, KAFKA_CUT), during);
     let (promised_during, refused_during) =
         (load.promised_so_far() - promised_before, load.unavailable_so_far() - refused_before);
     let outbox = crate::check::outbox_len(&cluster).await;
     hosts[0].heal().expect("heal");
     let (admitting, drained) = recovered(&cluster, &mut buyers, &newcomers, fault).await;
+    alerts.resolve(fault, "SeckillDependencyDown", &kafka_down).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     load.until_rooms_served(crate::RECOVERY_BOUND).await;
     let mut tally = load.finish().await;

@@ -13,6 +13,7 @@
 
 #![allow(unreachable_pub)]
 
+mod alerts;
 mod buyers;
 mod hosts;
 mod kafka_link;

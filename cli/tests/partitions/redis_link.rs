@@ -9,6 +9,7 @@ use reqwest::StatusCode;
 use seckill_devstack::{Redis, RedisPersistence, TempDir};
 use tokio::time::Instant;
 
+use crate::alerts::Alerts;
 use crate::buyers::{draw_made, recovered, settle, Buyers};
 use crate::check::Voucher;
 use crate::cluster::Cluster;
@@ -29,6 +30,9 @@ async fn under_load_on_a_redis_host(
     (net, host, cluster, vouchers, load, dir)
 }
 
+/// How long Redis stays cut off.
+const CUT: Duration = Duration::from_secs(10);
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs network namespaces (root): scripts/test's partitions lane runs it"]
 async fn redis_cut_off_from_the_platform_loses_no_promised_order() {
@@ -39,19 +43,27 @@ async fn redis_cut_off_from_the_platform_loses_no_promised_order() {
     draw_made(&cluster, &vouchers).await;
     let (promised_before, refused_before) = (load.promised_so_far(), load.unavailable_so_far());
 
+    let alerts = Alerts::watch(&cluster).await;
+    let redis_down = [("dependency", "redis"), ("service", "ingress")];
+
     host.isolate().expect("cut");
     let cut_at = Instant::now();
-    // Buyers during the cut: answered (503), not left hanging.
+    // Buyers during the cut: answered (503), not left hanging. The
+    // operators' alert fires while it lasts.
     let mut buyers = Buyers::default();
-    for i in 0..5 {
-        buyers.order(&cluster, &newcomers, &format!("during-{i}")).await;
-    }
+    let during = async {
+        for i in 0..5 {
+            buyers.order(&cluster, &newcomers, &format!("during-{i}")).await;
+        }
+        tokio::time::sleep(CUT.saturating_sub(cut_at.elapsed())).await;
+    };
+    tokio::join!(alerts.fires(fault, "SeckillDependencyDown", &redis_down, CUT), during);
     let answers = buyers.answers.clone();
-    tokio::time::sleep(Duration::from_secs(10).saturating_sub(cut_at.elapsed())).await;
     let (promised_during, refused_during) =
         (load.promised_so_far() - promised_before, load.unavailable_so_far() - refused_before);
     host.heal().expect("heal");
     let (admitting, drained) = recovered(&cluster, &mut buyers, &newcomers, fault).await;
+    alerts.resolve(fault, "SeckillDependencyDown", &redis_down).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     load.until_rooms_served(crate::RECOVERY_BOUND).await;
     let mut tally = load.finish().await;

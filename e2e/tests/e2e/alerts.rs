@@ -4,7 +4,8 @@
 //! Prometheus's API and resolving once the fault is removed.
 //!
 //! The rules are `prometheus/alerts.yml` with every duration (each `for:`
-//! and range window) divided by [`COMPRESSION`], so minutes of production
+//! and range window) divided by [`COMPRESSION`]
+//! (`seckill_devstack::compressed_rules`), so minutes of production
 //! patience take seconds here; what they fire on is unchanged.
 //! `prometheus/alerts.test.yml` tests the real durations.
 
@@ -12,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use reqwest::StatusCode;
-use seckill_devstack::{Prometheus, TempDir};
+use seckill_devstack::{AlertWatch, Prometheus, TempDir};
 use seckill_kafka::OwnedHeaders;
 use serde_json::Value;
 
@@ -26,102 +27,22 @@ const ALERT_DEADLINE: Duration = Duration::from_secs(90);
 /// `alerts.yml` with its durations compressed, written into `dir`.
 fn compressed_rules(dir: &Path) -> PathBuf {
     let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../prometheus/alerts.yml");
-    let rules = std::fs::read_to_string(source).expect("prometheus/alerts.yml");
-    let compressed: Vec<String> = rules.lines().map(compress_line).collect();
-    let path = dir.join("alerts.yml");
-    std::fs::write(&path, compressed.join("\n")).expect("written");
-    path
-}
-
-/// `for: 1m` and `[2m]` in one line, each divided by [`COMPRESSION`]
-/// (written in milliseconds); comments are left alone.
-fn compress_line(line: &str) -> String {
-    if line.trim_start().starts_with('#') {
-        return line.to_owned();
-    }
-    if let Some(duration) = line.trim_start().strip_prefix("for: ") {
-        let indent = &line[..line.len() - line.trim_start().len()];
-        return format!("{indent}for: {}", compress(duration.trim()));
-    }
-    let mut out = String::new();
-    let mut rest = line;
-    while let Some(open) = rest.find('[') {
-        let Some(close) = rest[open..].find(']') else { break };
-        out.push_str(&rest[..=open]);
-        out.push_str(&compress(&rest[open + 1..open + close]));
-        out.push(']');
-        rest = &rest[open + close + 1..];
-    }
-    out.push_str(rest);
-    out
-}
-
-fn compress(duration: &str) -> String {
-    let (number, unit) = duration.split_at(duration.len() - 1);
-    let seconds: u64 = number.parse().unwrap_or_else(|_| panic!("a duration like 30s or 5m: {duration}"));
-    let millis = match unit {
-        "s" => seconds * 1_000,
-        "m" => seconds * 60_000,
-        other => panic!("unexpected unit {other} in {duration}"),
-    };
-    format!("{}ms", millis / COMPRESSION)
-}
-
-/// The active alerts named `name` whose labels include `labels`, with their
-/// state (`pending` or `firing`). Prometheus failing to answer fails the
-/// test: read as "no alerts", it would pass every wait for a resolution.
-async fn states(platform: &Platform, prometheus: &str, name: &str, labels: &[(&str, &str)]) -> Vec<String> {
-    let response = platform
-        .http
-        .get(format!("{prometheus}/api/v1/alerts"))
-        .send()
-        .await
-        .unwrap_or_else(|error| panic!("Prometheus answers its alerts API: {error}"));
-    let status = response.status();
-    let body: Value =
-        response.json().await.unwrap_or_else(|error| panic!("Prometheus answers JSON ({status}): {error}"));
-    assert!(status.is_success() && body["status"] == "success", "Prometheus's alerts API failed ({status}): {body}");
-    body["data"]["alerts"]
-        .as_array()
-        .unwrap_or_else(|| panic!("Prometheus's answer lists alerts: {body}"))
-        .iter()
-        .filter(|alert| alert["labels"]["alertname"] == name)
-        .filter(|alert| labels.iter().all(|(key, value)| alert["labels"][*key] == *value))
-        .map(|alert| alert["state"].as_str().unwrap_or_default().to_owned())
-        .collect()
+    seckill_devstack::compressed_rules(&source, dir, COMPRESSION).expect("prometheus/alerts.yml compressed")
 }
 
 /// Waits until the alert is firing, having seen it pending first.
-async fn pending_then_firing(platform: &Platform, prometheus: &str, name: &str, labels: &[(&str, &str)]) {
-    let started = tokio::time::Instant::now();
-    let deadline = started + ALERT_DEADLINE;
-    let mut seen_pending = false;
-    loop {
-        let states = states(platform, prometheus, name, labels).await;
-        seen_pending |= states.iter().any(|state| state == "pending");
-        if states.iter().any(|state| state == "firing") {
-            assert!(seen_pending, "{name} {labels:?} fired without being seen pending first");
-            println!("alerts: {name} {labels:?} pending, then firing {:?} after the watch began", started.elapsed());
-            return;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "{name} {labels:?} did not fire: {states:?}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+async fn pending_then_firing(prometheus: &str, name: &str, labels: &[(&str, &str)]) {
+    let (after, seen_pending) =
+        AlertWatch::new(prometheus).firing(name, labels, ALERT_DEADLINE).await.unwrap_or_else(|e| panic!("{e}"));
+    assert!(seen_pending, "{name} {labels:?} fired without being seen pending first");
+    println!("alerts: {name} {labels:?} pending, then firing {after:?} after the watch began");
 }
 
 /// Waits until no alert named `name` with `labels` is active.
-async fn resolved(platform: &Platform, prometheus: &str, name: &str, labels: &[(&str, &str)]) {
-    let started = tokio::time::Instant::now();
-    let deadline = started + ALERT_DEADLINE;
-    loop {
-        let states = states(platform, prometheus, name, labels).await;
-        if states.is_empty() {
-            println!("alerts: {name} {labels:?} resolved {:?} after the fault was removed", started.elapsed());
-            return;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "{name} {labels:?} still active: {states:?}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+async fn resolved(prometheus: &str, name: &str, labels: &[(&str, &str)]) {
+    let after =
+        AlertWatch::new(prometheus).resolved(name, labels, ALERT_DEADLINE).await.unwrap_or_else(|e| panic!("{e}"));
+    println!("alerts: {name} {labels:?} resolved {after:?} after the fault was removed");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -161,8 +82,8 @@ async fn a_stopped_processor_a_poison_record_and_a_frozen_redis_fire_their_alert
     let processor = platform.processor.take().expect("the processor runs");
     let watched = async {
         tokio::join!(
-            pending_then_firing(&platform, &prometheus, "SeckillConsumerGroupStuck", &stuck),
-            pending_then_firing(&platform, &prometheus, "SeckillDeadLetters", &[("service", "projector")]),
+            pending_then_firing(&prometheus, "SeckillConsumerGroupStuck", &stuck),
+            pending_then_firing(&prometheus, "SeckillDeadLetters", &[("service", "projector")]),
         )
     };
     let faults = async {
@@ -183,8 +104,8 @@ async fn a_stopped_processor_a_poison_record_and_a_frozen_redis_fire_their_alert
     // The processor back: it decides what waited, and both resolve (the
     // dead letter once it leaves the rule's window).
     platform.start_processor().await;
-    resolved(&platform, &prometheus, "SeckillConsumerGroupStuck", &stuck).await;
-    resolved(&platform, &prometheus, "SeckillDeadLetters", &[("service", "projector")]).await;
+    resolved(&prometheus, "SeckillConsumerGroupStuck", &stuck).await;
+    resolved(&prometheus, "SeckillDeadLetters", &[("service", "projector")]).await;
 
     // 2. Redis frozen: the ingress's probe goes unanswered, orders are
     //    refused with 503; thawed, the alert resolves.
@@ -195,24 +116,12 @@ async fn a_stopped_processor_a_poison_record_and_a_frozen_redis_fire_their_alert
     };
     signal("-STOP");
     let frozen = [("dependency", "redis"), ("service", "ingress")];
-    let firing = pending_then_firing(&platform, &prometheus, "SeckillDependencyDown", &frozen);
+    let firing = pending_then_firing(&prometheus, "SeckillDependencyDown", &frozen);
     let refused = platform.order(&voucher, "in-the-freeze");
     let ((), (status, body)) = tokio::join!(firing, refused);
     signal("-CONT");
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
-    resolved(&platform, &prometheus, "SeckillDependencyDown", &frozen).await;
-}
-
-#[test]
-fn durations_are_compressed_and_nothing_else_changes() {
-    assert_eq!(compress_line("        for: 1m"), "        for: 5000ms");
-    assert_eq!(compress_line("        for: 30s"), "        for: 2500ms");
-    assert_eq!(
-        compress_line("expr: sum by (x) (rate(a_total{b=\"c\"}[1m])) / changes(d[2m])"),
-        "expr: sum by (x) (rate(a_total{b=\"c\"}[5000ms])) / changes(d[10000ms])"
-    );
-    assert_eq!(compress_line("# a comment naming [5m]"), "# a comment naming [5m]");
-    assert_eq!(compress_line("summary: \"{{ $value }}\""), "summary: \"{{ $value }}\"");
+    resolved(&prometheus, "SeckillDependencyDown", &frozen).await;
 }
 
 /// `POST /api/v2/alerts`: `alerts` as Prometheus sends them, `ends_at` for
