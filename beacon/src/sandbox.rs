@@ -31,6 +31,10 @@ use warp::Filter;
 
 use crate::hex;
 
+/// The key seed a sandbox signs with unless told another: every sandbox
+/// of one genesis and period is then the same chain.
+pub const DEFAULT_KEY_SEED: &str = "seckill beacon sandbox";
+
 /// A secret key and its public key.
 #[derive(Clone)]
 pub struct Signer {

@@ -3,7 +3,9 @@
 //! Starts Redis (append-only file) and one Apache Kafka node (KRaft) as
 //! child processes with their data under one directory (see
 //! `dev_servers`), the payment provider's sandbox (`seckill serve
-//! payments`, a SANDBOX: no money moves) as another, then the three
+//! payments`, a SANDBOX: no money moves) as another, the randomness
+//! beacon's sandbox (`seckill-beacon-sandbox`, a drand chain of one signer:
+//! a SANDBOX, not the League of Entropy) as a third, then the three
 //! services in this process with embedded stores in the same directory. The ingress answers status
 //! queries from the projector's view directly, so one base URL serves
 //! everything. Running it again reuses the data, and first stops any server
@@ -23,6 +25,7 @@ use prometheus::Registry;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use seckill_core::beacon::BeaconConfig;
 use seckill_core::config::{DrawConfig, HttpConfig, KafkaConfig, PaymentsConfig, RedisConfig, StoreConfig};
 use seckill_core::shutdown;
 use seckill_devstack::KafkaDurability;
@@ -59,6 +62,10 @@ pub(crate) struct DevArgs {
     /// Port of the payment provider sandbox (its checkout pages too).
     #[arg(long, default_value_t = 8090)]
     payments_port: u16,
+    /// Port of the randomness beacon sandbox (drand's HTTP API), whose
+    /// rounds rank draws and waiting rooms.
+    #[arg(long, default_value_t = 8099)]
+    beacon_port: u16,
     /// Make Kafka fsync every appended batch before it acknowledges, so an
     /// acknowledged order survives a machine crash on this single node (by
     /// default Kafka leaves that to the page cache and, in production, to
@@ -84,7 +91,13 @@ pub(crate) async fn run(args: DevArgs) -> anyhow::Result<()> {
             return Err(error);
         }
     };
-    let result = serve(&args, &data, kafka, redis_config).await;
+    let result = match crate::dev_beacon::start(&data, args.beacon_port).await {
+        Ok(beacon) => {
+            let config = beacon.as_ref().map(crate::dev_beacon::DevBeacon::config);
+            serve(&args, &data, kafka, redis_config, config).await
+        }
+        Err(error) => Err(error),
+    };
     tokio::task::block_in_place(|| {
         sandbox.stop(Duration::from_secs(10));
         servers.stop();
@@ -113,7 +126,13 @@ fn start_sandbox(args: &DevArgs, data: &std::path::Path) -> anyhow::Result<Serve
         .context("starting the payments sandbox (--payments-port)")
 }
 
-async fn serve(args: &DevArgs, data: &std::path::Path, kafka: KafkaConfig, redis: RedisConfig) -> anyhow::Result<()> {
+async fn serve(
+    args: &DevArgs,
+    data: &std::path::Path,
+    kafka: KafkaConfig,
+    redis: RedisConfig,
+    beacon: Option<BeaconConfig>,
+) -> anyhow::Result<()> {
     let stock = seckill_store::open_stock_store(&StoreConfig::embedded(data.join("processor.redb"))).await?;
     // The sandbox's keys; checkout brings the buyer back to the sale page.
     let payments = PaymentsConfig {
@@ -162,6 +181,7 @@ async fn serve(args: &DevArgs, data: &std::path::Path, kafka: KafkaConfig, redis
             rate_limit,
             payments,
             draw: DrawConfig { seal_key: local_secret(data, DRAW_SEAL_KEY_FILE)? },
+            beacon: beacon.clone().unwrap_or_default(),
             ..IngressConfig::default()
         },
         Dependencies { registry: Registry::new(), view: projector.view() },
@@ -189,6 +209,17 @@ async fn serve(args: &DevArgs, data: &std::path::Path, kafka: KafkaConfig, redis
          (http://127.0.0.1:{}; no money moves).\n",
         args.payments_port
     );
+    match &beacon {
+        Some(beacon) => println!(
+            "Draws and waiting rooms rank by the randomness beacon SANDBOX at {} (a drand chain of one signer, \
+             not the League of Entropy).\n",
+            beacon.relays.join(", ")
+        ),
+        None => println!(
+            "No beacon sandbox (cargo build -p seckill-beacon builds it): draws and waiting rooms rank by the \
+             operator's committed seed.\n"
+        ),
+    }
     println!("Development run: X-User-Id is also trusted as the user (never outside development).");
     println!(
         "Metrics: {base}/metrics, http://{}/metrics, http://{}/metrics",

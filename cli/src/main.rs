@@ -20,6 +20,7 @@
 mod audit;
 mod dead_letters;
 mod dev;
+mod dev_beacon;
 mod dev_servers;
 mod draw;
 mod export;

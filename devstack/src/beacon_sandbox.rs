@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use crate::leftover::{stop_leftover_program, Leftover};
 use crate::process::{find_binary, on_a_free_port, Server};
 use crate::DevstackError;
 
@@ -42,11 +43,12 @@ impl BeaconSandbox {
     pub fn start_at(dir: &Path, period: u32, genesis: i64, port: Option<u16>) -> Result<Self, DevstackError> {
         std::fs::create_dir_all(dir)
             .map_err(|source| DevstackError::Spawn { what: "the beacon sandbox".into(), source })?;
-        let binary = binary().ok_or_else(|| {
-            DevstackError::NotInstalled(format!(
-                "{BINARY} (cargo build -p seckill-beacon builds it; or name one in {BEACON_SANDBOX_VAR})"
-            ))
-        })?;
+        let binary = binary().ok_or_else(not_installed)?;
+        // A sandbox a killed earlier run left in `dir` holds its port.
+        if let Leftover::Stopped { pid } = stop_leftover_program("the beacon sandbox", dir, "beacon-sandbox", &binary)?
+        {
+            tracing::warn!(pid, "Stopped the beacon sandbox an earlier run left running.");
+        }
         let run = |port: u16| {
             let mut command = Command::new(&binary);
             command.args(["--listen", &format!("127.0.0.1:{port}"), "--period", &period.to_string()]);
@@ -70,6 +72,19 @@ impl BeaconSandbox {
     pub fn url(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
     }
+}
+
+impl BeaconSandbox {
+    /// Whether the sandbox's binary can be found (see the module's header).
+    pub fn installed() -> bool {
+        binary().is_some()
+    }
+}
+
+fn not_installed() -> DevstackError {
+    DevstackError::NotInstalled(format!(
+        "{BINARY} (cargo build -p seckill-beacon builds it; or name one in {BEACON_SANDBOX_VAR})"
+    ))
 }
 
 fn chrono_now() -> i64 {

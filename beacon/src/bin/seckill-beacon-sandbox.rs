@@ -10,7 +10,7 @@
 
 use std::net::SocketAddr;
 
-use seckill_beacon::sandbox::{bind, serve, Beacon, Signer};
+use seckill_beacon::sandbox::{bind, serve, Beacon, Signer, DEFAULT_KEY_SEED};
 use tokio_util::sync::CancellationToken;
 
 const USAGE: &str =
@@ -21,7 +21,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut listen: SocketAddr = "127.0.0.1:8099".parse()?;
     let mut period = 3u32;
     let mut genesis = chrono::Utc::now().timestamp();
-    let mut seed = String::from("seckill beacon sandbox");
+    let mut seed = String::from(DEFAULT_KEY_SEED);
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
         let value = args.next().ok_or(USAGE)?;
