@@ -20,7 +20,7 @@ const LOG_TAIL_LINES: usize = 120;
 
 /// `seckill dev` on `data`, its ports fixed so a second run uses the same.
 struct DevRun {
-    ports: [u16; 6],
+    ports: [u16; 7],
     data: std::path::PathBuf,
     /// Its output, and the pid file `Server` writes.
     run_dir: std::path::PathBuf,
@@ -28,13 +28,14 @@ struct DevRun {
 
 impl DevRun {
     fn start(&self) -> Server {
-        let [port, processor, projector, redis, broker, payments] = self.ports.map(|port| port.to_string());
+        let [port, processor, projector, redis, broker, payments, beacon] = self.ports.map(|port| port.to_string());
         let mut command = Command::new(env!("CARGO_BIN_EXE_seckill"));
         command
             .args(["dev", "--data-dir"])
             .arg(&self.data)
             .args(["--port", &port, "--processor-port", &processor, "--projector-port", &projector])
             .args(["--redis-port", &redis, "--broker-port", &broker, "--payments-port", &payments])
+            .args(["--beacon-port", &beacon])
             .env("RUST_LOG", "info");
         let addr = SocketAddr::from(([127, 0, 0, 1], self.ports[0]));
         // Kafka's JVM and the services' first group joins: more than a port's usual wait.
@@ -63,11 +64,16 @@ impl DevRun {
     }
 
     /// The pids in the servers' pid files.
-    fn server_pids(&self) -> [Option<u32>; 3] {
+    fn server_pids(&self) -> [Option<u32>; 4] {
         let pid = |file: &str| {
             std::fs::read_to_string(self.data.join(file)).ok().and_then(|text| text.trim().parse::<u32>().ok())
         };
-        [pid("redis/redis.pid"), pid("kafka/node-1/kafka.pid"), pid("payments/payments.pid")]
+        [
+            pid("redis/redis.pid"),
+            pid("kafka/node-1/kafka.pid"),
+            pid("payments/payments.pid"),
+            pid("beacon/beacon-sandbox.pid"),
+        ]
     }
 }
 
@@ -162,7 +168,7 @@ async fn a_killed_local_run_leaves_servers_the_next_run_stops() {
     let _turn = turn().await;
     let dir = TempDir::new().expect("dir");
     let run =
-        DevRun { ports: [(); 6].map(|()| free_port()), data: dir.path().join("data"), run_dir: dir.path().join("run") };
+        DevRun { ports: [(); 7].map(|()| free_port()), data: dir.path().join("data"), run_dir: dir.path().join("run") };
     std::fs::create_dir_all(&run.run_dir).expect("run dir");
     let _stops_its_servers = StopsItsServers(&run);
     let http = reqwest::Client::builder().timeout(Duration::from_secs(10)).build().expect("client");
@@ -225,5 +231,5 @@ async fn a_killed_local_run_leaves_servers_the_next_run_stops() {
     // Ctrl-C stops everything it started.
     assert!(tokio::task::block_in_place(|| second.stop(Duration::from_secs(60))), "exit 0 on SIGINT:\n{}", run.log());
     assert!(fresh.iter().all(|&pid| !running(pid)), "Ctrl-C stopped every server");
-    assert_eq!(run.server_pids(), [None, None, None], "and removed their pid files");
+    assert_eq!(run.server_pids(), [None, None, None, None], "and removed their pid files");
 }
