@@ -19,7 +19,14 @@
 -- ARGV[5]  the event schema version the records are written in
 --
 -- At the first call at or after the sale's start the seed is revealed
--- (QueueSeedRevealed). Then, places are served in rank order while
+-- (QueueSeedRevealed). A room whose shuffle waits for a beacon round
+-- (beacon_round, from queue_open.lua) first waits for it: from the start
+-- ("closed": the pre-queue is closed) until draw_beacon.lua puts the round's
+-- randomness in seed (beacon_wait "0"), it answers "awaiting_beacon"; then
+-- it hashes the pre-queue (placed at -1 by queue_join.lua, walked in member
+-- order: core's queue.rs, beacon step 1; pre_hashed, pre_chain) and keys
+-- it (step 2), ARGV[4] places per call, answering "ranking", and reveals the
+-- round with the hash (reveal_extra, entries_hash). Then, places are served in rank order while
 --     entries open < ceil(remaining x factor_percent / 100)
 -- and the rate allows (entry_rate per second, at most one second saved up):
 -- a place whose holder has not been seen for idle_ms is skipped
@@ -45,6 +52,8 @@
 --   "unknown"      no such voucher or room: nothing changed
 --   "uncommitted"  the seed's hash is not in the log yet: no joins, nothing served
 --   "before"       the sale has not begun
+--   "awaiting_beacon", "ranking"  (a beacon's room, above) nothing served; ranking's served_now is
+--                  the places hashed or keyed by the call
 --   "open"         serving (or waiting for a share or the rate)
 --   "sold_out"     nothing remains; waiting places keep their rank for units coming back
 --   "paused", "ended", "backlog"
@@ -157,10 +166,42 @@ if backlog >= tonumber(ARGV[3]) then
   return summary("backlog", tostring(redis.call("ZCOUNT", KEYS[3], 0, "(4503599627370496")), 0, 0,
     redis.call("ZCARD", KEYS[6]))
 end
+local beacon = redis.call("HMGET", KEYS[2], "beacon_round", "beacon_wait", "pre_hashed", "pre_chain", "reveal_extra")
+if beacon[1] and room[3] ~= "1" then
+  if beacon[2] == "1" then
+    redis.call("HSET", KEYS[2], "closed", "1")
+    return summary("awaiting_beacon", "", 0, 0, 0)
+  end
+  local most = tonumber(ARGV[4])
+  local pre = redis.call("ZCOUNT", KEYS[3], -1, -1)
+  local hashed, chain = tonumber(beacon[3] or "0") or 0, beacon[4] or ""
+  local batch = {}
+  if hashed < pre then
+    batch = redis.call("ZRANGEBYSCORE", KEYS[3], -1, -1, "LIMIT", hashed, most)
+    for _, member in ipairs(batch) do
+      chain = redis.sha1hex(chain .. ":" .. string.match(member, "^(.*)|%d+$"))
+    end
+    redis.call("HSET", KEYS[2], "pre_hashed", hashed + #batch, "pre_chain", chain)
+  elseif pre > 0 then
+    batch = redis.call("ZRANGEBYSCORE", KEYS[3], -1, -1, "LIMIT", 0, most)
+    local prefix = room[1] .. ":" .. chain .. ":"
+    for _, member in ipairs(batch) do
+      local key = tonumber(string.sub(redis.sha1hex(prefix .. string.match(member, "^(.*)|%d+$")), 1, 13), 16)
+      redis.call("ZADD", KEYS[3], string.format("%d", key), member)
+    end
+  end
+  if #batch > 0 then
+    return summary("ranking", "", #batch, 0, 0)
+  end
+end
 local pre_queued = redis.call("ZCOUNT", KEYS[3], 0, "(4503599627370496")
 if room[3] ~= "1" then
   redis.call("HSET", KEYS[2], "revealed", "1")
-  emit("QueueSeedRevealed", string.format(',"seed":"%s","pre_queued":%d', room[1], pre_queued))
+  local extra = ""
+  if beacon[1] then
+    extra = string.format('%s,"entries_hash":"%s"', beacon[5] or "", beacon[4] or "")
+  end
+  emit("QueueSeedRevealed", string.format(',"seed":"%s","pre_queued":%d%s', room[1], pre_queued, extra))
 end
 
 local state = "open"

@@ -33,7 +33,8 @@
 --
 -- Before the sale begins (the Redis clock) a place's score is the user's
 -- shuffle key: the first 13 hex digits of SHA-1("<seed>:<user>"), below
--- 2^52. After, it is 2^52 + seq: first come, first placed, behind the whole
+-- 2^52; in a room whose shuffle waits for a beacon round (beacon_round),
+-- -1 until queue_advance.lua keys the whole pre-queue by the round. After, it is 2^52 + seq: first come, first placed, behind the whole
 -- pre-queue. A place that is over (expired, its token lapsed unused, or its
 -- token spent on an order) may be taken again, at the back: one place at a
 -- time per user, one order per place.
@@ -41,7 +42,7 @@ if #KEYS ~= 7 or #ARGV ~= 7 then
   return redis.error_reply("queue_join.lua: expects 7 KEYS and 7 ARGV")
 end
 local voucher = redis.call("HMGET", KEYS[1], "begins_ms", "ends_ms", "mode", "challenge_bits")
-local room = redis.call("HMGET", KEYS[2], "seed", "opens_ms", "committed")
+local room = redis.call("HMGET", KEYS[2], "seed", "opens_ms", "committed", "beacon_round")
 if not voucher[1] or voucher[3] ~= "queue" or not room[1] then
   return {"unknown_voucher", "", ""}
 end
@@ -94,7 +95,10 @@ if bits > 0 then
 end
 
 local score, extra
-if now_ms < tonumber(voucher[1]) then
+if now_ms < tonumber(voucher[1]) and room[4] then
+  score = -1
+  extra = ',"pre_queue":true'
+elseif now_ms < tonumber(voucher[1]) then
   score = tonumber(string.sub(redis.sha1hex(room[1] .. ":" .. ARGV[1]), 1, 13), 16)
   extra = ',"pre_queue":true'
 else

@@ -6,7 +6,10 @@
 -- KEYS[2]  room hash    <prefix>:{v:<id>}:room     fields: seed, token_key, opens_ms, factor_percent,
 --                                                  entry_rate, idle_ms, token_ms, committed ("1" once
 --                                                  the seed's hash is in the log), revealed, cursor,
---                                                  issued, expired, seq, joined, rate_ms
+--                                                  issued, expired, seq, joined, rate_ms; with a beacon
+--                                                  (queue_advance.lua says what they hold):
+--                                                  beacon_round, beacon_chain, beacon_wait, closed,
+--                                                  pre_hashed, pre_chain, reveal_extra
 --                                                  A draw's (kind "draw"): seed, token_key, entries_ms,
 --                                                  draw_ms, purchase_ms, committed, phase ("entering",
 --                                                  "ranking", "publishing", "drawn"), entries, chain,
@@ -18,7 +21,8 @@
 -- ARGV[1]  "open", "open_draw" or "committed"
 -- open:       ARGV[2] a fresh seed (64 hex digits), ARGV[3] a fresh token key, ARGV[4] opens_ms,
 --             ARGV[5] factor_percent, ARGV[6] entry_rate, ARGV[7] idle_ms, ARGV[8] token_ms,
---             ARGV[9] milliseconds the keys outlive the sale
+--             ARGV[9] milliseconds the keys outlive the sale, and optionally ARGV[10] the beacon round
+--             the pre-queue's shuffle waits for ("" none) and ARGV[11] its chain (JSON)
 -- open_draw:  ARGV[2] a fresh seed, ARGV[3] a fresh token key, ARGV[4] entries_ms, ARGV[5] draw_ms,
 --             ARGV[6] purchase_ms, ARGV[7] milliseconds the keys outlive the sale, and optionally
 --             ARGV[8] the beacon round the ranking waits for ("" none) and ARGV[9] its chain (JSON)
@@ -33,8 +37,8 @@
 if #KEYS ~= 2 or (ARGV[1] ~= "open" and ARGV[1] ~= "open_draw" and ARGV[1] ~= "committed") then
   return redis.error_reply("queue_open.lua: expects 2 KEYS, and ARGV[1] must be open, open_draw or committed")
 end
-if ARGV[1] == "open" and #ARGV ~= 9 or ARGV[1] == "open_draw" and #ARGV ~= 7 and #ARGV ~= 9 then
-  return redis.error_reply("queue_open.lua: open expects 9 ARGV, open_draw 7 or 9")
+if ARGV[1] == "open" and #ARGV ~= 9 and #ARGV ~= 11 or ARGV[1] == "open_draw" and #ARGV ~= 7 and #ARGV ~= 9 then
+  return redis.error_reply("queue_open.lua: open expects 9 or 11 ARGV, open_draw 7 or 9")
 end
 local ends = redis.call("HGET", KEYS[1], "ends_ms")
 if not ends then
@@ -59,6 +63,10 @@ else
     redis.call("HSET", KEYS[2], "seed", ARGV[2], "token_key", ARGV[3], "opens_ms", ARGV[4],
       "factor_percent", ARGV[5], "entry_rate", ARGV[6], "idle_ms", ARGV[7], "token_ms", ARGV[8],
       "committed", "0", "revealed", "0", "cursor", "0", "issued", "0", "expired", "0", "seq", "0", "joined", "0")
+    if ARGV[10] and ARGV[10] ~= "" then
+      redis.call("HSET", KEYS[2], "beacon_round", ARGV[10], "beacon_chain", ARGV[11], "beacon_wait", "1",
+        "pre_hashed", "0", "pre_chain", "")
+    end
     redis.call("PEXPIREAT", KEYS[2], tonumber(ends) + tonumber(ARGV[9]))
   end
 end

@@ -120,6 +120,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             accepted_at: at(ms),
             amount: 0,
             currency: None,
+            idempotency_key: None,
         };
         out.write(at(ms), Event::OrderAccepted(accepted.clone()))?;
         let used = DrawWinUsed { voucher_id: voucher, user_id: user.clone(), rank, order_id: accepted.order_id };

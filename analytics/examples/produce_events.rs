@@ -4,7 +4,8 @@
 //! ```text
 //! cargo run --release -p seckill-analytics --example produce_events -- BROKERS TOPIC_PREFIX EVENTS
 //! ```
-//! Writes to `<TOPIC_PREFIX>.sales` (created with 6 partitions).
+//! Writes to `<TOPIC_PREFIX>.sales` (created with 6 partitions, beside an
+//! empty `<TOPIC_PREFIX>.orders`).
 
 use std::time::{Duration, Instant};
 
@@ -26,9 +27,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         return Err("usage: produce_events BROKERS TOPIC_PREFIX EVENTS".into());
     };
     let events: usize = events.parse()?;
-    let topic = seckill_core::topics::Topics::with_prefix(prefix).sales;
-    let spec = seckill_kafka::TopicSpec { name: &topic, retention: seckill_kafka::Retention::Forever };
-    seckill_kafka::ensure_topics(brokers, &[spec], PARTITIONS, 1).await?;
+    let topics = seckill_core::topics::Topics::with_prefix(prefix);
+    let topic = topics.sales;
+    // The orders topic too, empty: `seckill export` reads both, as a platform's log has them.
+    let specs = [&topic, &topics.orders]
+        .map(|name| seckill_kafka::TopicSpec { name, retention: seckill_kafka::Retention::Forever });
+    seckill_kafka::ensure_topics(brokers, &specs, PARTITIONS, 1).await?;
 
     let producer: BaseProducer = ClientConfig::new()
         .set("bootstrap.servers", brokers)
@@ -76,6 +80,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 accepted_at: now,
                 amount: 0,
                 currency: None,
+                idempotency_key: None,
             };
             pending = Some(order.clone());
             Event::OrderAccepted(order)

@@ -191,6 +191,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                     accepted_at: at(now),
                     amount: 0,
                     currency: None,
+                    idempotency_key: None,
                 };
                 sale.sales(Event::OrderAccepted(order.clone()))?;
                 placed.push((order, user));

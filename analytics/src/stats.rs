@@ -474,6 +474,7 @@ mod tests {
                 accepted_at: at(accepted_ms),
                 amount: 0,
                 currency: None,
+                idempotency_key: None,
             };
             self.push(Event::OrderAccepted(order.clone()));
             order

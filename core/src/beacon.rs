@@ -122,7 +122,8 @@ pub struct BeaconRound {
 }
 
 /// `[beacon]`: where the platform fetches rounds, and of which chain. No
-/// relays: no beacon, and draws rank by the operator's committed seed.
+/// relays: no beacon, and draws rank (and waiting rooms shuffle their
+/// pre-queue) by the operator's committed seed.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct BeaconConfig {

@@ -61,7 +61,7 @@ pub const RANK_CHUNK: usize = 500;
 pub const PURCHASE_SECONDS: std::ops::RangeInclusive<u32> = 2..=86_400;
 
 /// A draw-mode voucher's settings.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DrawSettings {
     /// From when users may enter.
     pub entries_open_at: DateTime<Utc>,

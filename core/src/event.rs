@@ -197,14 +197,14 @@ pub struct VoucherCreated {
     /// Present for a queue-mode sale (`"mode": "queue"` in the API):
     /// orders need an entry token from its waiting room. Absent, the sale
     /// is first come, first served.
+    /// Boxed: most sales have none, and every event would otherwise grow
+    /// by its size.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(with = "Option<serde_json::Map<String, serde_json::Value>>")]
-    pub queue: Option<QueueSettings>,
+    pub queue: Option<Box<QueueSettings>>,
     /// Present for a draw sale (`"mode": "draw"` in the API): users enter,
     /// a draw at `draw_at` ranks them, and only winners may order, each
     /// within their purchase window ([`crate::draw`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(with = "Option<serde_json::Map<String, serde_json::Value>>")]
     pub draw: Option<DrawSettings>,
     /// Leading zero bits of the proof of work each order, queue join or
     /// draw entry needs ([`crate::challenge`]); 0 (the default, not
@@ -267,7 +267,18 @@ pub struct OrderAccepted {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<String>")]
     pub currency: Option<Currency>,
+    /// The `Idempotency-Key` the order was requested with (1 to 128 visible
+    /// ASCII characters), absent when it had none, and in records written
+    /// before it was logged. A retry Redis admitted a second time (a
+    /// failover lost the first admission) carries the same key, and the
+    /// processor fails it as a duplicate of the first order
+    /// ([`FailReason::DuplicateRequest`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
 }
+
+/// The longest `Idempotency-Key`, in bytes (visible ASCII).
+pub const MAX_IDEMPOTENCY_KEY_BYTES: usize = 128;
 
 /// An order that now holds its units.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -465,6 +476,14 @@ pub struct QueueSeedRevealed {
     pub seed: String,
     /// Places taken before the start.
     pub pre_queued: u64,
+    /// The beacon round whose randomness is `seed`, for a room whose
+    /// settings planned one (`seckill_core::queue`); absent, `seed` is the
+    /// operator's committed seed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub beacon: Option<crate::beacon::BeaconRound>,
+    /// With a beacon: the pre-queue's hash the shuffle is keyed by.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entries_hash: Option<String>,
 }
 
 /// An entry token issued to the holder of `place`.
@@ -657,6 +676,11 @@ pub enum FailReason {
     /// would pass the per-user limit (Redis and the store disagreed, e.g.
     /// after Redis lost its last second of writes).
     LimitExceeded,
+    /// An earlier order of the same user and voucher was requested under
+    /// the same `Idempotency-Key`: this one is a retry that Redis admitted
+    /// again (a failover lost the first admission, and its answer to the
+    /// retry), and the first order is the request's.
+    DuplicateRequest,
 }
 
 impl FailReason {
@@ -666,6 +690,7 @@ impl FailReason {
             Self::SoldOut => "sold_out",
             Self::UnknownVoucher => "unknown_voucher",
             Self::LimitExceeded => "limit_exceeded",
+            Self::DuplicateRequest => "duplicate_request",
         }
     }
 }
@@ -1089,11 +1114,17 @@ impl OrderAccepted {
             accepted_at: Utc::now(),
             amount: 0,
             currency: None,
+            idempotency_key: None,
         }
     }
 
     fn validate(&self) -> Result<(), EventError> {
         check((1..=MAX_QUANTITY).contains(&self.quantity), "quantity must be 1 to 10000")?;
+        if let Some(key) = &self.idempotency_key {
+            let visible =
+                (1..=MAX_IDEMPOTENCY_KEY_BYTES).contains(&key.len()) && key.bytes().all(|b| b.is_ascii_graphic());
+            check(visible, "idempotency_key must be 1 to 128 visible ASCII characters")?;
+        }
         check(self.amount <= MAX_PRICE * u64::from(MAX_QUANTITY), "amount out of range")?;
         check((self.amount > 0) == self.currency.is_some(), "an amount comes with its currency and only then")?;
         check(within_supported_years(self.accepted_at), "accepted_at must be in the years 1970 to 9999")

@@ -6,12 +6,27 @@
 //! (`QueueSeedCommitted`) before the room accepts its first join, and the
 //! seed itself is logged at the start (`QueueSeedRevealed`). So an early
 //! arrival gains nothing, and afterwards anyone holding the log can
-//! recompute the order. The seed is the operator's, and this trusts the
-//! operator: whoever holds it (the gate's Redis) can try seeds before
-//! committing one, or mint user ids whose keys come first once it is
-//! committed. Draws rank by a public beacon round instead when one is
-//! configured ([`crate::beacon`]); the pre-queue does not yet.
+//! recompute the order. Where the shuffle's key comes from decides whom it
+//! trusts:
 //!
+//! - **A public beacon** (the settings carry a [`BeaconPlan`], fixed in the
+//!   creation record: the chain and the first round published after the
+//!   sale begins). The pre-queue closes at the start, before that round's
+//!   time; the room serves nobody until the round is fetched, and the
+//!   reveal logs it (`QueueSeedRevealed` with `beacon` and
+//!   `entries_hash`). Nobody, the operator included, knows the key while
+//!   joins are taken. The shuffle ([`beacon_pre_queue_order`]):
+//!   1. the pre-queue's hash: the pre-queue joins' user ids in the byte
+//!      order of `<user id>|1`, chained as a draw's entry list is
+//!      (`h0` empty, `h(i) = SHA-1(h(i-1) ":" user(i))`, lowercase hex;
+//!      empty with no pre-queue);
+//!   2. a user's key is the first 13 hexadecimal digits of
+//!      SHA-1(`<randomness>:<pre-queue hash>:<user id>`);
+//!   3. and 4. as steps 2 and 3 below.
+//! - **The operator's committed seed** (no beacon configured): this trusts
+//!   the operator: whoever holds the seed (the gate's Redis) can try seeds
+//!   before committing one, or mint user ids whose keys come first once it
+//!   is committed. Its shuffle:
 //!
 //! 1. for each pre-queue join (`QueueJoined` with `pre_queue: true`), the
 //!    user's key is the first 13 hexadecimal digits (52 bits) of
@@ -31,6 +46,7 @@ use serde::{Deserialize, Serialize};
 use sha1::{Digest, Sha1};
 use sha2::Sha256;
 
+use crate::beacon::BeaconPlan;
 use crate::ids::UserId;
 
 /// The score of the first place after the start: every pre-queue key is
@@ -46,7 +62,7 @@ pub const TOKEN_SECONDS: std::ops::RangeInclusive<u32> = 5..=3_600;
 pub const SEED_HEX_LEN: usize = 64;
 
 /// A queue-mode voucher's waiting room.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct QueueSettings {
     /// From when users may join (at or before the sale's `begins_at`).
     pub opens_at: DateTime<Utc>,
@@ -60,6 +76,11 @@ pub struct QueueSettings {
     pub idle_seconds: u32,
     /// How long an entry token admits its order.
     pub token_seconds: u32,
+    /// The beacon round the pre-queue's shuffle takes its key from; absent
+    /// (no beacon configured, or a record from before beacons), the
+    /// operator's committed seed. Boxed, as in a draw's settings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub beacon: Option<Box<BeaconPlan>>,
 }
 
 /// The defaults an admin request leaves out.
@@ -85,6 +106,13 @@ impl QueueSettings {
         if self.opens_at > begins_at {
             return Err("queue opens_at must be at or before begins_at".to_owned());
         }
+        if let Some(plan) = &self.beacon {
+            plan.chain.check()?;
+            // The pre-queue closes at the start: the round must come after.
+            if plan.round_time() <= begins_at {
+                return Err("the waiting room's beacon round must be published after begins_at".to_owned());
+            }
+        }
         Ok(())
     }
 }
@@ -104,6 +132,21 @@ pub fn pre_queue_order(seed: &str, users: &[UserId]) -> Vec<UserId> {
         users.iter().map(|user| (shuffle_key(seed, user), format!("{user}|1"), user)).collect();
     keyed.sort();
     keyed.into_iter().map(|(_, _, user)| user.clone()).collect()
+}
+
+/// The pre-queue's hash under a beacon (step 1 of the beacon's shuffle):
+/// the users in the byte order of `<user id>|1`, chained.
+pub fn pre_queue_hash(users: &[UserId]) -> String {
+    let mut sorted: Vec<(String, &UserId)> = users.iter().map(|user| (format!("{user}|1"), user)).collect();
+    sorted.sort();
+    crate::draw::entries_hash(sorted.into_iter().map(|(_, user)| user))
+}
+
+/// The pre-queue in place order under a beacon round's `randomness`
+/// (the beacon's shuffle): keyed by the randomness and the pre-queue's
+/// hash, then as [`pre_queue_order`].
+pub fn beacon_pre_queue_order(randomness: &str, users: &[UserId]) -> Vec<UserId> {
+    pre_queue_order(&format!("{randomness}:{}", pre_queue_hash(users)), users)
 }
 
 /// The commitment to `seed`: its SHA-256, 64 lowercase hexadecimal digits.
@@ -165,6 +208,24 @@ mod tests {
     }
 
     #[test]
+    fn the_beacon_shuffle_keys_by_the_randomness_and_the_sorted_pre_queue() {
+        let users: Vec<UserId> = ["b", "a1", "a"].into_iter().map(user).collect();
+        // "a1|1" sorts before "a|1": '1' is below '|'.
+        let chained = crate::draw::entries_hash([&users[1], &users[2], &users[0]]);
+        assert_eq!(pre_queue_hash(&users), chained);
+        let randomness = "7".repeat(64);
+        let order = beacon_pre_queue_order(&randomness, &users);
+        let key = |u: &UserId| shuffle_key(&format!("{randomness}:{chained}"), u);
+        let mut expected = users.clone();
+        expected.sort_by_key(|u| (key(u), format!("{u}|1")));
+        assert_eq!(order, expected);
+        let mut reversed = users.clone();
+        reversed.reverse();
+        assert_eq!(beacon_pre_queue_order(&randomness, &reversed), order, "arrival order changes nothing");
+        assert_eq!(pre_queue_hash(&[]), "");
+    }
+
+    #[test]
     fn seeds_are_fresh_and_committed_by_sha256() {
         let (a, b) = (new_seed(), new_seed());
         assert!(is_seed(&a) && is_seed(&b));
@@ -182,8 +243,15 @@ mod tests {
             entry_rate: 500,
             idle_seconds: 30,
             token_seconds: 120,
+            beacon: None,
         };
         assert!(good.check(begins).is_ok());
+        let chain = crate::beacon::BeaconChain::quicknet();
+        let planned =
+            QueueSettings { beacon: Some(Box::new(BeaconPlan::after(chain.clone(), begins))), ..good.clone() };
+        assert!(planned.check(begins).is_ok());
+        let early = BeaconPlan { round: chain.first_round_after(begins) - 1, chain };
+        assert!(QueueSettings { beacon: Some(Box::new(early)), ..good.clone() }.check(begins).is_err());
         assert!(QueueSettings { factor_percent: 99, ..good.clone() }.check(begins).is_err());
         assert!(QueueSettings { entry_rate: 0, ..good.clone() }.check(begins).is_err());
         assert!(QueueSettings { opens_at: begins + chrono::Duration::seconds(1), ..good }.check(begins).is_err());

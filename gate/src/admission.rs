@@ -96,6 +96,7 @@ impl Gate {
             accepted_at: Utc::now(),
             amount: 0,
             currency: None,
+            idempotency_key: None,
         };
         self.admit_order(&order, retry).await
     }
@@ -325,7 +326,9 @@ impl Gate {
     }
 
     /// Gives an admitted order's units back to its bucket (its user's);
-    /// false if it was released before. `retry` is the key that admitted
+    /// false if it was released before, or if this Redis never admitted it
+    /// (its admission was lost in a failover: nothing was taken here, so
+    /// nothing goes back, and the id is fenced). `retry` is the key that admitted
     /// it, when the order never reached the log (a retry must then admit
     /// afresh).
     pub async fn release(
@@ -345,6 +348,7 @@ impl Gate {
             .key(&keys.orders)
             .key(&keys.released)
             .key(&keys.retries)
+            .key(&keys.admitted)
             .arg(user.as_str())
             .arg(quantity)
             .arg(order.to_string())

@@ -199,19 +199,24 @@ impl Gate {
         Ok(summary)
     }
 
-    /// The beacon round `voucher`'s draw waits for (None: no such draw, no
-    /// beacon planned, or its round is in already).
+    /// The beacon round `voucher`'s draw (or waiting room) waits for (None:
+    /// no such draw or room, no beacon planned, or its round is in already).
     pub async fn awaited_beacon(&self, voucher: VoucherId) -> redis::RedisResult<Option<BeaconPlan>> {
         let keys = self.keys(voucher);
-        let (wait, phase, round, chain): (Option<String>, Option<String>, Option<String>, Option<String>) =
-            redis::cmd("HMGET")
-                .arg(&keys.room)
-                .arg(&["beacon_wait", "phase", "beacon_round", "beacon_chain"])
-                .query_async(&mut self.redis.clone())
-                .await?;
-        // draw_beacon.lua applies a round only while entering; a draw
-        // restored past its reveal keeps the flag and waits for nothing.
-        if wait.as_deref() != Some("1") || phase.as_deref() != Some("entering") {
+        type Fields = (Option<String>, Option<String>, Option<String>, Option<String>, Option<String>, Option<String>);
+        let (wait, phase, round, chain, kind, revealed): Fields = redis::cmd("HMGET")
+            .arg(&keys.room)
+            .arg(&["beacon_wait", "phase", "beacon_round", "beacon_chain", "kind", "revealed"])
+            .query_async(&mut self.redis.clone())
+            .await?;
+        // draw_beacon.lua applies a round only while entering (a room's:
+        // before its reveal); a draw restored past its reveal keeps the
+        // flag and waits for nothing.
+        let open = match kind.as_deref() {
+            Some("draw") => phase.as_deref() == Some("entering"),
+            _ => revealed.as_deref() != Some("1"),
+        };
+        if wait.as_deref() != Some("1") || !open {
             return Ok(None);
         }
         let round = round.and_then(|round| round.parse().ok());

@@ -1,7 +1,8 @@
 //! A draw as the log tells it, for rebuilding the draw's state in Redis
 //! after Redis lost it ([`crate::Gate::restore`]): who entered with which
 //! seq, the revealed seed, the logged ranking, the winners and promotions
-//! with their windows, and the wins spent.
+//! with their windows, the stalls that lengthened those windows
+//! (`WindowsExtended`), and the wins spent.
 //!
 //! Before the reveal the seed is secret; a commitment logged with the seed
 //! sealed under the operator's key (`seckill_core::sealed_seed`) gives it
@@ -14,6 +15,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use chrono::{DateTime, Duration, Utc};
 use seckill_core::event::{DrawRanked, DrawSeedRevealed, DrawWinUsed, DrawWinnerPromoted, DrawWinnersSelected, Event};
 use seckill_core::{sealed_seed, UserId, VoucherId};
 use uuid::Uuid;
@@ -38,6 +40,9 @@ pub struct DrawHistory {
     pub promotions: BTreeMap<u64, DrawWinnerPromoted>,
     /// Wins spent on an order, by rank.
     pub wins_used: BTreeMap<u64, DrawWinUsed>,
+    /// The logged stalls (`WindowsExtended`: from, until), by start: each
+    /// moves the end of every window open at its start.
+    pub stalls: BTreeSet<(DateTime<Utc>, DateTime<Utc>)>,
 }
 
 impl DrawHistory {
@@ -64,6 +69,9 @@ impl DrawHistory {
             }
             Event::DrawWinUsed(used) => {
                 self.wins_used.entry(used.rank).or_insert_with(|| used.clone());
+            }
+            Event::WindowsExtended(stall) if stall.until > stall.from => {
+                self.stalls.insert((stall.from, stall.until));
             }
             _ => {}
         }
@@ -125,6 +133,36 @@ impl DrawHistory {
             ranking.extend(chunk.users.iter().cloned());
         }
         (ranking.len() as u64 == reveal.entries).then_some(ranking)
+    }
+}
+
+impl DrawHistory {
+    /// Where a window granted at `opened` and due at `due` really ends:
+    /// each logged stall that starts at or after its opening and before its
+    /// end (as moved so far) moves it by the stall's length, as the
+    /// scripts' window clock did (`lua/draw_advance.lua`) and as `seckill
+    /// draw verify` recomputes it.
+    pub fn window_end(&self, opened: DateTime<Utc>, due: DateTime<Utc>) -> DateTime<Utc> {
+        let mut end = due;
+        for &(from, until) in &self.stalls {
+            if from >= opened && from < end {
+                end += until - from;
+            }
+        }
+        end
+    }
+
+    /// The end of rank `rank`'s window, stalls included (None: it did not
+    /// win). A window is granted `purchase_seconds` before its record's
+    /// `purchase_until`.
+    pub fn window_of(&self, rank: u64, purchase_seconds: u32) -> Option<DateTime<Utc>> {
+        let selection = self.selection()?;
+        let due = if rank <= selection.winners {
+            selection.purchase_until
+        } else {
+            self.promotions.get(&rank)?.purchase_until
+        };
+        Some(self.window_end(due - Duration::seconds(i64::from(purchase_seconds)), due))
     }
 }
 

@@ -3,7 +3,8 @@
 //!
 //! The log holds every entry, and from the reveal on everything the draw
 //! decided: the seed, the ranking, the winners and their windows, the
-//! promotions, the wins spent. So a draw lost after its reveal comes back
+//! promotions, the wins spent, and the stalls that moved the windows' ends
+//! (`WindowsExtended`): a window comes back ending where the log says. So a draw lost after its reveal comes back
 //! exactly as it stood; the scripts then go on from it (promotions continue
 //! at the next rank, a spent win stays spent). Before the reveal the entries
 //! come back with their seqs and the list's hash, and the seed with them if
@@ -123,7 +124,7 @@ impl Rebuild {
         };
         // Lost while the ranking was being logged, it is ranked again.
         let ranking = ranking.filter(|_| stage != "ranking");
-        let (places, holds) = places(history, entrants, ranking.as_deref());
+        let (places, holds) = places(history, entrants, ranking.as_deref(), settings.purchase_seconds);
 
         let winners = selection.map_or(0, |selection| selection.winners);
         let promoted_to = history.promotions.keys().next_back().copied().unwrap_or(0);
@@ -159,17 +160,17 @@ impl Rebuild {
 
 /// Each entrant's place: entered; once ranked, its rank; once won, its
 /// window (and a hold while unspent) or the order its win admitted.
-fn places(history: &DrawHistory, entrants: &[UserId], ranking: Option<&[UserId]>) -> (Vec<Placed>, Vec<(u64, i64)>) {
+fn places(
+    history: &DrawHistory,
+    entrants: &[UserId],
+    ranking: Option<&[UserId]>,
+    purchase_seconds: u32,
+) -> (Vec<Placed>, Vec<(u64, i64)>) {
     let ranks: HashMap<&str, u64> =
         ranking.into_iter().flatten().zip(1u64..).map(|(user, rank)| (user.as_str(), rank)).collect();
-    let selection = history.selection();
-    let window_of = |rank: u64| -> Option<i64> {
-        let selection = selection?;
-        if rank <= selection.winners {
-            return Some(selection.purchase_until.timestamp_millis());
-        }
-        history.promotions.get(&rank).map(|promotion| promotion.purchase_until.timestamp_millis())
-    };
+    // Each window ends where the log says: as granted, moved by the
+    // stalls logged since (the rebuilt window clock starts with none lost).
+    let window_of = |rank: u64| history.window_of(rank, purchase_seconds).map(|end| end.timestamp_millis());
     let mut holds = Vec::new();
     let places = entrants
         .iter()

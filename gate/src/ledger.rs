@@ -152,10 +152,11 @@ impl Ledger {
             | Event::QueueEntryIssued(_)
             | Event::QueuePlaceExpired(_)
             | Event::QueueEntryUsed(_) => {}
-            // A restored draw's windows end as logged, without the stalls
-            // (lua/draw_restore.lua starts the window clock afresh).
-            Event::WindowsExtended(_) => {}
-            Event::DrawSeedCommitted(_)
+            // A restored draw's windows end where the log says: as granted,
+            // moved by the stalls (lua/draw_restore.lua starts the window
+            // clock afresh, so the ends it is given include them).
+            Event::WindowsExtended(_)
+            | Event::DrawSeedCommitted(_)
             | Event::DrawEntered(_)
             | Event::DrawSeedRevealed(_)
             | Event::DrawRanked(_)
@@ -192,7 +193,7 @@ impl VoucherFold {
             hold_seconds: definition.hold_seconds,
             price: definition.price,
             currency: definition.currency,
-            queue: definition.queue.clone(),
+            queue: definition.queue.as_deref().cloned(),
             draw: definition.draw.clone(),
             draw_history: if definition.draw.is_some() { self.draw.clone() } else { DrawHistory::default() },
             challenge_bits: definition.challenge_bits,
@@ -240,6 +241,7 @@ mod tests {
             accepted_at: now,
             amount: 0,
             currency: None,
+            idempotency_key: None,
         };
         let (kept, pending, failed, cancelled) = (order("a", 2), order("b", 1), order("c", 1), order("d", 1));
         let add = Envelope::new(Event::VoucherUpdated(VoucherUpdated {

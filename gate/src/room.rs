@@ -217,6 +217,14 @@ impl Gate {
         settings: &QueueSettings,
     ) -> redis::RedisResult<Option<Room>> {
         let keys = self.keys(voucher);
+        // A planned beacon round: the pre-queue's shuffle waits for it.
+        let (round, chain) = match &settings.beacon {
+            Some(plan) => (
+                plan.round.to_string(),
+                serde_json::to_string(&plan.chain).map_err(|e| unexpected("a beacon chain", e.to_string()))?,
+            ),
+            None => (String::new(), String::new()),
+        };
         let (seed, token_key, committed): (String, String, String) = self
             .scripts
             .queue_open
@@ -231,6 +239,8 @@ impl Gate {
             .arg(u64::from(settings.idle_seconds) * 1000)
             .arg(u64::from(settings.token_seconds) * 1000)
             .arg(self.ended_sale_ttl_ms)
+            .arg(round)
+            .arg(chain)
             .invoke_async(&mut self.redis.clone())
             .await?;
         if seed.is_empty() {

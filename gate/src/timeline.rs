@@ -1,7 +1,8 @@
 //! A draw's or a waiting room's own timeline and progress, as the voucher
 //! read shows it to every reader: when entries close, the beacon round the
 //! draw waits for (if any), when it was drawn, winners and promotions so
-//! far; when a room opens and how many wait in it. Read from the room hash
+//! far; when a room opens, how many wait in it, and the beacon round its
+//! pre-queue waits for (if any). Read from the room hash
 //! (`lua/queue_open.lua` says what it holds) and, for a room, its line.
 
 use chrono::{DateTime, Utc};
@@ -38,6 +39,11 @@ pub struct QueueTimeline {
     pub opens_at: DateTime<Utc>,
     /// Places whose turn has not come yet.
     pub waiting: u64,
+    /// The beacon round the pre-queue's shuffle takes its key from, and when
+    /// it is published (None: the operator's committed seed).
+    pub beacon_round: Option<(u64, DateTime<Utc>)>,
+    /// The pre-queue closed and the round is not in yet: nobody is served.
+    pub awaiting_beacon: bool,
 }
 
 /// The timeline of `voucher`'s draw or room.
@@ -47,7 +53,7 @@ pub enum Timeline {
     Queue(QueueTimeline),
 }
 
-const FIELDS: [&str; 13] = [
+const FIELDS: [&str; 15] = [
     "kind",
     "entries_ms",
     "draw_ms",
@@ -61,6 +67,8 @@ const FIELDS: [&str; 13] = [
     "beacon_chain",
     "phase",
     "opens_ms",
+    "revealed",
+    "closed",
 ];
 
 impl Gate {
@@ -78,12 +86,12 @@ impl Gate {
         let field = |name: &str| FIELDS.iter().position(|f| *f == name).and_then(|i| fields.get(i).cloned().flatten());
         let number = |name: &str| field(name).and_then(|value| value.parse::<i64>().ok());
         let count = |name: &str| number(name).and_then(|value| u64::try_from(value).ok());
+        let chain: Option<BeaconChain> = field("beacon_chain").and_then(|json| serde_json::from_str(&json).ok());
+        let beacon_round = count("beacon_round").zip(chain).map(|(round, chain)| (round, chain.round_time(round)));
         if field("kind").as_deref() == Some("draw") {
             let (Some(entries_ms), Some(draw_ms)) = (number("entries_ms"), number("draw_ms")) else {
                 return Ok(None);
             };
-            let chain: Option<BeaconChain> = field("beacon_chain").and_then(|json| serde_json::from_str(&json).ok());
-            let beacon_round = count("beacon_round").zip(chain).map(|(round, chain)| (round, chain.round_time(round)));
             let winners = count("selected");
             let drawn_at = number("selected_until").zip(number("purchase_ms")).map(|(until, ms)| millis(until - ms));
             return Ok(Some(Timeline::Draw(DrawTimeline {
@@ -105,6 +113,11 @@ impl Gate {
         Ok(Some(Timeline::Queue(QueueTimeline {
             opens_at: millis(opens_ms),
             waiting: line.saturating_sub(count("cursor").unwrap_or_default()),
+            beacon_round,
+            // queue_advance.lua marks the pre-queue closed at the start.
+            awaiting_beacon: field("beacon_wait").as_deref() == Some("1")
+                && field("closed").as_deref() == Some("1")
+                && field("revealed").as_deref() != Some("1"),
         })))
     }
 }

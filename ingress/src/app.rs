@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use prometheus::Registry;
 use seckill_core::metrics::{
-    dependency_up, register_start_time, AdmissionMetrics, HttpMetrics, LiveMetrics, PaymentMetrics,
+    clock_offset, dependency_up, register_start_time, AdmissionMetrics, HttpMetrics, LiveMetrics, PaymentMetrics,
     PipelineWatchMetrics, QueueMetrics,
 };
 use seckill_kafka::{Follower, GroupLag};
@@ -132,6 +132,7 @@ impl App {
             follower: follower.health(),
             metrics: PipelineWatchMetrics::register(&deps.registry, "ingress"),
             dependency_up: dependency_up(&deps.registry, "ingress"),
+            clock_offset: clock_offset(&deps.registry, "ingress"),
             every: Duration::from_millis(config.watch.interval_ms),
         };
         let rooms = Arc::new(

@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use prometheus::IntGaugeVec;
+use prometheus::{Gauge, IntGaugeVec};
 use seckill_core::metrics::PipelineWatchMetrics;
 use seckill_core::shutdown::Every;
 use seckill_core::topics::Topics;
@@ -29,6 +29,8 @@ pub(crate) struct Watch {
     pub(crate) follower: Arc<FollowerHealth>,
     pub(crate) metrics: PipelineWatchMetrics,
     pub(crate) dependency_up: IntGaugeVec,
+    /// Redis's clock minus ours, measured by the Redis probe.
+    pub(crate) clock_offset: Gauge,
     pub(crate) every: Duration,
 }
 
@@ -47,7 +49,8 @@ impl Watch {
 
     /// Probes and measures until `shutdown`.
     pub(crate) async fn run(self, shutdown: CancellationToken) {
-        let probes = vec![Probe::redis(self.gate.clone()), Probe::kafka(self.producer.clone())];
+        let probes =
+            vec![Probe::redis(self.gate.clone(), self.clock_offset.clone()), Probe::kafka(self.producer.clone())];
         let probing = probe_dependencies(probes, self.dependency_up.clone(), PROBE_EVERY, shutdown.clone());
         let measuring = measure_groups(self.groups, self.follower, self.metrics, self.every, shutdown);
         tokio::join!(probing, measuring);

@@ -103,6 +103,8 @@ function followSale() {
   source.addEventListener("voucher", (event) => {
     sale = JSON.parse(event.data);
     ensureFollowed();
+    // The reader's own state may have moved with the sale.
+    if (Date.now() - mineRead >= 500) readMine();
     render();
   });
   source.onerror = () => say("Reconnecting to the sale…");
@@ -148,6 +150,8 @@ function saveIdentity() {
   entry = null;
   entryUser = null;
   entryOpensAt = null;
+  mine = null;
+  mineRead = 0;
   ensureFollowed();
   render();
 }
@@ -418,9 +422,16 @@ function renderQueue(phase) {
   status.dataset.position = place && place.position != null ? String(place.position) : "";
   status.textContent = placeText(state, phase);
   const room = sale.queue;
-  $("queue-timeline").textContent = room
+  let roomLine = room
     ? `The room opens at ${clockTime(Date.parse(room.opens_at))} · ${plural(room.waiting, "place", "places")} waiting`
     : "";
+  if (room && room.beacon_round != null) {
+    const at = clockTime(Date.parse(room.beacon_round_at));
+    roomLine += room.awaiting_beacon
+      ? ` · waiting for beacon round ${room.beacon_round} (due ${at}) to draw the places`
+      : ` · places drawn by beacon round ${room.beacon_round} (${at})`;
+  }
+  $("queue-timeline").textContent = roomLine;
   const numbered = place && place.place != null && ["waiting", "sold_out"].includes(state);
   $("queue-detail").textContent = numbered
     ? `Place ${place.place} of ${place.places} · ${place.serving} passed so far`
@@ -675,6 +686,49 @@ function drawDetail() {
   return `Rank ${entry.rank} of ${entry.entries} · ${entry.winners} won at the draw, ${entry.won_through} so far`;
 }
 
+// ---- the reader's own state, in the voucher read -------------------------
+// GET /api/v1/vouchers/{id} with the buyer's credentials carries `me`: their
+// state in the draw and, while a win is open, its window's end. Read when
+// the sale changes and every few seconds (a window may close meanwhile).
+const MINE_EVERY_MS = 3000;
+let mine = null; // `me` as last read; null: not read
+let mineRead = 0; // local ms of the last read
+let mineReading = false;
+
+async function readMine() {
+  if (!identity() || !drawMode() || mineReading) return;
+  mineReading = true;
+  mineRead = Date.now();
+  try {
+    const response = await fetch(`/api/v1/vouchers/${voucherId}`, { headers: authHeaders(), cache: "no-store" });
+    if (response.ok) {
+      const body = await response.json();
+      mine = body.me || null;
+      render();
+    }
+  } catch (_) {
+    // Read again at the next change or after MINE_EVERY_MS.
+  } finally {
+    mineReading = false;
+  }
+}
+
+const MINE_WORDS = {
+  not_entered: "not entered",
+  entered: "entered, waiting for the draw",
+  not_selected: "not selected",
+  won: "won",
+  promoted: "promoted",
+  used: "won, order placed",
+  lapsed: "won, window closed unused",
+};
+
+function mineText() {
+  if (!mine) return "";
+  const until = mine.purchase_until ? ` until ${clockTime(Date.parse(mine.purchase_until))}` : "";
+  return `Your draw: ${MINE_WORDS[mine.state] || mine.state}${until}`;
+}
+
 // Renders the draw of a draw sale; false for any other sale.
 function renderDraw() {
   const drawn = drawMode();
@@ -688,6 +742,12 @@ function renderDraw() {
   status.textContent = text;
   $("draw-detail").textContent = drawDetail();
   $("draw-timeline").textContent = drawTimeline();
+  if (identity() && Date.now() - mineRead >= MINE_EVERY_MS) readMine();
+  const shown = identity() ? mine : null;
+  $("draw-mine").hidden = !shown;
+  $("draw-mine").textContent = shown ? mineText() : "";
+  $("draw-mine").dataset.state = shown ? shown.state : "none";
+  $("draw-mine").dataset.until = shown && shown.purchase_until ? shown.purchase_until : "";
   $("draw-timeline").dataset.awaitingBeacon = sale.draw && sale.draw.awaiting_beacon ? "true" : "false";
   $("draw-line").hidden = !countdown;
   if (countdown) {

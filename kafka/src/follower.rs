@@ -14,7 +14,7 @@ use rdkafka::message::OwnedMessage;
 use rdkafka::statistics::Statistics;
 use rdkafka::{Offset, TopicPartitionList};
 
-use crate::lag::STATISTICS_INTERVAL_MS;
+use crate::lag::{SOCKET_TIMEOUT_MS, STATISTICS_INTERVAL_MS};
 use crate::KafkaError;
 
 /// How long the partition lookup at start may take.
@@ -144,6 +144,7 @@ impl Follower {
             .set("enable.partition.eof", "false")
             .set("fetch.wait.max.ms", fetch_wait.as_millis().max(1).to_string())
             .set("statistics.interval.ms", STATISTICS_INTERVAL_MS)
+            .set("socket.timeout.ms", SOCKET_TIMEOUT_MS)
             .create_with_context(FollowerContext { health: Arc::clone(&health) })
             .map_err(KafkaError::Client)?;
         let topics = topics_owned(topics);

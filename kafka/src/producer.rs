@@ -11,6 +11,7 @@ use seckill_core::config::KafkaConfig;
 use seckill_core::topics::Topics;
 use seckill_core::Envelope;
 
+use crate::lag::SOCKET_TIMEOUT_MS;
 use crate::KafkaError;
 
 /// How a producer talks to the broker.
@@ -77,6 +78,7 @@ impl EventProducer {
             // room (backpressure) instead of buffering without limit.
             .set("queue.buffering.max.messages", "100000")
             .set("message.timeout.ms", &timeout_ms)
+            .set("socket.timeout.ms", SOCKET_TIMEOUT_MS)
             .create()
             .map_err(KafkaError::Client)?;
         Ok(Self { producer, timeout: settings.timeout, in_flight: None })

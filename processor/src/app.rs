@@ -7,7 +7,7 @@ use std::time::Duration;
 use prometheus::Registry;
 use seckill_core::config::HttpConfig;
 use seckill_core::metrics::{
-    dependency_up, register_start_time, ConsumerMetrics, HttpMetrics, PaymentMetrics, ProcessorMetrics,
+    clock_offset, dependency_up, register_start_time, ConsumerMetrics, HttpMetrics, PaymentMetrics, ProcessorMetrics,
 };
 use seckill_core::VoucherId;
 use seckill_gate::Gate;
@@ -21,6 +21,7 @@ use warp::{Filter, Rejection};
 
 use crate::closer::CheckoutCloser;
 use crate::expiry::ExpirySweeper;
+use crate::gate_follower::GateFollower;
 use crate::pending_refunds::PendingRefunds;
 use crate::pipeline::Pipeline;
 use crate::reconcile::Reconciler;
@@ -47,6 +48,10 @@ pub struct App {
     listener: TcpListener,
     consumer: BatchConsumer,
     pipeline: Pipeline,
+    /// Gives Redis the units of failed and cancelled orders and the
+    /// vouchers' definitions and updates, from the log, in a consumer group
+    /// of its own (`<group>-gate`): off the decision path.
+    gate_follower: (GateFollower, BatchConsumer),
     sweeper: ExpirySweeper,
     /// With a payment provider: the refund worker and its consumer.
     /// The refund worker, its consumer, and the follower of its kept
@@ -84,8 +89,14 @@ impl App {
             Some(provider) => {
                 let mut group = config.consumer.clone();
                 group.group = format!("{}-refunds", config.consumer.group);
-                let consumer =
-                    BatchConsumer::subscribe(&ConsumerSettings::new(&config.kafka, &group), &[&topics.orders])?;
+                // Its batches are not rewound (see `RefundWorker`): librdkafka's
+                // default poll interval, above a batch's refunds followed for
+                // `FOLLOW_IN_BATCH` each, at once.
+                let settings = ConsumerSettings {
+                    max_poll_interval: std::time::Duration::from_secs(300),
+                    ..ConsumerSettings::new(&config.kafka, &group)
+                };
+                let consumer = BatchConsumer::subscribe(&settings, &[&topics.orders])?;
                 let pending = PendingRefunds {
                     store: Arc::clone(&store),
                     provider: provider.clone(),
@@ -132,9 +143,16 @@ impl App {
             stock: Arc::clone(&stock),
             gate_stock: processor_metrics.gate_stock_remaining.clone(),
             dependency_up: dependency_up(&registry, "processor"),
+            clock_offset: clock_offset(&registry, "processor"),
         };
+        let mut follower_group = config.consumer.clone();
+        follower_group.group = format!("{}-gate", config.consumer.group);
+        let follower_consumer = BatchConsumer::subscribe(
+            &ConsumerSettings::new(&config.kafka, &follower_group),
+            &[&topics.sales, &topics.orders],
+        )?;
+        let gate_follower = (GateFollower { gate, metrics: metrics.clone() }, follower_consumer);
         let pipeline = Pipeline {
-            gate,
             dead_letter: DeadLetter::new(producer.clone(), topics.dead_letters.clone(), "processor"),
             producer,
             store,
@@ -147,6 +165,7 @@ impl App {
             listener,
             consumer,
             pipeline,
+            gate_follower,
             sweeper,
             refunds,
             watch,
@@ -185,6 +204,8 @@ impl App {
             Serving { drain: Duration::from_secs(2), metrics: Some(self.http_metrics) },
         )));
         let sweeper = AbortOnDropHandle::new(tokio::spawn(self.sweeper.run(shutdown.clone())));
+        let (follower, follower_consumer) = self.gate_follower;
+        let follower = AbortOnDropHandle::new(tokio::spawn(follower.run(follower_consumer, shutdown.clone())));
         let watch = AbortOnDropHandle::new(tokio::spawn(self.watch.run(shutdown.clone())));
         let refunds = self.refunds.map(|(worker, consumer, pending)| {
             (
@@ -198,6 +219,7 @@ impl App {
             let _ = pending.await;
         }
         let _ = sweeper.await;
+        let _ = follower.await;
         let _ = watch.await;
         let _ = http.await;
         Ok(())

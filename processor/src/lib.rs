@@ -4,7 +4,9 @@
 //! one partition, so one instance decides all of a voucher's orders, in
 //! order), applies each batch to the persistent stock atomically, produces
 //! the outcomes to the orders topic, waits for their acknowledgement, and
-//! only then stores the batch's offsets. A crash replays unacknowledged
+//! only then stores the batch's offsets. Deciding needs no Redis: the units
+//! of failed and cancelled orders go back to Redis from the orders topic,
+//! in a consumer group of its own (`gate_follower`). A crash replays unacknowledged
 //! batches; the store recognises decided orders and re-emits their original
 //! outcome, so a replay changes nothing.
 //!
@@ -20,6 +22,7 @@ mod closer;
 pub mod config;
 mod error;
 mod expiry;
+mod gate_follower;
 mod pending_refunds;
 mod pipeline;
 mod reconcile;

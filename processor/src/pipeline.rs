@@ -8,11 +8,10 @@ use seckill_core::event::Event;
 use seckill_core::event::RefundReason;
 use seckill_core::metrics::{ConsumerMetrics, PaymentMetrics};
 use seckill_core::topics::Topics;
-use seckill_gate::Gate;
 use seckill_kafka::{
     decode, retry, retry_pause, BatchConsumer, BatchHandler, DeadLetter, EventProducer, Interrupted, OwnedMessage,
 };
-use seckill_store::{Decided, StockInput, StockStore};
+use seckill_store::{Decided, StockInput, StockStore, StoreError};
 use tokio_util::sync::CancellationToken;
 
 use crate::stock_gauge::StockGauge;
@@ -23,8 +22,6 @@ pub(crate) struct Pipeline {
     pub(crate) producer: EventProducer,
     pub(crate) dead_letter: DeadLetter,
     pub(crate) store: Arc<dyn StockStore>,
-    /// Where failed orders give back the units Redis admitted them with.
-    pub(crate) gate: Gate,
     pub(crate) topics: Topics,
     pub(crate) metrics: ConsumerMetrics,
     /// The persistent stock of recently active vouchers, for dashboards.
@@ -66,6 +63,7 @@ impl Pipeline {
                 }
                 pending = failed;
                 if !pending.is_empty() {
+                    self.unless_fenced(&pending).await?;
                     retry_pause(shutdown).await?;
                 }
             }
@@ -73,49 +71,48 @@ impl Pipeline {
         Ok(())
     }
 
-    /// Gives the gate back the units of every failed or cancelled order.
-    /// `release.lua` acts once per order, so redelivered and replayed
-    /// outcomes (this runs again after a crash) return the units exactly
-    /// once.
-    async fn compensate(&self, decided: &[Decided], shutdown: &CancellationToken) -> Result<(), Interrupted> {
-        for decision in decided {
-            let order = match &decision.outcome.event {
-                Event::OrderFailed(failed) => &failed.order,
-                Event::OrderCancelled(cancelled) => &cancelled.order,
-                _ => continue,
-            };
-            let released = retry(shutdown, "returning an order's units to Redis", || {
-                self.gate.release(order.voucher_id, &order.user_id, order.quantity, order.order_id, None)
-            })
-            .await?;
-            if released {
-                self.metrics.compensations.inc();
+    /// Gives the batch up (`Interrupted`: the consumer rewinds and polls)
+    /// when a processor with a later fencing epoch has written a voucher of
+    /// `pending`: that processor owns the voucher's partition now and sends
+    /// these outcomes itself (it replays them); one sent late from here, by
+    /// a processor cut off from Kafka past its session, could land after
+    /// that processor's next outcome of the same order.
+    async fn unless_fenced(&self, pending: &[&Decided]) -> Result<(), Interrupted> {
+        let mut vouchers: Vec<_> = pending.iter().map(|decision| decision.outcome.event.voucher_id()).collect();
+        vouchers.sort_unstable();
+        vouchers.dedup();
+        for voucher in vouchers {
+            match self.store.fenced(voucher).await {
+                Ok(false) => {}
+                Ok(true) => {
+                    tracing::warn!(%voucher, "Fenced: another processor owns the voucher; its outcomes are not sent from here.");
+                    return Err(Interrupted);
+                }
+                // Unknown: sending again is what happened before fencing.
+                Err(error) => tracing::warn!(%error, %voucher, "Fencing not checked."),
             }
         }
         Ok(())
     }
 
-    /// Makes the gate follow the voucher definitions and admin updates of
-    /// the log. Both scripts act once, so this repairs an ingress that
-    /// published a definition or update and died before applying it to
-    /// Redis, and changes nothing otherwise.
-    async fn follow_vouchers(&self, inputs: &[StockInput], shutdown: &CancellationToken) -> Result<(), Interrupted> {
-        for input in inputs {
-            match input {
-                StockInput::Voucher(v) => {
-                    retry(shutdown, "loading a voucher into Redis", || self.gate.load_voucher(v)).await?;
+    /// Applies the batch to the stock store, retrying failures, or gives it
+    /// up when fenced: a processor with a later epoch has written one of
+    /// its vouchers, so this one lost the partition in a rebalance it has
+    /// not seen yet (the consumer rewinds and polls, and sees it).
+    async fn apply(&self, inputs: &[StockInput], shutdown: &CancellationToken) -> Result<Vec<Decided>, Interrupted> {
+        loop {
+            match self.store.apply(inputs.to_vec()).await {
+                Ok(decided) => return Ok(decided),
+                Err(error @ StoreError::Fenced { .. }) => {
+                    tracing::warn!(%error, "Fenced: another processor owns a voucher of this batch; giving it up.");
+                    return Err(Interrupted);
                 }
-                StockInput::Update { update_id, update } => {
-                    retry(shutdown, "applying a voucher update to Redis", || {
-                        self.gate.update_voucher(*update_id, update)
-                    })
-                    .await?;
+                Err(error) => {
+                    tracing::error!(%error, what = "applying a batch to the stock store", "Failed; retrying.");
+                    retry_pause(shutdown).await?;
                 }
-                _ => continue,
             }
-            self.metrics.events.with_label_values(&[input_kind(input), "applied"]).inc();
         }
-        Ok(())
     }
 
     fn record(&self, decision: &Decided) {
@@ -166,14 +163,24 @@ impl BatchHandler for Pipeline {
             }
         }
 
-        let decided =
-            retry(shutdown, "applying a batch to the stock store", || self.store.apply(inputs.clone())).await?;
+        let decided = self.apply(&inputs, shutdown).await?;
         self.emit(&decided, shutdown).await?;
-        self.follow_vouchers(&inputs, shutdown).await?;
-        self.compensate(&decided, shutdown).await?;
+        // Redis follows from the log, off this path (`crate::gate_follower`):
+        // deciding needs no Redis, so a Redis master out of reach stops no
+        // decision.
         self.dead_letter.park_all(&rejects, shutdown).await?;
         self.metrics.dead_letters.inc_by(rejects.len() as u64);
         self.metrics.events.with_label_values(&["invalid", "dead_lettered"]).inc_by(rejects.len() as u64);
+        Ok(())
+    }
+
+    /// Takes a fencing epoch after each assignment, before the first batch
+    /// (see `StockStore::take_epoch`).
+    async fn assigned(&self, shutdown: &CancellationToken) -> Result<(), Interrupted> {
+        let epoch = retry(shutdown, "taking a fencing epoch", || self.store.take_epoch()).await?;
+        if epoch > 0 {
+            tracing::info!(epoch, "Took a fencing epoch.");
+        }
         Ok(())
     }
 }
@@ -217,18 +224,6 @@ fn classify(message: &OwnedMessage) -> Result<Option<StockInput>, String> {
         room if room.is_queue() || room.is_draw() => return Ok(None),
         other => return Err(format!("{} does not belong on the sales topic", other.kind())),
     }))
-}
-
-fn input_kind(input: &StockInput) -> &'static str {
-    match input {
-        StockInput::Voucher(_) => "VoucherCreated",
-        StockInput::Update { .. } => "VoucherUpdated",
-        StockInput::Order(_) => "OrderAccepted",
-        StockInput::Cancel(_) => "CancelRequested",
-        StockInput::Confirm(_) => "ConfirmRequested",
-        StockInput::Pay(_) => "PaymentReceived",
-        StockInput::Checkout(_) => "CheckoutOpened",
-    }
 }
 
 /// The kind of sales-topic record an outcome answers, for the consumed-events

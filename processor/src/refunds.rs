@@ -241,6 +241,12 @@ impl RefundWorker {
 }
 
 impl BatchHandler for RefundWorker {
+    // A refund's attempt number is its idempotency key: a batch read again
+    // would ask the provider with the keys of the attempts that failed
+    // (answered the same, replayed), so a long outage would never get past
+    // them. Its consumer waits five minutes for a poll instead (`app.rs`).
+    const REWIND_WHEN_STUCK: bool = false;
+
     async fn handle(&self, batch: &[OwnedMessage], shutdown: &CancellationToken) -> Result<(), Interrupted> {
         // Records this worker cannot read are the pipeline's and the
         // projector's to dead-letter; refund requests and closed orders

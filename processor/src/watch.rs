@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use prometheus::IntGaugeVec;
+use prometheus::{Gauge, IntGaugeVec};
 use seckill_gate::Gate;
 use seckill_kafka::EventProducer;
 use seckill_web::probes::{probe_dependencies, Probe, PROBE_EVERY};
@@ -24,12 +24,14 @@ pub(crate) struct Watch {
     pub(crate) stock: Arc<StockGauge>,
     pub(crate) gate_stock: IntGaugeVec,
     pub(crate) dependency_up: IntGaugeVec,
+    /// Redis's clock minus ours, measured by the Redis probe.
+    pub(crate) clock_offset: Gauge,
 }
 
 impl Watch {
     /// Probes and reads until `shutdown`.
     pub(crate) async fn run(self, shutdown: CancellationToken) {
-        let probes = vec![Probe::redis(self.gate.clone()), Probe::kafka(self.producer)];
+        let probes = vec![Probe::redis(self.gate.clone(), self.clock_offset.clone()), Probe::kafka(self.producer)];
         tokio::join!(
             probe_dependencies(probes, self.dependency_up, PROBE_EVERY, shutdown.clone()),
             watch_gate_stock(self.stock, self.gate, self.gate_stock, GATE_STOCK_EVERY, shutdown),

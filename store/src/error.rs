@@ -7,6 +7,11 @@ pub enum StoreError {
     Backend(String),
     #[error("stored data is unreadable: {0}")]
     Corrupt(String),
+    /// A processor with a later fencing epoch has written the voucher: this
+    /// one lost its partition (a rebalance it has not seen yet) and must
+    /// write nothing more for it (see `StockStore::take_epoch`).
+    #[error("voucher {voucher}: fenced by epoch {theirs} (this processor's is {mine})")]
+    Fenced { voucher: seckill_core::VoucherId, mine: i64, theirs: i64 },
 }
 
 impl From<redb::Error> for StoreError {

@@ -120,4 +120,22 @@ pub trait StockStore: Send + Sync + std::fmt::Debug + 'static {
     /// What was decided and recorded about one order (its outcomes and
     /// checkout sessions), if anything.
     async fn order_record(&self, voucher: VoucherId, order: OrderId) -> Result<Option<OrderRecord>, StoreError>;
+    /// Takes a fencing epoch, later than every one taken before, and writes
+    /// under it from now on: a processor calls it after each partition
+    /// assignment. A write to a voucher that a later epoch wrote is refused
+    /// ([`StoreError::Fenced`]), so a processor that lost its partitions
+    /// without knowing it (cut off from Kafka past its session, a zombie)
+    /// decides nothing more against the stock once the new owner has
+    /// touched the voucher. 0: the store does not fence (one process owns
+    /// it, as the embedded store's single file is).
+    async fn take_epoch(&self) -> Result<i64, StoreError> {
+        Ok(0)
+    }
+
+    /// Whether a later epoch than this store's has written `voucher`: its
+    /// outcomes are the new owner's to send, not this processor's.
+    async fn fenced(&self, voucher: VoucherId) -> Result<bool, StoreError> {
+        let _ = voucher;
+        Ok(false)
+    }
 }

@@ -22,6 +22,16 @@ pub(crate) trait StockState {
     /// Units held by the user's created, not cancelled, orders of the voucher.
     fn held(&self, voucher: VoucherId, user: &UserId) -> Result<u64, StoreError>;
     fn put_held(&mut self, voucher: VoucherId, user: &UserId, units: u64) -> Result<(), StoreError>;
+    /// The order `user`'s `Idempotency-Key` `key` first came with for the
+    /// voucher, if one did.
+    fn keyed_order(&self, voucher: VoucherId, user: &UserId, key: &str) -> Result<Option<OrderId>, StoreError>;
+    fn put_keyed_order(
+        &mut self,
+        voucher: VoucherId,
+        user: &UserId,
+        key: &str,
+        order: OrderId,
+    ) -> Result<(), StoreError>;
     fn update_applied(&self, voucher: VoucherId, update: Uuid) -> Result<bool, StoreError>;
     fn mark_update(&mut self, voucher: VoucherId, update: Uuid) -> Result<(), StoreError>;
     /// Records (`keep`) or forgets that `order` expires at `deadline`.
@@ -137,7 +147,19 @@ fn decide_order(state: &mut impl StockState, order: OrderAccepted, outcomes: &mu
     let held = state.held(voucher_id, &order.user_id)?;
     let user = order.user_id.clone();
     let quantity = u64::from(order.quantity);
-    let result = decision::decide(level.as_mut(), held, &order);
+    // The first order under a key is the request's, whatever its outcome; a
+    // later one is a retry Redis admitted twice.
+    let first = match &order.idempotency_key {
+        Some(key) => {
+            let first = state.keyed_order(voucher_id, &user, key)?;
+            if first.is_none() {
+                state.put_keyed_order(voucher_id, &user, key, order_id)?;
+            }
+            first
+        }
+        None => None,
+    };
+    let result = decision::decide_request(level.as_mut(), held, first, &order);
     let mut outcome = decision::outcome(order, result, Utc::now());
     if let (Event::OrderCreated(created), Some(level)) = (&mut outcome.event, &level) {
         created.pay_by = level.hold_deadline(created);

@@ -106,7 +106,7 @@ impl ApiError {
                 tracing::warn!(%error, "Status view unavailable.");
                 Self::unavailable("the order status view is unavailable; retry the request")
             }
-            seckill_store::StoreError::Corrupt(_) => Self::internal(error),
+            seckill_store::StoreError::Corrupt(_) | seckill_store::StoreError::Fenced { .. } => Self::internal(error),
         }
     }
 

@@ -37,11 +37,20 @@ impl Probe {
         Self { dependency, check: Box::new(move || Box::pin(check())) }
     }
 
-    /// Redis, through the gate's connection: its clock (`TIME`).
-    pub fn redis(gate: seckill_gate::Gate) -> Self {
+    /// Redis, through the gate's connection: its clock (`TIME`), whose
+    /// offset from this service's clock goes into `clock_offset` (seconds,
+    /// Redis's minus ours, against the middle of the round trip).
+    pub fn redis(gate: seckill_gate::Gate, clock_offset: prometheus::Gauge) -> Self {
         Self::new("redis", move || {
-            let gate = gate.clone();
-            async move { gate.server_time().await.is_ok() }
+            let (gate, clock_offset) = (gate.clone(), clock_offset.clone());
+            async move {
+                let asked = chrono::Utc::now();
+                let Ok(redis) = gate.server_time().await else { return false };
+                let answered = chrono::Utc::now();
+                let middle = asked + (answered - asked) / 2;
+                clock_offset.set((redis - middle).as_seconds_f64());
+                true
+            }
         })
     }
 

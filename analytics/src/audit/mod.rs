@@ -48,7 +48,14 @@
 //!   order has an entry spent on it;
 //! - `queue_entries_in_time`: every token's `expires_at` is its issue time
 //!   plus `token_seconds`, and every entry was spent before its expiry,
-//!   moved by the logged stalls that began while it was open.
+//!   moved by the logged stalls that began while it was open;
+//! - `queue_beacon`: for a room whose creation record planned a beacon
+//!   round, the round is the first published after the start (the
+//!   pre-queue closed before it), the reveal logs it, its signature
+//!   verifies under the chain's public key, the revealed seed is its
+//!   randomness and the revealed pre-queue hash is the logged pre-queue's
+//!   (then `queue_seed_committed` asks no commitment of that seed); without
+//!   a plan it passes, saying the operator's seed trusts the operator.
 //!
 //! For a draw-mode sale ([`VoucherLog::draw_mode`]), also from the log,
 //! the checks of `seckill draw verify` ([`crate::draw`]) in four rules:
@@ -82,6 +89,7 @@ pub mod live;
 mod payments;
 pub mod provider;
 mod queue;
+mod queue_beacon;
 mod queue_windows;
 mod rules;
 mod text;
@@ -195,6 +203,7 @@ pub fn audit_voucher_against(
         rules.push(queue::served_in_shuffle(log));
         rules.push(queue::entries_single_use(log));
         rules.push(queue_windows::entries_in_time(log));
+        rules.push(queue_beacon::beacon(log));
     }
     if log.draw_mode() {
         rules.extend(draw::rules(log));

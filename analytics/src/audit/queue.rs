@@ -39,7 +39,9 @@ pub(super) fn seed_committed(log: &VoucherLog) -> RuleResult {
     let commitment = matching.or(commitments.first());
     let before = |position| commitment.is_some_and(|c| c.position < position);
     let joins_before = room.joins.values().filter(|join| !before(join.position)).count() as u64;
-    let seed_matches = reveal.is_none() || matching.is_some();
+    // A beacon room's seed is the round's randomness, checked by `queue_beacon`.
+    let by_beacon = super::queue_beacon::plan(log).is_some();
+    let seed_matches = reveal.is_none() || matching.is_some() || by_beacon;
     let before_reveal = reveal.is_none_or(|reveal| before(reveal.position));
     let reveals_agree = room.reveals_agree();
     // A place passed means the sale began, and the seed must be public.
@@ -58,6 +60,9 @@ pub(super) fn seed_committed(log: &VoucherLog) -> RuleResult {
             format!("seed not revealed, yet {} passed", plural(served_unrevealed, "place"))
         }
         (None, _) => "seed not revealed yet".to_owned(),
+        (Some(_), None) if by_beacon => {
+            "the revealed seed is the beacon round's randomness (see queue_beacon)".to_owned()
+        }
         (Some(_), None) => "the revealed seed's SHA-256 ≠ any committed hash".to_owned(),
         (Some(_), Some(_)) if !before_reveal => "the revealed seed's SHA-256 was committed after the reveal".to_owned(),
         (Some(_), Some(c)) => format!("the revealed seed's SHA-256 = the committed {}…", short(&c.record.seed_hash)),

@@ -178,6 +178,7 @@ fn a_payment_without_a_creation_breaks_only_its_rule() {
         accepted_at: failed.accepted_at,
         amount: 0,
         currency: None,
+        idempotency_key: None,
     };
     let live = agreeing(&sale);
     sale.orders(Event::OrderPaid(OrderPaid { order, paid_at: at(7_000), payment_id: None }));
@@ -281,6 +282,7 @@ fn orders_in_the_outbox_count_at_the_gate() {
         accepted_at: at(10),
         amount: 0,
         currency: None,
+        idempotency_key: None,
     };
     let mut live = agreeing(&sale);
     if let Some(gate) = &mut live.gate {

@@ -191,14 +191,17 @@ impl QueueLog {
         by_seq
     }
 
-    /// Who should hold each place; `None` before the seed is revealed.
+    /// Who should hold each place; `None` before the seed is revealed. A
+    /// reveal that logs a beacon round shuffles by it and the pre-queue's
+    /// hash (`seckill_core::queue`); the `queue_beacon` rule checks the round.
     pub fn holders(&self) -> Option<Holders> {
         let reveal = self.reveal()?;
-        Some(Holders {
-            pre_queue: queue::pre_queue_order(&reveal.record.seed, &self.pre_queue_users()),
-            pre_queued: reveal.record.pre_queued,
-            after_start: self.after_start(),
-        })
+        let users = self.pre_queue_users();
+        let pre_queue = match reveal.record.beacon {
+            Some(_) => queue::beacon_pre_queue_order(&reveal.record.seed, &users),
+            None => queue::pre_queue_order(&reveal.record.seed, &users),
+        };
+        Some(Holders { pre_queue, pre_queued: reveal.record.pre_queued, after_start: self.after_start() })
     }
 
     /// The join that took `pass`'s place: the holder's pre-queue join for

@@ -1,6 +1,8 @@
 //! Scripted waiting rooms for unit tests: the room's records, stamped with
 //! the script's clock, and a clean queue-mode sale to doctor.
 
+use seckill_beacon::sandbox::Signer;
+use seckill_core::beacon::BeaconPlan;
 use seckill_core::event::{
     OrderAccepted, QueueEntryIssued, QueueEntryUsed, QueueJoined, QueuePlaceExpired, QueueSeedCommitted,
     QueueSeedRevealed, StallReason, WindowsExtended,
@@ -36,6 +38,7 @@ impl Script {
             entry_rate: QueueSettings::DEFAULT_ENTRY_RATE,
             idle_seconds: QueueSettings::DEFAULT_IDLE_SECONDS,
             token_seconds: QueueSettings::DEFAULT_TOKEN_SECONDS,
+            beacon: None,
         };
         Self::defined(stock, limit, 0, 0, None, Mode::Queue(settings))
     }
@@ -70,7 +73,16 @@ impl Script {
 
     pub(crate) fn reveal(&mut self, seed: &str, pre_queued: u64, ms: i64) -> Envelope {
         let seed = seed.to_owned();
-        self.sales_at(Event::QueueSeedRevealed(QueueSeedRevealed { voucher_id: self.voucher, seed, pre_queued }), ms)
+        self.sales_at(
+            Event::QueueSeedRevealed(QueueSeedRevealed {
+                voucher_id: self.voucher,
+                seed,
+                pre_queued,
+                beacon: None,
+                entries_hash: None,
+            }),
+            ms,
+        )
     }
 
     /// A stall from `from` to `until` (ms into the script), logged at its end.
@@ -120,18 +132,66 @@ pub(crate) fn queue_sale() -> Script {
     let mut sale = Script::queued(20, 2);
     let seed = queue::new_seed();
     sale.commit(&seed, -120_000);
+    let early = join_early(&mut sale);
+    sale.reveal(&seed, PRE_QUEUE, -1_000);
+    serve(&mut sale, queue::pre_queue_order(&seed, &early));
+    sale
+}
+
+/// [`queue_sale`] with a beacon: the creation record plans the first
+/// round of `signer`'s chain (genesis an hour before the script's clock,
+/// a round every 3 s) after the start, and the reveal, at the round's
+/// time, logs it, its randomness as the seed and the pre-queue's hash.
+pub(crate) fn beacon_queue_sale(signer: &Signer) -> Script {
+    beacon_queue_sale_by(signer, 0)
+}
+
+/// [`beacon_queue_sale`] planning, and keyed by, the round `offset` from
+/// the first after the start: a consistent log of a rigged plan.
+pub(crate) fn beacon_queue_sale_by(signer: &Signer, offset: i64) -> Script {
+    let chain = signer.chain(at(-3_600_000).timestamp(), 3);
+    let mut settings = Script::queued(20, 2).log.definition.and_then(|d| d.queue).expect("a room");
+    let first = chain.first_round_after(at(-1_000));
+    let plan = BeaconPlan { round: first.saturating_add_signed(offset), chain };
+    settings.beacon = Some(Box::new(plan.clone()));
+    let mut sale = Script::defined(20, 2, 0, 0, None, Mode::Queue(*settings));
+    // The operator's seed is still committed (the room takes joins once it
+    // is); the beacon's room does not reveal it.
+    sale.commit(&queue::new_seed(), -120_000);
+    let early = join_early(&mut sale);
+    let round = signer.sign(plan.round);
+    let randomness = seckill_beacon::verify(&plan.chain, &round).expect("the signer's rounds verify");
+    let reveal = QueueSeedRevealed {
+        voucher_id: sale.voucher,
+        seed: randomness.clone(),
+        pre_queued: PRE_QUEUE,
+        beacon: Some(round),
+        entries_hash: Some(queue::pre_queue_hash(&early)),
+    };
+    sale.sales_at(Event::QueueSeedRevealed(reveal), (plan.round_time() - at(0)).num_milliseconds());
+    serve(&mut sale, queue::beacon_pre_queue_order(&randomness, &early));
+    sale
+}
+
+/// The pre-queue of [`queue_sale`]: 20 users from -100 s, one a second.
+fn join_early(sale: &mut Script) -> Vec<UserId> {
     let early: Vec<UserId> =
         (0..PRE_QUEUE).map(|i| UserId::parse(&format!("early{i:02}")).expect("valid user")).collect();
     for (i, user) in early.iter().enumerate() {
         sale.join(user.as_str(), -100_000 + i as i64 * 1_000, None);
     }
-    sale.reveal(&seed, PRE_QUEUE, -1_000);
+    early
+}
+
+/// The rest of [`queue_sale`] from the reveal on, the pre-queue in
+/// `shuffled` order.
+fn serve(sale: &mut Script, shuffled: Vec<UserId>) {
     let late: Vec<UserId> =
         (1..=AFTER_START).map(|seq| UserId::parse(&format!("late{seq}")).expect("valid user")).collect();
     for (user, seq) in late.iter().zip(1..) {
         sale.join(user.as_str(), seq as i64 * 100, Some(seq));
     }
-    let order = queue::pre_queue_order(&seed, &early).into_iter().chain(late);
+    let order = shuffled.into_iter().chain(late);
     let mut entry = 0;
     for (user, place) in order.zip(1u64..) {
         let ms = passed_ms(place);
@@ -148,5 +208,4 @@ pub(crate) fn queue_sale() -> Script {
         }
     }
     sale.stall(10_000, 10_000 + PAUSED_MS, StallReason::Paused);
-    sale
 }

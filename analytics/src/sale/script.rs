@@ -107,7 +107,7 @@ impl Script {
             description: None,
             price,
             currency,
-            queue,
+            queue: queue.map(Box::new),
             draw,
             challenge_bits: 0,
         }));
@@ -146,6 +146,7 @@ impl Script {
             accepted_at: at(ms),
             amount: self.price * u64::from(quantity),
             currency: self.currency.filter(|_| self.price > 0),
+            idempotency_key: None,
         }
     }
 

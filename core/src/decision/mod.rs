@@ -36,6 +36,7 @@ use crate::event::{
     CancelReason, Envelope, Event, FailReason, OrderAccepted, OrderCancelled, OrderCreated, OrderFailed, OrderPaid,
     OrderRequest, PaymentReceived, RefundReason, RefundRequested, MAX_STOCK,
 };
+use crate::ids::OrderId;
 
 /// A voucher's persistent stock as the processor keeps it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -260,6 +261,25 @@ pub fn decide(level: Option<&mut StockLevel>, held: u64, order: &OrderAccepted) 
     Ok(level.remaining)
 }
 
+/// Decides `order` as [`decide`] does, after its `Idempotency-Key`:
+/// `first` is the order the same user's key for this voucher named before,
+/// if any. A second order under one key is a retry that Redis admitted again
+/// (a failover lost the first admission, so the retry's call found no
+/// record of it): it fails as [`FailReason::DuplicateRequest`] and takes
+/// nothing, whatever became of the first, which is the request's one order.
+/// The first order in the log wins, so every replay decides the same.
+pub fn decide_request(
+    level: Option<&mut StockLevel>,
+    held: u64,
+    first: Option<OrderId>,
+    order: &OrderAccepted,
+) -> Result<u64, FailReason> {
+    if first.is_some_and(|first| first != order.order_id) {
+        return Err(FailReason::DuplicateRequest);
+    }
+    decide(level, held, order)
+}
+
 /// The outcome event for a decision.
 pub fn outcome(order: OrderAccepted, decision: Result<u64, FailReason>, decided_at: DateTime<Utc>) -> Envelope {
     // An order is never decided before it was accepted, even across clock skew
@@ -292,6 +312,20 @@ mod tests {
         assert_eq!(decide(Some(&mut level), 0, &order(1)), Ok(0));
         assert_eq!(decide(Some(&mut level), 0, &order(1)), Err(FailReason::SoldOut));
         assert_eq!(level.remaining, 0);
+    }
+
+    #[test]
+    fn a_second_order_under_one_idempotency_key_is_a_duplicate_and_takes_nothing() {
+        let mut level = level(5, 0, 5);
+        let first = order(1);
+        assert_eq!(decide_request(Some(&mut level), 0, None, &first), Ok(4), "the key's first order");
+        let retry = OrderAccepted { idempotency_key: Some("k".into()), ..order(1) };
+        assert_eq!(
+            decide_request(Some(&mut level), 1, Some(first.order_id), &retry),
+            Err(FailReason::DuplicateRequest)
+        );
+        assert_eq!(level.remaining, 4, "a duplicate takes nothing");
+        assert_eq!(decide_request(None, 0, Some(first.order_id), &retry), Err(FailReason::DuplicateRequest));
     }
 
     #[test]

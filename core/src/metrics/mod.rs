@@ -15,7 +15,7 @@ mod watch;
 pub use live::{LiveMetrics, ReadSource};
 pub use payments::{PaymentMetrics, PROVIDER_CALLS, REFUND_RESULTS, WEBHOOK_OUTCOMES, WEBHOOK_REJECTIONS};
 pub use queue::{QueueMetrics, ENTRY_OUTCOMES, JOIN_OUTCOMES};
-pub use watch::{dependency_up, PipelineWatchMetrics, DEPENDENCIES};
+pub use watch::{clock_offset, dependency_up, PipelineWatchMetrics, DEPENDENCIES};
 
 use prometheus::{
     Encoder, Gauge, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,

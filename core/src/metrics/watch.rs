@@ -3,7 +3,7 @@
 //! broker sees them (measured by the ingress, so a dead processor still
 //! shows), and how far the live follower is behind.
 
-use prometheus::{IntGauge, IntGaugeVec, Registry};
+use prometheus::{Gauge, IntGauge, IntGaugeVec, Registry};
 
 use super::{opts, register};
 
@@ -23,6 +23,24 @@ pub fn dependency_up(registry: &Registry, service: &str) -> IntGaugeVec {
             ),
             &["dependency"],
         )
+        .expect("valid metric"),
+    )
+}
+
+/// `seckill_clock_offset_seconds`: Redis's clock minus this service's, as
+/// the last Redis probe measured it (against the middle of its round trip,
+/// so within half of it). Sale windows, entries and wins are judged by
+/// Redis's clock; a hold's `pay_by`, its expiry and a claim's time by the
+/// processor's and the ingress's own: an offset here moves those deadlines
+/// by as much.
+pub fn clock_offset(registry: &Registry, service: &str) -> Gauge {
+    register(
+        registry,
+        Gauge::with_opts(opts(
+            service,
+            "seckill_clock_offset_seconds",
+            "Redis's clock (the admission clock) minus this service's, in seconds, at the last Redis probe.",
+        ))
         .expect("valid metric"),
     )
 }

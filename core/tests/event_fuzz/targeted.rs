@@ -28,6 +28,7 @@ fn fixture_order() -> OrderAccepted {
         accepted_at: at("2026-11-21T10:00:00Z"),
         amount: 0,
         currency: None,
+        idempotency_key: None,
     }
 }
 

@@ -235,7 +235,19 @@ pub(crate) fn order_and_later() -> impl Strategy<Value = (OrderAccepted, DateTim
     (order_id(), voucher_id(), user_id(), quantity(), ordered_instants(instant(), false), price()).prop_map(
         |(order_id, voucher_id, user_id, quantity, (accepted_at, later), (price, currency))| {
             let amount = price * u64::from(quantity);
-            (OrderAccepted { order_id, voucher_id, user_id, quantity, accepted_at, amount, currency }, later)
+            (
+                OrderAccepted {
+                    order_id,
+                    voucher_id,
+                    user_id,
+                    quantity,
+                    accepted_at,
+                    amount,
+                    currency,
+                    idempotency_key: None,
+                },
+                later,
+            )
         },
     )
 }
@@ -323,7 +335,13 @@ pub(crate) fn queue_event() -> BoxedStrategy<Event> {
             }
         ),
         (voucher_id(), seed(), 0u64..=1_000_000_000).prop_map(|(voucher_id, seed, pre_queued)| {
-            Event::QueueSeedRevealed(QueueSeedRevealed { voucher_id, seed, pre_queued })
+            Event::QueueSeedRevealed(QueueSeedRevealed {
+                voucher_id,
+                seed,
+                pre_queued,
+                beacon: None,
+                entries_hash: None,
+            })
         }),
         (voucher_id(), user_id(), place.clone(), place.clone(), instant()).prop_map(
             |(voucher_id, user_id, place, entry, expires_at)| {

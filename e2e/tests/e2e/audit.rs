@@ -111,6 +111,7 @@ async fn audit_passes_a_clean_sale_and_names_exactly_the_broken_rule() {
             accepted_at: row.accepted_at,
             amount: 0,
             currency: None,
+            idempotency_key: None,
         },
         paid_at: chrono::Utc::now(),
         payment_id: None,

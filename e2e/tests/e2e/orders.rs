@@ -117,6 +117,7 @@ async fn an_order_delivered_twice_is_decided_once() {
         accepted_at: Utc::now(),
         amount: 0,
         currency: None,
+        idempotency_key: None,
     };
     let producer = platform.producer();
     let envelope = Envelope::new(Event::OrderAccepted(accepted.clone()));
@@ -174,6 +175,17 @@ async fn every_service_reports_health_and_metrics() {
         processor.contains(r#"seckill_events_total{result="applied",service="processor",type="OrderAccepted"} 1"#),
         "{processor}"
     );
+    // The ingress and the processor measure their clocks against Redis's
+    // at every Redis probe (every 2 s): on one machine, within a second.
+    for base in [platform.base.clone(), format!("http://{}", platform.processor_addr)] {
+        let offset = eventually(|| async {
+            let metrics = text(format!("{base}/metrics")).await;
+            let line = metrics.lines().find(|line| line.starts_with("seckill_clock_offset_seconds"))?.to_owned();
+            line.rsplit(' ').next()?.parse::<f64>().ok().filter(|offset| *offset != 0.0)
+        })
+        .await;
+        assert!(offset.abs() < 1.0, "{base}: the clock is {offset} s off Redis's");
+    }
     // The ingress learns outcomes from the log itself, so the order can be
     // final there a moment before the projector has applied it.
     eventually(|| async {

@@ -112,6 +112,7 @@ async fn an_outbox_entry_relayed_between_the_two_reads_is_counted() {
         accepted_at: Utc::now(),
         amount: 0,
         currency: None,
+        idempotency_key: None,
     };
     assert_eq!(gate.admit_order(&order, None).await.expect("admits"), Admission::Admitted { remaining: 4 });
 

@@ -92,6 +92,7 @@ async fn the_sold_out_fast_path_notices_returned_stock_and_redis_stays_the_gate(
         accepted_at: serde_json::from_value(order["accepted_at"].clone()).expect("time"),
         amount: 0,
         currency: None,
+        idempotency_key: None,
     };
     let producer = platform.producer();
     let topics = platform.kafka.topics();

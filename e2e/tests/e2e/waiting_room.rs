@@ -249,7 +249,13 @@ async fn a_queue_sale_is_served_in_the_committed_shuffle_one_order_per_entry() {
         audit.rules.iter().map(|rule| rule.rule).filter(|rule| rule.starts_with("queue_")).collect();
     assert_eq!(
         queue_rules,
-        ["queue_seed_committed", "queue_served_in_shuffle", "queue_entries_single_use", "queue_entries_in_time"]
+        [
+            "queue_seed_committed",
+            "queue_served_in_shuffle",
+            "queue_entries_single_use",
+            "queue_entries_in_time",
+            "queue_beacon"
+        ]
     );
     let failed: Vec<String> = audit.failed().map(|rule| format!("{}: {}", rule.rule, rule.detail)).collect();
     assert!(failed.is_empty(), "{failed:?}");

@@ -110,6 +110,27 @@ async fn release_returns_units_exactly_once(h: &Harness) {
     );
 }
 
+/// An order in the log that this Redis never admitted: `admit.lua` ran on a
+/// master whose outbox was relayed, and a failover lost its writes. When the
+/// processor fails or cancels it, `release.lua` must give nothing back (the
+/// units were never taken here), and a late call admitting it is refused.
+async fn a_release_gives_back_only_what_this_redis_admitted(h: &Harness) {
+    let v = voucher(&h.gate, 3, 2).await;
+    let (u, held) = (user("holder"), OrderId::generate());
+    assert!(matches!(h.gate.admit(v, &u, 1, held, None).await.expect("admit"), Admission::Admitted { .. }));
+    let phantom = OrderId::generate();
+    assert!(!h.gate.release(v, &u, 1, phantom, None).await.expect("release"), "never admitted here");
+    assert!(!h.gate.release(v, &u, 2, held, None).await.expect("release"), "admitted with another quantity");
+    assert_eq!(h.gate.remaining(v).await.expect("read"), Some(2), "no unit handed out twice");
+    let holders = h.gate.holders(v, 10).await.expect("reads").expect("loaded");
+    assert_eq!(holders.bought.get(u.as_str()), Some(&1), "{holders:?}");
+    assert_eq!(h.gate.admit(v, &u, 1, phantom, None).await.expect("admit"), Admission::Fenced, "a late call");
+    assert!(!h.gate.release(v, &u, 1, phantom, None).await.expect("release"), "still nothing");
+    assert_eq!(h.gate.remaining(v).await.expect("read"), Some(2));
+    assert!(h.gate.release(v, &u, 1, held, None).await.expect("release"), "the order Redis admitted");
+    assert_eq!(h.gate.remaining(v).await.expect("read"), Some(3));
+}
+
 async fn a_flushed_script_cache_is_recovered_transparently(h: &Harness) {
     let v = voucher(&h.gate, 2, 1).await;
     // What a Redis restart or failover does to the script cache.
@@ -437,6 +458,7 @@ crate::on_single_and_cluster! {
         limits_count_units_across_orders,
         loading_twice_never_resets_a_running_sale,
         release_returns_units_exactly_once,
+        a_release_gives_back_only_what_this_redis_admitted,
         concurrent_buyers_take_exactly_the_stock,
         concurrent_retries_with_one_key_admit_one_order,
         a_released_order_forgets_its_key_so_a_retry_is_admitted_afresh,

@@ -213,6 +213,7 @@ async fn a_split_voucher_is_restored_bucket_by_bucket(h: &Harness) {
             accepted_at: chrono::Utc::now(),
             amount: 0,
             currency: None,
+            idempotency_key: None,
         };
         assert!(matches!(h.gate.admit_order(&order, None).await.expect("admit"), Admission::Admitted { .. }));
         log.push(Envelope::new(Event::OrderAccepted(order)));

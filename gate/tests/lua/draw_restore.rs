@@ -4,14 +4,15 @@
 //! draw goes on from it; before the draw, the entries come back with their
 //! seqs and the list's hash under a new seed, and the draw made afterwards
 //! ranks the whole list by the rule; lost while its ranking was being
-//! logged, it is ranked again from the revealed seed; a draw Redis still
-//! has is kept.
+//! logged, it is ranked again from the revealed seed; a win whose window a
+//! logged stall lengthened keeps the longer window; a draw Redis still has
+//! is kept.
 //!
 //! The loss is the deletion of every key of the voucher (the outbox, which
 //! the log stands for here, is read first).
 
 use seckill_core::draw;
-use seckill_core::event::{DrawSeedCommitted, Event, VoucherCreated};
+use seckill_core::event::{DrawSeedCommitted, Event, VoucherCreated, VoucherUpdated};
 use seckill_core::{queue, Envelope, UserId, VoucherId};
 use seckill_gate::{Admission, DrawRestored, Entered, EntryState, Ledger, Rejection, RestoreMode, RoomState};
 
@@ -27,6 +28,7 @@ on_single_and_cluster!(
         a_draw_lost_while_logging_its_ranking_is_ranked_again,
         a_draw_opened_during_a_rebuild_is_not_mixed_with_it,
         a_gap_in_the_logged_entries_keeps_every_logged_entry,
+        a_restored_window_ends_where_the_logged_stalls_moved_it,
     ],
 );
 
@@ -274,4 +276,33 @@ async fn a_gap_in_the_logged_entries_keeps_every_logged_entry(h: &Harness) {
         _ => None,
     });
     assert_eq!(logged_seq, Some(6), "after the last seq logged (5), not a seq the log holds");
+}
+
+async fn a_restored_window_ends_where_the_logged_stalls_moved_it(h: &Harness) {
+    let definition = draw_definition(1, 1);
+    let voucher = definition.voucher_id;
+    let seed = open(h, &definition).await;
+    let entrants: Vec<UserId> = (0..3).map(|i| user(&format!("x{i}"))).collect();
+    enter_all(h, voucher, &entrants).await;
+    let ranked = draw::ranking(&seed, &entrants);
+    set_room(h, voucher, "purchase_ms", 2_000).await;
+    make_the_draw(h, voucher).await;
+    assert_eq!(advance_until_quiet(h, voucher).await.cursor, 1);
+    // A pause longer than the window: logged as a stall when it ends.
+    let pause = |paused| VoucherUpdated { voucher_id: voucher, paused: Some(paused), ends_at: None, add_stock: 0 };
+    h.gate.update_voucher(uuid::Uuid::now_v7(), &pause(true)).await.expect("pauses");
+    advance_until_quiet(h, voucher).await;
+    tokio::time::sleep(std::time::Duration::from_millis(2_500)).await;
+    h.gate.update_voucher(uuid::Uuid::now_v7(), &pause(false)).await.expect("resumes");
+    assert_eq!(advance_until_quiet(h, voucher).await.cursor, 1, "the winner's window kept its unit");
+    let log = the_log(h, &definition, &seed).await;
+    assert!(log.iter().any(|envelope| matches!(envelope.event, Event::WindowsExtended(_))), "the stall is logged");
+
+    // Past its record's purchase_until, inside its extended end.
+    lose(h, voucher).await;
+    assert!(matches!(restored(h, &log).await, DrawRestored::Rebuilt { stage: "drawn", wins: 1, .. }));
+    let entry = h.gate.draw_entry(voucher, &ranked[0]).await.expect("reads").expect("a draw");
+    assert!(!entry.lapsed(), "the window runs on after the rebuild: {entry:?}");
+    assert_eq!(advance_until_quiet(h, voucher).await.cursor, 1, "nobody promoted over the open win");
+    assert_eq!(order(h, voucher, &ranked[0]).await, Admission::Admitted { remaining: 0 });
 }

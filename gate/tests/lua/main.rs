@@ -20,6 +20,7 @@ mod proof;
 mod replica_acks;
 mod restore;
 mod room;
+mod room_beacon;
 mod room_expiry;
 mod settle;
 mod transfers;

@@ -79,6 +79,7 @@ fn order(voucher: VoucherId, name: &str) -> OrderAccepted {
         accepted_at: Utc::now(),
         amount: 0,
         currency: None,
+        idempotency_key: None,
     }
 }
 

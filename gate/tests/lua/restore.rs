@@ -31,6 +31,7 @@ fn accepted(definition: &VoucherCreated, name: &str, quantity: u32) -> OrderAcce
         accepted_at: Utc::now(),
         amount: 0,
         currency: None,
+        idempotency_key: None,
     }
 }
 

@@ -32,13 +32,14 @@ on_single_and_cluster!(
 pub(crate) fn queue_definition(stock: u64, limit: u32, factor_percent: u32) -> VoucherCreated {
     let now = Utc::now();
     let mut definition = definition(stock, limit, (now + Duration::hours(1), now + Duration::hours(2)));
-    definition.queue = Some(QueueSettings {
+    definition.queue = Some(Box::new(QueueSettings {
         opens_at: now - Duration::minutes(1),
         factor_percent,
         entry_rate: 100_000,
         idle_seconds: 30,
         token_seconds: 120,
-    });
+        beacon: None,
+    }));
     definition
 }
 

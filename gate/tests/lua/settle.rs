@@ -18,6 +18,7 @@ fn order(voucher: VoucherId, name: &str, quantity: u32) -> OrderAccepted {
         accepted_at: Utc::now(),
         amount: 0,
         currency: None,
+        idempotency_key: None,
     }
 }
 

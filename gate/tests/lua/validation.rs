@@ -83,7 +83,7 @@ async fn bad_arguments_are_refused_by_name_and_change_nothing(h: &Harness) {
             vec!["u", "0", "o", "", "r", "v", "10", "1000", "1", "", "", "", "0", "0", "0", "1", "", "0", "1"],
             "quantity must be a positive integer",
         ),
-        ("release.lua", 5, vec!["u", "-1", "o", "", "1000"], "quantity must be a positive integer"),
+        ("release.lua", 6, vec!["u", "-1", "o", "", "1000"], "quantity must be a positive integer"),
         (
             "load_voucher.lua",
             10,

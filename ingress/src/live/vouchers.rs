@@ -237,6 +237,14 @@ struct QueueJson {
     opens_at: DateTime<Utc>,
     /// Places whose turn has not come yet.
     waiting: u64,
+    /// The beacon round the pre-queue's shuffle waits for; absent: the
+    /// operator's seed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    beacon_round: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    beacon_round_at: Option<DateTime<Utc>>,
+    /// The pre-queue closed and the round is not in yet: nobody is served.
+    awaiting_beacon: bool,
 }
 
 /// The `draw` or `queue` member of a timeline.
@@ -256,7 +264,16 @@ fn timeline_json(timeline: Timeline) -> (Option<DrawJson>, Option<QueueJson>) {
             }),
             None,
         ),
-        Timeline::Queue(queue) => (None, Some(QueueJson { opens_at: queue.opens_at, waiting: queue.waiting })),
+        Timeline::Queue(queue) => (
+            None,
+            Some(QueueJson {
+                opens_at: queue.opens_at,
+                waiting: queue.waiting,
+                beacon_round: queue.beacon_round.map(|(round, _)| round),
+                beacon_round_at: queue.beacon_round.map(|(_, at)| at),
+                awaiting_beacon: queue.awaiting_beacon,
+            }),
+        ),
     }
 }
 

@@ -149,12 +149,18 @@ impl Rooms {
                 // Wins this call gave: each counted once, by the ingress
                 // whose call gave it.
                 self.metrics.wins.inc_by(summary.skipped_now);
+            } else if summary.state == RoomState::Ranking {
+                // A beacon's pre-queue being keyed: places, not entries.
             } else {
                 self.metrics.entries_issued.inc_by(summary.served_now);
                 self.metrics.places_expired.inc_by(summary.skipped_now);
             }
             handle.update(&summary);
-            let worked = if handle.draw { summary.served_now } else { summary.served_now + summary.skipped_now };
+            let worked = if handle.draw || summary.state == RoomState::Ranking {
+                summary.served_now
+            } else {
+                summary.served_now + summary.skipped_now
+            };
             let more = worked >= full_call;
             last = Some(summary);
             if !more {

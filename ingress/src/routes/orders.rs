@@ -143,7 +143,9 @@ async fn place_order(
     })?;
     let proved = proof.is_some();
     let presented = Presented { entry, proof, pace: ingress.pace(address) };
-    let order = OrderAccepted::now(voucher, user, request.quantity);
+    // The key travels with the order, so the processor can tell a retry
+    // admitted twice (a failover lost the first admission) from a new order.
+    let order = OrderAccepted { idempotency_key, ..OrderAccepted::now(voucher, user, request.quantity) };
     let admission = match ingress.gate.admit_presenting(&order, retry.as_ref(), &presented).await {
         Ok(admission) => admission,
         Err(error) => return settle(&ingress, &order, &error).await,

@@ -128,6 +128,7 @@ impl CreateVoucher {
             entry_rate: self.queue_entry_rate.unwrap_or(QueueSettings::DEFAULT_ENTRY_RATE),
             idle_seconds: self.queue_idle_seconds.unwrap_or(QueueSettings::DEFAULT_IDLE_SECONDS),
             token_seconds: self.queue_token_seconds.unwrap_or(QueueSettings::DEFAULT_TOKEN_SECONDS),
+            beacon: None,
         }))
     }
 }
@@ -213,7 +214,12 @@ async fn handle_create(
     ingress: Arc<Ingress>,
 ) -> Result<warp::reply::Response, Rejection> {
     let request: CreateVoucher = body::parse(&raw)?;
-    let queue = request.queue()?;
+    // A waiting room's pre-queue closes at the start: its shuffle takes the
+    // first round published after it, fixed now, in the creation record.
+    let queue = request.queue()?.map(|settings| QueueSettings {
+        beacon: ingress.rooms.beacon_chain().map(|chain| Box::new(BeaconPlan::after(chain, request.begins_at))),
+        ..settings
+    });
     // The beacon round is fixed now, in the creation record: the first
     // published after entries close.
     let draw = request.draw()?.map(|settings| DrawSettings {
@@ -232,7 +238,7 @@ async fn handle_create(
         description: request.description.clone(),
         price: request.price,
         currency: request.currency,
-        queue,
+        queue: queue.map(Box::new),
         draw,
         challenge_bits: request.challenge_bits,
     };

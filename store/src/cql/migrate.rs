@@ -18,6 +18,7 @@ pub const MIGRATIONS: &[(i32, &str, &str)] = &[
     (1, "001_stock.cql", include_str!("../../cql/001_stock.cql")),
     (2, "002_view.cql", include_str!("../../cql/002_view.cql")),
     (3, "003_pending_refunds.cql", include_str!("../../cql/003_pending_refunds.cql")),
+    (4, "004_epochs.cql", include_str!("../../cql/004_epochs.cql")),
 ];
 
 /// Opens a session on `config.nodes`, creates the keyspace if missing, and

@@ -36,6 +36,9 @@ const UPDATE: &str = "update";
 /// own settings row (id: the voucher id).
 const USER: &str = "user";
 const VOUCHER: &str = "voucher";
+/// Stock only: the fencing epoch of the last processor that wrote the
+/// voucher (id: the voucher id; the blob: the epoch, 8 bytes big-endian).
+const FENCE: &str = "fence";
 
 /// Namespace of the ids of per-user rows: user ids are text, row ids uuids.
 const USER_ROWS: uuid::Uuid = uuid::Uuid::from_u128(0x5eb1_1f0e_8c2d_4a47_9b43_7a1c_0d3e_5f61);

@@ -12,8 +12,19 @@
 //! voucher is read and decided again, now finding the other's decisions and
 //! any of its own batches that committed: no decrement is applied twice or
 //! lost.
+//!
+//! Fencing: a processor takes an epoch after each partition assignment
+//! (`take_epoch`, one conditional update of `processor_epochs`) and writes
+//! it into the fence row of every voucher partition it writes, inside the
+//! same conditional batch. A processor that reads a fence row later than
+//! its own epoch is refused (`StoreError::Fenced`): another took the
+//! voucher's Kafka partition after it, and the version check makes the
+//! read and the write one step, so a zombie (cut off from Kafka past its
+//! session, still working) cannot decide against the stock once the new
+//! owner has written the voucher, nor its late batch undo a decision.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -28,8 +39,8 @@ use uuid::Uuid;
 
 use super::chunks::{into_chunks, write_in_sequence, BatchLimits, Chunk, FirstDecisions, RowWrite, Step};
 use super::{
-    expected_version, group_by_voucher, refused_too_often, same_partition, unreadable, user_row_id,
-    write_conditional_batch, MAX_ATTEMPTS, ORDER, UPDATE, USER, VOUCHER,
+    expected_version, group_by_voucher, refused_too_often, same_partition, unreadable, user_row_id, was_applied,
+    write_conditional_batch, FENCE, MAX_ATTEMPTS, ORDER, UPDATE, USER, VOUCHER,
 };
 use crate::stock::{DueHold, HoldCursor, PendingRefund, MAX_EXPIRED_PAGE, MAX_PENDING_REFUNDS_PAGE};
 use crate::stock_rules::{apply_input, Outcomes, StockState};
@@ -47,6 +58,9 @@ pub struct CqlStockStore {
     session: Arc<Session>,
     statements: Arc<Statements>,
     limits: BatchLimits,
+    /// The fencing epoch this store writes under (0: none taken, nothing
+    /// fenced: tools and tests that open the store).
+    epoch: Arc<AtomicI64>,
 }
 
 #[derive(Debug)]
@@ -66,7 +80,13 @@ struct Statements {
     put_pending_refund: PreparedStatement,
     due_pending_refunds: PreparedStatement,
     delete_pending_refund: PreparedStatement,
+    read_epoch: PreparedStatement,
+    init_epoch: PreparedStatement,
+    bump_epoch: PreparedStatement,
 }
+
+/// The `processor_epochs` row the processors share.
+const EPOCHS: &str = "processor";
 
 impl CqlStockStore {
     /// Prepares the statements on `session` (connected to a migrated
@@ -117,8 +137,16 @@ impl CqlStockStore {
                  LIMIT ?",
             )
             .await?,
+            read_epoch: prepare("SELECT epoch FROM processor_epochs WHERE name = ?").await?,
+            init_epoch: prepare("INSERT INTO processor_epochs (name, epoch) VALUES (?, 1) IF NOT EXISTS").await?,
+            bump_epoch: prepare("UPDATE processor_epochs SET epoch = ? WHERE name = ? IF epoch = ?").await?,
         };
-        Ok(Self { session, statements: Arc::new(statements), limits: BatchLimits::default() })
+        Ok(Self {
+            session,
+            statements: Arc::new(statements),
+            limits: BatchLimits::default(),
+            epoch: Arc::new(AtomicI64::new(0)),
+        })
     }
 
     /// Bounds each conditional batch by `limits` instead of the defaults.
@@ -200,7 +228,15 @@ impl CqlStockStore {
             StockInput::Pay(payment) => Some((ORDER, payment.order_id.as_uuid())),
             StockInput::Checkout(opened) => Some((ORDER, opened.order_id.as_uuid())),
         });
-        let mut rows = self.read_rows(voucher, wanted.chain([(VOUCHER, voucher.as_uuid())])).await?;
+        let keyed = inputs.iter().filter_map(|input| match input {
+            StockInput::Order(order) => {
+                order.idempotency_key.as_ref().map(|key| (KEYED, keyed_row_id(&order.user_id, key)))
+            }
+            _ => None,
+        });
+        let own = [(VOUCHER, voucher.as_uuid()), (FENCE, voucher.as_uuid())];
+        let mut rows = self.read_rows(voucher, wanted.chain(keyed).chain(own)).await?;
+        let fence = fence_epoch(rows.remove(&(FENCE, voucher.as_uuid())).flatten())?;
         let settings = match rows.remove(&(VOUCHER, voucher.as_uuid())).flatten() {
             Some(blob) => Some(serde_json::from_slice::<Settings>(&blob).map_err(unreadable)?),
             None => None,
@@ -242,6 +278,7 @@ impl CqlStockStore {
             level,
             settings: settings.map(|s| s.per_user_limit),
             version,
+            fence,
             rows,
             held,
             steps: Vec::new(),
@@ -257,6 +294,10 @@ impl CqlStockStore {
         let mut first = FirstDecisions::new(inputs.len());
         for _ in 0..MAX_ATTEMPTS {
             let mut staged = self.snapshot(voucher, &inputs).await?;
+            let mine = self.epoch.load(Ordering::Acquire);
+            if mine > 0 && staged.fence > mine {
+                return Err(StoreError::Fenced { voucher, mine, theirs: staged.fence });
+            }
             let mut outcomes = Outcomes::default();
             // Where each input's outcomes end in `decided`.
             let mut ends = Vec::with_capacity(inputs.len());
@@ -264,6 +305,13 @@ impl CqlStockStore {
                 apply_input(&mut staged, input, &mut outcomes)?;
                 staged.end_step();
                 ends.push(outcomes.len());
+            }
+            // The first write under a new epoch claims the voucher, a
+            // replay's too (then it is the only row written): from then on
+            // the writer before is fenced.
+            if mine > staged.fence {
+                let claim = ((FENCE, voucher.as_uuid()), Some(mine.to_be_bytes().to_vec()));
+                staged.steps.first_mut().expect("a voucher's group has an input").rows.push(claim);
             }
             let decided = outcomes.into_vec();
             let of_input = |index: usize| {
@@ -350,6 +398,27 @@ struct Settings {
     per_user_limit: u32,
 }
 
+/// Row kind: the order a user's `Idempotency-Key` first came with (id:
+/// [`keyed_row_id`]); a later order under the key is a duplicate.
+const KEYED: &str = "keyed";
+
+/// Namespace of the ids of keyed rows.
+const KEYED_ROWS: Uuid = Uuid::from_u128(0x6b1e_57a4_90d3_4c2e_8f15_2d7a_c3e9_04b8);
+
+/// The row id of `user`'s `key`: name-based; the row stores both, so a
+/// collision would be detected, not mixed.
+fn keyed_row_id(user: &UserId, key: &str) -> Uuid {
+    Uuid::new_v5(&KEYED_ROWS, format!("{user}|{key}").as_bytes())
+}
+
+/// A keyed row.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct KeyedRow {
+    user_id: UserId,
+    key: String,
+    order_id: OrderId,
+}
+
 /// A user's held-units row.
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
 struct HeldRow {
@@ -364,6 +433,8 @@ struct Staged {
     /// The per-user limit in the settings row, as read or written.
     settings: Option<u32>,
     version: Option<i64>,
+    /// The epoch of the fence row as read (0: none).
+    fence: i64,
     /// (kind, id) → the row's blob, for order and update rows that exist.
     rows: HashMap<(&'static str, Uuid), Option<Vec<u8>>>,
     /// Units held per user, for every user the snapshot read.
@@ -438,6 +509,31 @@ impl StockState for Staged {
         Ok(())
     }
 
+    fn keyed_order(&self, voucher: VoucherId, user: &UserId, key: &str) -> Result<Option<OrderId>, StoreError> {
+        self.check(voucher)?;
+        let Some(blob) = self.rows.get(&(KEYED, keyed_row_id(user, key))).cloned().flatten() else { return Ok(None) };
+        let row: KeyedRow = serde_json::from_slice(&blob).map_err(unreadable)?;
+        if row.user_id != *user || row.key != key {
+            return Err(StoreError::Corrupt(format!("keyed row of {user}'s key is {}'s {}", row.user_id, row.key)));
+        }
+        Ok(Some(row.order_id))
+    }
+
+    fn put_keyed_order(
+        &mut self,
+        voucher: VoucherId,
+        user: &UserId,
+        key: &str,
+        order: OrderId,
+    ) -> Result<(), StoreError> {
+        self.check(voucher)?;
+        let blob = serde_json::to_vec(&KeyedRow { user_id: user.clone(), key: key.to_owned(), order_id: order })?;
+        let id = (KEYED, keyed_row_id(user, key));
+        self.rows.insert(id, Some(blob.clone()));
+        self.step_rows.push((id, Some(blob)));
+        Ok(())
+    }
+
     fn update_applied(&self, voucher: VoucherId, update: Uuid) -> Result<bool, StoreError> {
         self.check(voucher)?;
         Ok(self.rows.contains_key(&(UPDATE, update)))
@@ -460,6 +556,17 @@ impl StockState for Staged {
         self.check(voucher)?;
         self.holds.push((deadline, order, keep));
         Ok(())
+    }
+}
+
+/// The epoch a fence row holds (0: no row).
+fn fence_epoch(blob: Option<Vec<u8>>) -> Result<i64, StoreError> {
+    match blob {
+        None => Ok(0),
+        Some(blob) => blob
+            .try_into()
+            .map(i64::from_be_bytes)
+            .map_err(|blob: Vec<u8>| StoreError::Corrupt(format!("a fence row of {} bytes", blob.len()))),
     }
 }
 
@@ -505,6 +612,39 @@ impl StockStore for CqlStockStore {
             level.per_user_limit = Some(serde_json::from_slice::<Settings>(&blob).map_err(unreadable)?.per_user_limit);
         }
         Ok(Some(level))
+    }
+
+    async fn take_epoch(&self) -> Result<i64, StoreError> {
+        let statements = &self.statements;
+        for _ in 0..MAX_ATTEMPTS {
+            let rows = self
+                .session
+                .execute_unpaged(&statements.read_epoch, (EPOCHS,))
+                .await?
+                .into_rows_result()
+                .map_err(unreadable)?;
+            let taken = match rows.maybe_first_row::<(Option<i64>,)>().map_err(unreadable)?.and_then(|(e,)| e) {
+                None => {
+                    was_applied(self.session.execute_unpaged(&statements.init_epoch, (EPOCHS,)).await?)?.then_some(1)
+                }
+                Some(last) => {
+                    let bump = (last + 1, EPOCHS, last);
+                    was_applied(self.session.execute_unpaged(&statements.bump_epoch, bump).await?)?.then_some(last + 1)
+                }
+            };
+            // Refused: another processor took one meanwhile; take the next.
+            if let Some(epoch) = taken {
+                self.epoch.store(epoch, Ordering::Release);
+                return Ok(epoch);
+            }
+        }
+        Err(StoreError::Backend(format!("no fencing epoch after {MAX_ATTEMPTS} refused attempts")))
+    }
+
+    async fn fenced(&self, voucher: VoucherId) -> Result<bool, StoreError> {
+        let mine = self.epoch.load(Ordering::Acquire);
+        let fence = fence_epoch(self.read_row(voucher, FENCE, voucher.as_uuid()).await?.flatten())?;
+        Ok(mine > 0 && fence > mine)
     }
 
     async fn order_record(&self, voucher: VoucherId, order: OrderId) -> Result<Option<OrderRecord>, StoreError> {

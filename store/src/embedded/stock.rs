@@ -25,6 +25,9 @@ const LEVELS: TableDefinition<&str, &[u8]> = TableDefinition::new("stock_levels"
 const OUTCOMES: TableDefinition<&str, &[u8]> = TableDefinition::new("order_outcomes");
 /// (voucher id, user id) → units held by the user's created orders.
 const HELD: TableDefinition<(&str, &str), u64> = TableDefinition::new("held_units");
+/// (voucher id, "<user id>|<Idempotency-Key>") → the order id the key first
+/// came with (a later order under it is a duplicate).
+const KEYED: TableDefinition<(&str, &str), &str> = TableDefinition::new("keyed_orders");
 /// Ids of the voucher updates already applied.
 const UPDATES: TableDefinition<&str, ()> = TableDefinition::new("applied_updates");
 /// (hold deadline in Unix ms, order id) → voucher id: created orders that
@@ -48,6 +51,7 @@ impl EmbeddedStockStore {
         txn.open_table(LEVELS)?;
         txn.open_table(OUTCOMES)?;
         txn.open_table(HELD)?;
+        txn.open_table(KEYED)?;
         txn.open_table(UPDATES)?;
         txn.open_table(HOLDS)?;
         txn.open_table(PENDING_REFUNDS)?;
@@ -61,6 +65,7 @@ struct Tables<'txn> {
     levels: Table<'txn, &'static str, &'static [u8]>,
     outcomes: Table<'txn, &'static str, &'static [u8]>,
     held: Table<'txn, (&'static str, &'static str), u64>,
+    keyed: Table<'txn, (&'static str, &'static str), &'static str>,
     updates: Table<'txn, &'static str, ()>,
     holds: Table<'txn, (i64, &'static str), &'static str>,
 }
@@ -102,6 +107,28 @@ impl StockState for Tables<'_> {
         Ok(())
     }
 
+    fn keyed_order(&self, voucher: VoucherId, user: &UserId, key: &str) -> Result<Option<OrderId>, StoreError> {
+        let (voucher, field) = (voucher.to_string(), format!("{user}|{key}"));
+        match self.keyed.get((voucher.as_str(), field.as_str()))? {
+            Some(order) => {
+                order.value().parse().map(Some).map_err(|e| StoreError::Corrupt(format!("keyed order: {e}")))
+            }
+            None => Ok(None),
+        }
+    }
+
+    fn put_keyed_order(
+        &mut self,
+        voucher: VoucherId,
+        user: &UserId,
+        key: &str,
+        order: OrderId,
+    ) -> Result<(), StoreError> {
+        let (voucher, field) = (voucher.to_string(), format!("{user}|{key}"));
+        self.keyed.insert((voucher.as_str(), field.as_str()), order.to_string().as_str())?;
+        Ok(())
+    }
+
     fn update_applied(&self, _voucher: VoucherId, update: Uuid) -> Result<bool, StoreError> {
         Ok(self.updates.get(update.to_string().as_str())?.is_some())
     }
@@ -140,6 +167,7 @@ impl StockStore for EmbeddedStockStore {
                     levels: txn.open_table(LEVELS)?,
                     outcomes: txn.open_table(OUTCOMES)?,
                     held: txn.open_table(HELD)?,
+                    keyed: txn.open_table(KEYED)?,
                     updates: txn.open_table(UPDATES)?,
                     holds: txn.open_table(HOLDS)?,
                 };

@@ -35,5 +35,6 @@ pub fn order(voucher: VoucherId, user: &str) -> OrderAccepted {
         accepted_at: Utc::now(),
         amount: 0,
         currency: None,
+        idempotency_key: None,
     }
 }

@@ -4,6 +4,7 @@
 
 mod backends;
 mod cql_batches;
+mod fencing;
 mod fixtures;
 mod stock;
 mod view;
@@ -76,6 +77,11 @@ macro_rules! suite {
             }
 
             #[tokio::test]
+            async fn a_second_order_under_one_idempotency_key_fails_as_a_duplicate() {
+                contract::a_second_order_under_one_idempotency_key_fails_as_a_duplicate(&$fixture).await
+            }
+
+            #[tokio::test]
             async fn thousands_of_one_vouchers_orders_in_one_batch_are_decided_once() {
                 contract::thousands_of_one_vouchers_orders_in_one_batch_are_decided_once(&$fixture).await
             }
@@ -130,6 +136,7 @@ async fn every_contract_holds_on_cql() {
         stock::a_redelivered_batch_emits_every_outcome_again_in_order,
         stock::requests_that_overtake_their_order_are_decided_after_it,
         stock::the_per_user_limit_is_checked_against_created_orders,
+        stock::a_second_order_under_one_idempotency_key_fails_as_a_duplicate,
         stock::concurrent_processors_decide_each_order_once,
         stock::thousands_of_one_vouchers_orders_in_one_batch_are_decided_once,
         stock::concurrent_processors_decide_each_order_once_across_bounded_batches,
@@ -153,5 +160,6 @@ async fn every_contract_holds_on_cql() {
         cql_batches::a_stock_write_failing_between_batches_is_retried_without_deciding_twice,
         cql_batches::a_hold_left_by_a_refused_write_does_not_expire_the_order_early,
         cql_batches::a_view_write_failing_between_batches_is_retried_without_counting_twice,
+        fencing::a_zombie_decides_nothing_once_the_new_owner_wrote_the_voucher,
     );
 }

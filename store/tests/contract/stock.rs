@@ -517,3 +517,30 @@ pub async fn payments_pay_in_time_and_every_other_is_refunded_once_across_reopen
     );
     assert_eq!(store.stock(v.voucher_id).await.expect("reads").map(|l| l.remaining), Some(2));
 }
+
+/// A retry Redis admitted twice (a failover lost the first admission)
+/// reaches the log as a second order under the same `Idempotency-Key`: it
+/// fails as a duplicate and takes nothing, in the batch of the first or in
+/// a later one, and its redelivery says the same.
+pub async fn a_second_order_under_one_idempotency_key_fails_as_a_duplicate(backend: &impl Backend) {
+    let store = backend.open().await;
+    let v = VoucherCreated { per_user_limit: 5, ..voucher(10) };
+    let keyed =
+        |user: &str, key: &str| OrderAccepted { idempotency_key: Some(key.into()), ..order(v.voucher_id, user) };
+    let (first, retry, late_retry) = (keyed("u", "k"), keyed("u", "k"), keyed("u", "k"));
+    let (other_key, other_user) = (keyed("u", "k2"), keyed("w", "k"));
+    let decided = store
+        .apply(vec![StockInput::Voucher(v.clone()), StockInput::Order(first.clone()), StockInput::Order(retry.clone())])
+        .await
+        .expect("applies");
+    assert_eq!(kinds(&decided), [("OrderCreated", false), ("OrderFailed", false)]);
+    assert!(matches!(&decided[1].outcome.event, Event::OrderFailed(f) if f.reason == FailReason::DuplicateRequest));
+    let batch = [&late_retry, &other_key, &other_user, &retry].map(|o| StockInput::Order(o.clone()));
+    let decided = store.apply(batch.to_vec()).await.expect("applies");
+    assert_eq!(
+        kinds(&decided),
+        [("OrderFailed", false), ("OrderCreated", false), ("OrderCreated", false), ("OrderFailed", true)],
+        "another key, or another user's same key, is another request"
+    );
+    assert_eq!(store.stock(v.voucher_id).await.expect("reads").map(|l| l.remaining), Some(7));
+}

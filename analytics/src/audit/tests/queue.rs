@@ -1,5 +1,6 @@
-//! The waiting room's rules on a clean queue-mode sale, and each doctored
-//! log breaking exactly the rule it should.
+//! The waiting room's rules on a clean queue-mode sale (shuffled by the
+//! operator's seed, or by a beacon round), and each doctored log breaking
+//! exactly the rule it should.
 
 use seckill_core::event::{Event, QueueEntryUsed};
 use seckill_core::queue;
@@ -7,11 +8,16 @@ use seckill_core::Envelope;
 
 use super::{detail, failing, text};
 use crate::audit::audit_voucher;
-use crate::sale::queue_script::{queue_sale, PRE_QUEUE};
+use crate::sale::queue_script::{beacon_queue_sale, beacon_queue_sale_by, queue_sale, PRE_QUEUE};
 use crate::sale::script::Script;
 
-const QUEUE_RULES: [&str; 4] =
-    ["queue_seed_committed", "queue_served_in_shuffle", "queue_entries_single_use", "queue_entries_in_time"];
+const QUEUE_RULES: [&str; 5] = [
+    "queue_seed_committed",
+    "queue_served_in_shuffle",
+    "queue_entries_single_use",
+    "queue_entries_in_time",
+    "queue_beacon",
+];
 
 /// The user served place `place`.
 fn served_at(sale: &Script, place: u64) -> seckill_core::ids::UserId {
@@ -258,4 +264,74 @@ fn a_room_before_its_sale_passes() {
         "1 commitment (1 distinct); all 2 joins after it; seed not revealed yet"
     );
     assert_eq!(detail(&audit, "queue_served_in_shuffle"), "seed not revealed yet: no place passed");
+}
+
+#[test]
+fn a_beacon_room_passes_every_rule_and_an_unplanned_one_says_it_trusts_the_operator() {
+    let signer = seckill_beacon::sandbox::Signer::from_seed(b"queue beacon audit");
+    let sale = beacon_queue_sale(&signer);
+    let audit = audit_voucher(&sale.log, None);
+    assert!(audit.pass, "{}", text(&audit));
+    let beacon = detail(&audit, "queue_beacon");
+    assert!(beacon.contains("after the pre-queue closed"), "{beacon}");
+    assert!(beacon.ends_with("signature verifies; the revealed seed is its randomness"), "{beacon}");
+    assert_eq!(
+        detail(&audit, "queue_seed_committed"),
+        "1 commitment (1 distinct); all 23 joins after it; the revealed seed is the beacon round's randomness (see \
+         queue_beacon)"
+    );
+    let plain = audit_voucher(&queue_sale().log, None);
+    assert!(detail(&plain, "queue_beacon").contains("this trusts the operator"));
+}
+
+#[test]
+fn a_forged_round_signature_fails_only_the_beacon_rule() {
+    let signer = seckill_beacon::sandbox::Signer::from_seed(b"queue beacon audit");
+    let sale = beacon_queue_sale(&signer);
+    let log = sale.edited(|event| {
+        if let Event::QueueSeedRevealed(reveal) = event {
+            let round = reveal.beacon.as_mut().expect("a round");
+            // Another round's signature: well formed, not this round's.
+            round.signature = signer.sign(round.round + 1).signature;
+        }
+    });
+    let audit = audit_voucher(&log, None);
+    assert_eq!(failing(&audit), ["queue_beacon"], "{}", text(&audit));
+    let figures = &audit.rules.iter().find(|rule| rule.rule == "queue_beacon").expect("the rule").figures;
+    assert_eq!(figures["signature_verifies"], false, "{figures}");
+}
+
+#[test]
+fn a_round_published_before_the_pre_queue_closed_fails_the_beacon_rule() {
+    let signer = seckill_beacon::sandbox::Signer::from_seed(b"queue beacon audit");
+    // Planned, signed and keyed by the round before: consistent otherwise.
+    let audit = audit_voucher(&beacon_queue_sale_by(&signer, -1).log, None);
+    assert_eq!(failing(&audit), ["queue_beacon"], "{}", text(&audit));
+    let figures = &audit.rules.iter().find(|rule| rule.rule == "queue_beacon").expect("the rule").figures;
+    assert_eq!(figures["round_after_pre_queue_closed"], false, "{figures}");
+    assert!(detail(&audit, "queue_beacon").contains("not after the pre-queue closed"));
+}
+
+#[test]
+fn another_pre_queue_hash_or_a_reveal_without_its_round_fails() {
+    let signer = seckill_beacon::sandbox::Signer::from_seed(b"queue beacon audit");
+    let sale = beacon_queue_sale(&signer);
+    let log = sale.edited(|event| {
+        if let Event::QueueSeedRevealed(reveal) = event {
+            reveal.entries_hash = Some(queue::pre_queue_hash(&[]));
+        }
+    });
+    let audit = audit_voucher(&log, None);
+    assert_eq!(failing(&audit), ["queue_beacon"], "{}", text(&audit));
+    assert!(detail(&audit, "queue_beacon").contains("the revealed pre-queue hash is not the logged pre-queue's"));
+    // The round left out: the seed must then be a committed one, and the
+    // served order is no longer the operator's shuffle of it either.
+    let log = sale.edited(|event| {
+        if let Event::QueueSeedRevealed(reveal) = event {
+            reveal.beacon = None;
+        }
+    });
+    let audit = audit_voucher(&log, None);
+    assert_eq!(failing(&audit), ["queue_served_in_shuffle", "queue_beacon"], "{}", text(&audit));
+    assert!(detail(&audit, "queue_beacon").contains("the reveal logs no beacon round"));
 }

@@ -5,6 +5,7 @@
 mod draw;
 mod driver;
 mod queue;
+mod reader;
 mod timeline;
 
 use chrono::{Duration, Utc};

@@ -5,6 +5,7 @@ mod draw;
 pub(crate) mod orders;
 mod page;
 mod queue;
+mod reader;
 mod streams;
 mod time;
 mod vouchers;

@@ -1,5 +1,7 @@
 //! `GET /api/v1/vouchers/{voucher_id}` and `GET /api/v1/vouchers`: the
-//! product page and the list, from memory, with `ETag` and `304`.
+//! product page and the list, from memory, with `ETag` and `304`. With a
+//! user's credentials, a draw's read carries the reader's own state too
+//! ([`super::reader`]).
 
 use std::sync::Arc;
 
@@ -8,8 +10,8 @@ use seckill_web::{page_limit, ApiError};
 use serde::Deserialize;
 use warp::{Filter, Rejection, Reply};
 
-use super::conditional;
-use super::Reading;
+use super::{conditional, reader, Reading};
+use crate::access::Caller;
 use crate::live::vouchers::ReadError;
 
 /// Query string of the voucher listing.
@@ -24,6 +26,8 @@ pub(super) fn one(reading: Arc<Reading>) -> impl Filter<Extract = (impl Reply,),
     warp::path!("api" / "v1" / "vouchers" / String)
         .and(warp::get())
         .and(warp::header::optional::<String>("if-none-match"))
+        .and(warp::header::optional::<String>("authorization"))
+        .and(warp::header::optional::<String>("x-user-id"))
         .and(warp::any().map(move || Arc::clone(&reading)))
         .and_then(get_voucher)
 }
@@ -54,12 +58,28 @@ pub(super) fn read_failed(error: &ReadError) -> ApiError {
 async fn get_voucher(
     raw: String,
     if_none_match: Option<String>,
+    authorization: Option<String>,
+    user_header: Option<String>,
     reading: Arc<Reading>,
 ) -> Result<warp::reply::Response, Rejection> {
     let id: VoucherId = raw.parse().map_err(|e| ApiError::invalid(format!("voucher_id: {e}")))?;
     conditional::check_if_none_match(if_none_match.as_deref())?;
+    // Credentials are optional here, but ones given must check out.
+    let reader = match (&authorization, &user_header) {
+        (None, None) => None,
+        _ => match reading.access.auth.caller(authorization.as_deref(), user_header.as_deref())? {
+            Caller::User(user) => Some(user),
+            Caller::Admin => None,
+        },
+    };
     let served = reading.live.vouchers.voucher(id).await.map_err(|e| read_failed(&e))?;
     let served = served.ok_or_else(|| ApiError::unknown_voucher(id))?;
+    if let Some(user) = reader {
+        let now = reading.live.clock.now();
+        if let Some(me) = reader::draw_state(&reading, id, user, now).await {
+            return Ok(reader::answer(&served, &me, if_none_match.as_deref(), now));
+        }
+    }
     Ok(conditional::answer(
         &served,
         if_none_match.as_deref(),

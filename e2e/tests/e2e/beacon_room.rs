@@ -1,0 +1,138 @@
+//! A waiting room whose pre-queue is shuffled by a public beacon round, end
+//! to end: the beacon sandbox runs as its own process, the creation record
+//! fixes the chain and the first round after the start, the pre-queue
+//! closes at the start, nobody is served until the ingress has fetched the
+//! round (and checked its signature), and the places are then served in
+//! the order the round's randomness and the logged pre-queue give. The
+//! voucher read names the round; the audit's `queue_beacon` rule checks the
+//! round and passes.
+
+use chrono::Utc;
+use reqwest::StatusCode;
+use seckill_analytics::audit::audit_voucher;
+use seckill_analytics::sale::{read_sales, Selection};
+use seckill_core::event::Event;
+use seckill_core::{queue, Envelope, UserId};
+use seckill_devstack::{BeaconSandbox, TempDir};
+use serde_json::{json, Value};
+
+use crate::beacon_draw::{beacon_config, chain_of};
+use crate::helpers::{eventually, Platform};
+
+const STOCK: u64 = 3;
+const EARLY: usize = 12;
+
+fn decode(message: &seckill_kafka::OwnedMessage) -> Option<Envelope> {
+    use seckill_kafka::Message as _;
+    Envelope::decode(message.payload()?).ok()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_room_waits_for_its_beacon_round_and_serves_the_pre_queue_by_it() {
+    let dir = TempDir::new().expect("dir");
+    let sandbox = BeaconSandbox::start(dir.path(), 1).expect("the beacon sandbox starts");
+    let http = reqwest::Client::new();
+    let chain = chain_of(&http, &sandbox.url()).await;
+    let platform =
+        Platform::start_configured(None, |config| config.beacon = beacon_config(&chain, &sandbox.url())).await;
+    let begins = Utc::now() + chrono::Duration::seconds(5);
+    let voucher = platform
+        .create_voucher_from(json!({
+            "stock": STOCK, "per_user_limit": 1, "begins_at": begins, "ends_at": begins + chrono::Duration::hours(1),
+            "mode": "queue", "queue_factor": 1.0, "queue_entry_rate": 1000, "queue_idle_seconds": 60,
+        }))
+        .await;
+    let early: Vec<String> = (0..EARLY).map(|i| format!("beacon-early-{i:02}")).collect();
+    for user in &early {
+        let (status, body) = eventually(|| async {
+            let (status, body) = platform.post(&format!("/api/v1/vouchers/{voucher}/queue"), Some(user), None).await;
+            (body["error"] != "queue_not_open").then_some((status, body))
+        })
+        .await;
+        assert_eq!(status, StatusCode::CREATED, "{user}: {body}");
+    }
+    assert!(Utc::now() < begins, "the pre-queue was joined before the start (raise the start's margin)");
+    // The voucher read shows the round the room will wait for.
+    let (_, read) = platform.get(&format!("{}/api/v1/vouchers/{voucher}", platform.base)).await;
+    let room = &read["queue"];
+    assert_eq!(room["beacon_round"].as_u64(), Some(chain.first_round_after(begins)), "{read}");
+    assert_eq!(room["awaiting_beacon"], false, "the pre-queue is open: {read}");
+
+    // Served once the round is in: as many entries as units.
+    let sales = seckill_core::topics::Topics::with_prefix(&platform.infra.namespace).sales;
+    let records = platform
+        .read_topic(&sales, |messages| {
+            let issued = messages
+                .iter()
+                .filter_map(decode)
+                .filter(|e| e.event.voucher_id().to_string() == voucher)
+                .filter(|e| matches!(e.event, Event::QueueEntryIssued(_)))
+                .count();
+            issued >= STOCK as usize
+        })
+        .await;
+    let mine: Vec<Envelope> =
+        records.iter().filter_map(decode).filter(|e| e.event.voucher_id().to_string() == voucher).collect();
+    let plan = mine
+        .iter()
+        .find_map(|e| match &e.event {
+            Event::VoucherCreated(created) => created.queue.as_ref().and_then(|q| q.beacon.as_deref().cloned()),
+            _ => None,
+        })
+        .expect("the creation record plans a beacon round");
+    assert_eq!(plan.chain, chain);
+    assert_eq!(plan.round, chain.first_round_after(begins), "the first round after the pre-queue closes");
+    let (revealed_at, reveal) = mine
+        .iter()
+        .find_map(|e| match &e.event {
+            Event::QueueSeedRevealed(reveal) => Some((e.emitted_at, reveal.clone())),
+            _ => None,
+        })
+        .expect("a reveal");
+    let round = reveal.beacon.clone().expect("the reveal logs the round");
+    assert_eq!(round.round, plan.round);
+    assert_eq!(seckill_beacon::verify(&chain, &round), Ok(reveal.seed.clone()), "the key is the round's randomness");
+    assert!(revealed_at >= plan.round_time(), "the room waited for the round: {revealed_at} < {}", plan.round_time());
+    let first_issue = mine
+        .iter()
+        .filter(|e| matches!(e.event, Event::QueueEntryIssued(_)))
+        .map(|e| e.emitted_at)
+        .min()
+        .expect("entries issued");
+    assert!(first_issue >= revealed_at, "nobody served before the reveal");
+    let users: Vec<UserId> = early.iter().map(|user| UserId::parse(user).expect("valid")).collect();
+    assert_eq!(reveal.entries_hash, Some(queue::pre_queue_hash(&users)));
+    let shuffled = queue::beacon_pre_queue_order(&reveal.seed, &users);
+    let served: Vec<(u64, UserId)> = mine
+        .iter()
+        .filter_map(|e| match &e.event {
+            Event::QueueEntryIssued(issued) => Some((issued.place, issued.user_id.clone())),
+            _ => None,
+        })
+        .collect();
+    for (place, user) in &served {
+        assert_eq!(&shuffled[usize::try_from(*place).expect("small") - 1], user, "place {place}");
+    }
+    // The first served holds an entry token, as queue/me tells it.
+    let first = shuffled[0].as_str();
+    let response = platform
+        .http
+        .get(format!("{}/api/v1/vouchers/{voucher}/queue/me", platform.base))
+        .header("authorization", Platform::as_user(first))
+        .send()
+        .await
+        .expect("answers");
+    let status: Value = response.json().await.expect("a place");
+    assert_eq!((status["state"].as_str(), status["place"].as_u64()), (Some("your_turn"), Some(1)), "{status}");
+
+    // `seckill audit`: the beacon rule checks the round and passes.
+    let id = voucher.parse().expect("voucher id");
+    let read = read_sales(&platform.kafka, &Selection::vouchers(vec![id])).await.expect("the log is read");
+    let [sale] = read.sales.as_slice() else { panic!("one sale") };
+    let audit = audit_voucher(&sale.log, None);
+    let failed: Vec<String> = audit.failed().map(|rule| format!("{}: {}", rule.rule, rule.detail)).collect();
+    assert!(failed.is_empty(), "{failed:?}");
+    let beacon = audit.rules.iter().find(|rule| rule.rule == "queue_beacon").expect("the beacon rule");
+    assert_eq!(beacon.figures["signature_verifies"], true, "{}", beacon.detail);
+    assert_eq!(beacon.figures["round_after_pre_queue_closed"], true, "{}", beacon.detail);
+}
