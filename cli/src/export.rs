@@ -20,7 +20,7 @@ const EXAMPLES: &str = "\
 Examples:
   seckill export --out sale/                        # sales and orders topics, beginning to now
   seckill export --voucher 0192f0c4-7a7e-7cc1-8000-000000000001 --out sale/
-  seckill export --since 2026-11-21T10:00:00Z --until 2026-11-21T11:00:00Z --out hour/
+  seckill export --since \"$(date -u -d '-1 hour' +%FT%TZ)\" --until \"$(date -u +%FT%TZ)\" --out hour/
   seckill replay --output sale.jsonl && seckill export --from sale.jsonl --out sale/
   duckdb -c \"SELECT count(*) FROM 'sale/OrderCreated.parquet'\"
 

@@ -21,7 +21,7 @@ Examples:
   seckill replay                                    # sales and orders, beginning to now, JSON Lines
   seckill replay --topic orders --type OrderFailed --last 15m
   seckill replay --voucher 0192f0c4-7a7e-7cc1-8000-000000000001 --format csv --output sale.csv
-  seckill replay --user alice --from-time 2026-11-21T10:00:00Z --to-time 2026-11-21T11:00:00Z
+  seckill replay --user alice --from-time \"$(date -u -d '-1 hour' +%FT%TZ)\" --to-time \"$(date -u +%FT%TZ)\"
   seckill replay --topic dead-letters               # parked records with their dlq.* headers
   seckill replay --from-offset 1000 --follow        # then every new record until Ctrl-C";
 

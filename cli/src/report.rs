@@ -18,7 +18,7 @@ use seckill_core::config;
 #[command(after_help = "Examples:
   seckill report --voucher 0192f0c4-7a7e-7cc1-8000-000000000001 --output sale.html
   seckill report --voucher ID1 --voucher ID2 --output two-sales.html
-  seckill report --from-time 2026-11-21T10:00:00Z --to-time 2026-11-21T11:00:00Z --output morning.html
+  seckill report --from-time \"$(date -u -d 'today 08:00' +%FT%TZ)\" --to-time \"$(date -u -d 'today 12:00' +%FT%TZ)\" --output morning.html
   seckill report --last 1h --output - > last-hour.html
 
 The page needs nothing but a browser: styles and charts (SVG) are inline,
