@@ -19,10 +19,16 @@ pub fn artifacts() -> PathBuf {
     dir
 }
 
-/// A chromedriver and one browser session on it; both go when dropped.
+/// A chromedriver and one browser session on it; both go when dropped,
+/// the browser too: chromedriver runs in a process group of its own with
+/// the Chromium it starts, and the whole group is killed (killing only
+/// chromedriver, as a test that panics before [`Browser::close`] did,
+/// left its Chromium running after the test).
 pub struct Browser {
     pub client: Client,
     driver: tokio::process::Child,
+    /// chromedriver's process group, until it is killed.
+    group: Option<u32>,
     _profile: TempDir,
 }
 
@@ -41,8 +47,10 @@ impl Browser {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .kill_on_drop(true)
+            .process_group(0)
             .spawn()
             .expect("chromedriver starts");
+        let group = driver.id();
         let profile = TempDir::new().expect("a profile directory");
         let mut capabilities = Capabilities::new();
         capabilities.insert(
@@ -70,12 +78,30 @@ impl Browser {
                 Err(error) => panic!("no browser session on {url}: {error}"),
             }
         };
-        Self { client, driver, _profile: profile }
+        Self { client, driver, group, _profile: profile }
     }
 
     /// Ends the session and the driver.
     pub async fn close(mut self) {
         let _ = self.client.clone().close().await;
         let _ = self.driver.kill().await;
+        kill_group(self.group.take());
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        kill_group(self.group.take());
+    }
+}
+
+/// SIGKILLs every process of the group `group` (chromedriver and its
+/// Chromium), if any is left.
+fn kill_group(group: Option<u32>) {
+    if let Some(group) = group {
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", "--", &format!("-{group}")])
+            .stderr(Stdio::null())
+            .status();
     }
 }

@@ -130,4 +130,5 @@ async fn the_voucher_read_and_the_page_show_the_readers_own_draw_state_in_a_brow
     let used = me(&platform, &voucher, winner).await;
     assert_eq!(used["order_id"], order["order_id"], "{used}");
     assert!(client.find(Locator::Id("draw-mine")).await.expect("#draw-mine").is_displayed().await.expect("shown"));
+    browser.close().await;
 }
