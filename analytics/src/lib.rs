@@ -4,6 +4,7 @@
 //! group of theirs is touched).
 
 pub mod audit;
+mod beacon_plan;
 pub mod draw;
 mod error;
 pub mod export;

@@ -8,10 +8,11 @@
 //! passes, saying that this seed trusts the operator, unless a reveal
 //! names a round nobody planned.
 
-use seckill_core::beacon::{BeaconPlan, QUICKNET_HASH};
+use seckill_core::beacon::BeaconPlan;
 use serde_json::json;
 
 use super::Check;
+use crate::beacon_plan;
 use crate::sale::VoucherLog;
 
 const CHECK: (&str, &str) = ("beacon", "seed is the planned beacon round's");
@@ -38,75 +39,30 @@ pub(super) fn beacon(log: &VoucherLog) -> Check {
     let Some(draw_at) = log.definition.as_ref().and_then(|d| d.draw.as_ref()).map(|draw| draw.draw_at) else {
         return Check::new(CHECK, false, "no draw settings".to_owned(), json!({"planned": true}));
     };
-    let chain = &plan.chain;
-    let chain_ok = chain.check();
-    let round_time = plan.round_time();
-    let after_close = round_time > draw_at;
-    let first_after = plan.round == chain.first_round_after(draw_at);
-    let mut parts = vec![format!(
-        "round {} of chain {}… ({}) at {}, {} draw_at {}",
-        plan.round,
-        &chain.hash[..chain.hash.len().min(8)],
-        if chain.hash == QUICKNET_HASH { "drand quicknet" } else { "not drand quicknet" },
-        round_time.to_rfc3339(),
-        if after_close { ">" } else { "≤" },
-        draw_at.to_rfc3339(),
-    )];
-    if let Err(problem) = &chain_ok {
-        parts.push(problem.clone());
-    }
-    if !first_after {
-        parts.push(format!(
-            "the first round after draw_at is {}, not {}",
-            chain.first_round_after(draw_at),
-            plan.round
-        ));
-    }
-    let (mut right_round, mut signature_ok, mut seed_is_randomness) = (None, None, None);
-    match (reveal, logged) {
-        (None, _) => parts.push("not revealed yet".to_owned()),
-        (Some(_), None) => parts.push("the reveal logs no beacon round".to_owned()),
-        (Some(reveal), Some(round)) => {
-            right_round = Some(round.round == plan.round);
-            if round.round != plan.round {
-                parts.push(format!("the reveal logs round {}, not the planned {}", round.round, plan.round));
-            }
-            match seckill_beacon::verify(chain, round) {
-                Ok(randomness) => {
-                    signature_ok = Some(true);
-                    seed_is_randomness = Some(randomness == reveal.record.seed);
-                    parts.push(if randomness == reveal.record.seed {
-                        "signature verifies; the revealed seed is its randomness".to_owned()
-                    } else {
-                        format!("signature verifies, but the revealed seed is not its randomness {}…", &randomness[..8])
-                    });
-                }
-                Err(error) => {
-                    signature_ok = Some(false);
-                    parts.push(error.to_string());
-                }
-            }
-        }
-    }
-    let revealed_ok = reveal.is_none()
-        || (right_round == Some(true) && signature_ok == Some(true) && seed_is_randomness == Some(true));
-    let pass = chain_ok.is_ok() && after_close && first_after && revealed_ok;
+    let judged = beacon_plan::judge(
+        plan,
+        draw_at,
+        "draw_at",
+        |after| format!("{} draw_at {}", if after { ">" } else { "≤" }, draw_at.to_rfc3339()),
+        reveal.map(|reveal| (reveal.record.seed.as_str(), logged)),
+    );
+    let pass = judged.pass(reveal.is_some());
     Check::new(
         CHECK,
         pass,
-        parts.join("; "),
+        judged.parts.join("; "),
         json!({
             "planned": true,
-            "chain_hash": chain.hash,
+            "chain_hash": plan.chain.hash,
             "round": plan.round,
-            "round_time": round_time,
+            "round_time": judged.round_time,
             "draw_at": draw_at,
-            "round_after_entries_closed": after_close,
-            "first_round_after": first_after,
+            "round_after_entries_closed": judged.after_close,
+            "first_round_after": judged.first_after,
             "revealed": reveal.is_some(),
-            "logged_round_matches": right_round,
-            "signature_verifies": signature_ok,
-            "seed_is_randomness": seed_is_randomness,
+            "logged_round_matches": judged.right_round,
+            "signature_verifies": judged.signature_ok,
+            "seed_is_randomness": judged.seed_is_randomness,
         }),
     )
 }
