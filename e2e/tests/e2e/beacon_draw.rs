@@ -47,9 +47,14 @@ pub(crate) fn beacon_config(chain: &BeaconChain, relay: &str) -> BeaconConfig {
     }
 }
 
-fn decode(message: &seckill_kafka::OwnedMessage) -> Option<Envelope> {
+pub(crate) fn decode(message: &seckill_kafka::OwnedMessage) -> Option<Envelope> {
     use seckill_kafka::Message as _;
     Envelope::decode(message.payload()?).ok()
+}
+
+/// The records of `records` about `voucher`, decoded.
+pub(crate) fn of_voucher(records: &[seckill_kafka::OwnedMessage], voucher: &str) -> Vec<Envelope> {
+    records.iter().filter_map(decode).filter(|e| e.event.voucher_id().to_string() == voucher).collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -95,8 +100,7 @@ async fn a_draw_waits_for_its_beacon_round_and_ranks_by_it() {
             messages.iter().filter_map(decode).any(|e| matches!(e.event, Event::DrawWinnersSelected(_)))
         })
         .await;
-    let mine: Vec<Envelope> =
-        records.iter().filter_map(decode).filter(|e| e.event.voucher_id().to_string() == voucher).collect();
+    let mine = of_voucher(&records, &voucher);
     let plan = mine
         .iter()
         .find_map(|e| match &e.event {

@@ -12,20 +12,15 @@ use reqwest::StatusCode;
 use seckill_analytics::audit::audit_voucher;
 use seckill_analytics::sale::{read_sales, Selection};
 use seckill_core::event::Event;
-use seckill_core::{queue, Envelope, UserId};
+use seckill_core::{queue, UserId};
 use seckill_devstack::{BeaconSandbox, TempDir};
 use serde_json::{json, Value};
 
-use crate::beacon_draw::{beacon_config, chain_of};
+use crate::beacon_draw::{beacon_config, chain_of, decode, of_voucher};
 use crate::helpers::{eventually, Platform};
 
 const STOCK: u64 = 3;
 const EARLY: usize = 12;
-
-fn decode(message: &seckill_kafka::OwnedMessage) -> Option<Envelope> {
-    use seckill_kafka::Message as _;
-    Envelope::decode(message.payload()?).ok()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiting_room_waits_for_its_beacon_round_and_serves_the_pre_queue_by_it() {
@@ -71,8 +66,7 @@ async fn a_waiting_room_waits_for_its_beacon_round_and_serves_the_pre_queue_by_i
             issued >= STOCK as usize
         })
         .await;
-    let mine: Vec<Envelope> =
-        records.iter().filter_map(decode).filter(|e| e.event.voucher_id().to_string() == voucher).collect();
+    let mine = of_voucher(&records, &voucher);
     let plan = mine
         .iter()
         .find_map(|e| match &e.event {
