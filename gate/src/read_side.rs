@@ -148,6 +148,18 @@ impl Gate {
             .ok_or_else(|| redis::RedisError::from((redis::ErrorKind::Parse, "TIME answered an impossible time")))
     }
 
+    /// Redis's clock minus this host's, measured by one `TIME` against the
+    /// middle of its round trip (so within half of it): the ingress's
+    /// server clock follows it, and the services' probes report it.
+    pub async fn clock_offset(&self) -> redis::RedisResult<chrono::Duration> {
+        let sent = std::time::Instant::now();
+        let local_before = Utc::now();
+        let redis_time = self.server_time().await?;
+        let round_trip = sent.elapsed();
+        let local_mid = local_before + chrono::Duration::from_std(round_trip / 2).unwrap_or_default();
+        Ok(redis_time - local_mid)
+    }
+
     /// What Redis holds for `voucher` now, every bucket together: stock,
     /// remaining (with units in transit between buckets) and units per user
     /// (None: not loaded).

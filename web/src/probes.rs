@@ -44,11 +44,8 @@ impl Probe {
         Self::new("redis", move || {
             let (gate, clock_offset) = (gate.clone(), clock_offset.clone());
             async move {
-                let asked = chrono::Utc::now();
-                let Ok(redis) = gate.server_time().await else { return false };
-                let answered = chrono::Utc::now();
-                let middle = asked + (answered - asked) / 2;
-                clock_offset.set((redis - middle).as_seconds_f64());
+                let Ok(offset) = gate.clock_offset().await else { return false };
+                clock_offset.set(offset.as_seconds_f64());
                 true
             }
         })

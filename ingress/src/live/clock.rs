@@ -8,7 +8,7 @@
 //! admission opens, whatever the client's or this host's clock says.
 
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use seckill_gate::Gate;
@@ -32,12 +32,7 @@ impl ServerClock {
 
     /// Measures the offset once.
     pub(crate) async fn sync(&self, gate: &Gate) -> redis::RedisResult<()> {
-        let sent = Instant::now();
-        let local_before = Utc::now();
-        let redis_time = gate.server_time().await?;
-        let round_trip = sent.elapsed();
-        let local_mid = local_before + chrono::Duration::from_std(round_trip / 2).unwrap_or_default();
-        let offset = (redis_time - local_mid).num_microseconds().unwrap_or(0);
+        let offset = gate.clock_offset().await?.num_microseconds().unwrap_or(0);
         self.offset_us.store(offset, Ordering::Relaxed);
         Ok(())
     }
