@@ -24,7 +24,7 @@
 //! counted, in one script, without cross-slot work.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use seckill_core::{UserId, VoucherId};
 
@@ -41,12 +41,24 @@ const TAG_ATTEMPTS: u32 = 16_384;
 const LAYOUT_CAPACITY: usize = 100_000;
 
 /// One voucher's buckets.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct Layout {
     voucher: VoucherId,
     /// The hash tag of each bucket, bucket 0 first (without braces).
     tags: Vec<String>,
+    /// Each bucket's keys under the prefix first asked for, made once: an
+    /// admission names ten of a bucket's keys, and writing out all twenty
+    /// for every call was a tenth of the ingress's request handling.
+    keys: OnceLock<(String, Box<[Arc<VoucherKeys>]>)>,
 }
+
+impl PartialEq for Layout {
+    fn eq(&self, other: &Self) -> bool {
+        self.voucher == other.voucher && self.tags == other.tags
+    }
+}
+
+impl Eq for Layout {}
 
 impl Layout {
     /// The buckets of `voucher` split `shards` ways (at least one).
@@ -65,7 +77,7 @@ impl Layout {
                 .unwrap_or_else(|| format!("v:{voucher}:{bucket}:0"));
             tags.push(tag);
         }
-        Self { voucher, tags }
+        Self { voucher, tags, keys: OnceLock::new() }
     }
 
     pub fn voucher(&self) -> VoucherId {
@@ -82,10 +94,20 @@ impl Layout {
         home_bucket(user, self.shards())
     }
 
-    /// The keys of `bucket` under `prefix`.
-    pub fn keys(&self, prefix: &str, bucket: u32) -> VoucherKeys {
-        let tag = self.tags.get(bucket as usize).unwrap_or(&self.tags[0]);
-        VoucherKeys::tagged(prefix, tag)
+    /// The keys of `bucket` under `prefix` (bucket 0's for a bucket this
+    /// voucher does not have).
+    pub fn keys(&self, prefix: &str, bucket: u32) -> Arc<VoucherKeys> {
+        let (known_prefix, known) = self.keys.get_or_init(|| {
+            let keys = self.tags.iter().map(|tag| Arc::new(VoucherKeys::tagged(prefix, tag))).collect();
+            (prefix.to_owned(), keys)
+        });
+        let index = if (bucket as usize) < self.tags.len() { bucket as usize } else { 0 };
+        if known_prefix == prefix {
+            Arc::clone(&known[index])
+        } else {
+            // A gate has one prefix; another is only ever a test's.
+            Arc::new(VoucherKeys::tagged(prefix, &self.tags[index]))
+        }
     }
 
     /// The keys of every bucket, bucket 0 first.
@@ -174,11 +196,25 @@ mod tests {
     }
 
     #[test]
+    fn remembered_keys_are_each_buckets_under_the_prefix_asked_for() {
+        let voucher = VoucherId::generate();
+        let layout = Layout::new(voucher, 3);
+        for bucket in 0..3 {
+            let expected = VoucherKeys::tagged("p", &layout.tags[bucket as usize]);
+            assert_eq!(*layout.keys("p", bucket), expected);
+            assert_eq!(*layout.keys("p", bucket), expected, "asked again");
+        }
+        assert_eq!(*layout.keys("p", 7), *layout.keys("p", 0), "a bucket it does not have is bucket 0");
+        assert_eq!(*layout.keys("q", 2), VoucherKeys::tagged("q", &layout.tags[2]), "another prefix");
+        assert_eq!(layout, Layout::new(voucher, 3), "the memo is not part of the layout");
+    }
+
+    #[test]
     fn one_bucket_is_the_unsplit_layout() {
         let voucher = VoucherId::generate();
         let layout = Layout::new(voucher, 1);
         assert_eq!(layout.shards(), 1);
-        assert_eq!(layout.keys("p", 0), VoucherKeys::new("p", voucher));
+        assert_eq!(*layout.keys("p", 0), VoucherKeys::new("p", voucher));
         assert_eq!(layout.home(&UserId::parse("anyone").expect("valid")), 0);
     }
 

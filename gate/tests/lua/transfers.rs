@@ -119,7 +119,7 @@ async fn a_frozen_voucher_starts_no_transfer_until_thawed(h: &Harness) {
 async fn a_paused_or_unopened_bucket_lends_nothing(h: &Harness) {
     let v = split_voucher(&h.gate, 10, 1, 2).await;
     let layout = h.gate.layout(v).await.expect("reads").expect("loaded");
-    let giver = layout.keys(h.gate.prefix(), 0).voucher;
+    let giver = layout.keys(h.gate.prefix(), 0).voucher.clone();
     let lent = || async { Transfer::new(&h.gate, &layout, 0, 1).debit(1).await.expect("answers") };
     set_field(h, &giver, "paused", "1").await;
     assert_eq!(lent().await, 0, "paused");
