@@ -13,7 +13,7 @@ use prometheus::IntGaugeVec;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
 use rdkafka::error::{KafkaError as RdKafkaError, RDKafkaErrorCode};
-use rdkafka::message::{Message, OwnedMessage};
+use rdkafka::message::{Headers, Message, OwnedMessage};
 use rdkafka::Offset;
 use seckill_core::config::{ConsumerConfig, KafkaConfig};
 use seckill_core::Envelope;
@@ -335,6 +335,19 @@ where
 pub fn decode(message: &OwnedMessage) -> Result<Envelope, String> {
     let payload = message.payload().ok_or_else(|| "record has no payload".to_owned())?;
     Envelope::decode(payload).map_err(|e| e.to_string())
+}
+
+/// The event type a record's `type` header names (every producer of the
+/// platform sets it), without decoding the payload: readers that act on a
+/// few kinds pass the others by for the cost of a header lookup. `None`
+/// when the header is missing or not UTF-8: such a record must be decoded.
+pub fn record_kind(message: &OwnedMessage) -> Option<&str> {
+    let headers = message.headers()?;
+    headers
+        .iter()
+        .find(|header| header.key == "type")
+        .and_then(|header| header.value)
+        .and_then(|value| std::str::from_utf8(value).ok())
 }
 
 /// Waits before a retry; fails when shutdown begins meanwhile.

@@ -19,8 +19,8 @@ mod retention;
 
 pub use admin::{check_topics_kept, ensure_topics, min_insync_replicas, platform_topics, TopicSpec, Unconfirmed};
 pub use consumer::{
-    decode, retry, retry_pause, BatchConsumer, BatchHandler, ConsumerSettings, Interrupted, DEFAULT_MAX_POLL_INTERVAL,
-    READER_FETCH_WAIT,
+    decode, record_kind, retry, retry_pause, BatchConsumer, BatchHandler, ConsumerSettings, Interrupted,
+    DEFAULT_MAX_POLL_INTERVAL, READER_FETCH_WAIT,
 };
 pub use dead_letter::DeadLetter;
 pub use error::KafkaError;

@@ -29,8 +29,11 @@ use seckill_core::event::{Event, OrderAccepted};
 use seckill_core::metrics::ConsumerMetrics;
 use seckill_core::Envelope;
 use seckill_gate::Gate;
-use seckill_kafka::{decode, retry, BatchConsumer, BatchHandler, Interrupted, OwnedMessage};
+use seckill_kafka::{decode, record_kind, retry, BatchConsumer, BatchHandler, Interrupted, OwnedMessage};
 use tokio_util::sync::CancellationToken;
+
+/// The event types whose effects the follower applies to Redis.
+const FOLLOWED: [&str; 4] = ["VoucherCreated", "VoucherUpdated", "OrderFailed", "OrderCancelled"];
 
 /// The follower's parts.
 #[derive(Debug)]
@@ -89,10 +92,29 @@ impl BatchHandler for GateFollower {
     /// topic, and the orders topic holds only what the processor wrote.
     async fn handle(&self, batch: &[OwnedMessage], shutdown: &CancellationToken) -> Result<(), Interrupted> {
         for message in batch {
+            // Most records (every acceptance and creation) mean nothing
+            // here: their `type` header says so without decoding them.
+            if record_kind(message).is_some_and(|kind| !FOLLOWED.contains(&kind)) {
+                continue;
+            }
             if let Ok(envelope) = decode(message) {
                 self.follow(&envelope, shutdown).await?;
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use seckill_core::Event;
+
+    use super::FOLLOWED;
+
+    #[test]
+    fn every_followed_type_is_an_event_kind() {
+        for kind in FOLLOWED {
+            assert!(Event::KINDS.contains(&kind), "{kind} is not the type header of any event");
+        }
     }
 }
