@@ -816,6 +816,8 @@ def main():
             generator = "wrk (not measured)"
         w(f"| {scenario} | {wall:.1f} s | {cells} | {generator} |")
     w("")
+    cpu_per_order(w, cpu, load)
+    w("")
     hot_voucher(w, results, load, admit, floor)
     replica_wait(w, results, load)
     w(notes.read_text().rstrip())
@@ -863,6 +865,54 @@ def replicas_only():
     print("\n".join(out))
 
 
+# The runs of the load generator each write scenario's CPU row covers.
+WRITE_SCENARIOS = {
+    "burst": ["admission_burst"],
+    "classic": ["classic_10", "classic_10000"],
+    "e2e": ["end_to_end"],
+    "burst_fsync": ["admission_burst_fsync"],
+    "e2e_fsync": ["end_to_end_fsync"],
+    **{f"hot_{t}_{k}": [f"hot_{t}_{k}"] for t in ("single", "cluster") for k in (1, 8)},
+}
+SERVER_PROCESSES = ("redis", "redis_cluster", "redis_replica", "kafka", "ingress", "processor", "projector")
+
+
+def cpu_per_order(w, cpu, load):
+    """Each server process's CPU per admitted order in every write scenario
+    the run measured (µs; the scenario's CPU seconds over the orders its
+    load generator got 202 for), and the five servers' sum."""
+    rows = []
+    for scenario, runs in WRITE_SCENARIOS.items():
+        runs = [load.get(name) for name in runs]
+        admitted = sum(run.get("admitted_orders", 0) for run in runs if run)
+        used = {r["process"]: r["cpu_s"] for r in cpu if r["scenario"] == scenario}
+        if admitted and used:
+            rows.append((scenario, admitted, used))
+    if not rows:
+        return
+    processes = [p for p in SERVER_PROCESSES if any(used.get(p, 0) > 0.05 for _, _, used in rows)]
+    w("CPU per admitted order, µs (each process's CPU seconds during the scenario over the orders admitted in it;")
+    w("Redis's includes its append-only file's rewrites, Kafka's every thread of its JVM, warmed up by an unmeasured")
+    w("burst after every start):")
+    w("")
+    w("| scenario | orders | " + " | ".join(processes) + " | all servers |")
+    w("|---|---" + "|---" * len(processes) + "|---|")
+    for scenario, admitted, used in rows:
+        per = {p: used.get(p, 0.0) / admitted * 1e6 for p in processes}
+        cells = " | ".join(f"{per[p]:.0f}" for p in processes)
+        w(f"| {scenario} | {admitted:,} | {cells} | {sum(per.values()):.0f} |")
+
+
+def cpu_only():
+    """`report.py --cpu RESULTS`: the CPU per admitted order of what a
+    partial run (`BENCH_ONLY`) measured."""
+    results = Path(sys.argv[2])
+    load = {p.stem: json.loads(p.read_text()) for p in results.glob("*.json")}
+    out = []
+    cpu_per_order(out.append, cpu_rows(results), load)
+    print("\n".join(out))
+
+
 def payments_only():
     """`report.py --payments RESULTS`: the payments section alone (a
     `BENCH_ONLY=payments` run, which writes no BENCHMARKS.md)."""
@@ -876,6 +926,8 @@ def payments_only():
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--hot"]:
         hot_only()
+    elif sys.argv[1:2] == ["--cpu"]:
+        cpu_only()
     elif sys.argv[1:2] == ["--payments"]:
         payments_only()
     elif sys.argv[1:2] == ["--replicas"]:
