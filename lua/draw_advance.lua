@@ -10,7 +10,7 @@
 -- KEYS[3]  line zset    <prefix>:{v:<id>}:line     user -> seq (draw_enter.lua)
 -- KEYS[4]  places hash  <prefix>:{v:<id>}:places   (draw_enter.lua)
 -- KEYS[5]  ranks zset   <prefix>:{v:<id>}:ranks    user -> key (core's draw.rs step 2): the ranking
--- KEYS[6]  holds zset   <prefix>:{v:<id>}:holds    rank -> window end (ms, on the window clock below):
+-- KEYS[6]  holds zset   <prefix>:{v:<id>}:holds    rank -> window end (ms, on the window clock):
 --                                                  wins open (admit.lua removes a used one)
 -- KEYS[7]  outbox stream (admit.lua's KEYS[6])
 -- ARGV[1]  a fresh UUID: the records written get it with the last four hex digits replaced by a count
@@ -35,20 +35,11 @@
 --               ranks run out. Nothing is won while the sale is paused or
 --               over, or while the outbox is full.
 --
--- The window clock. A window holds purchase_ms of time during which an
--- order could be placed. Window ends are kept on a clock that stands still
--- while ordering is impossible: window time = Redis time - lost_ms, and,
--- during a stall, the stall's start (stalled_ms) - lost_ms. A stall is
---   "paused"    the sale is paused;
---   "backlog"   the outbox is full (the log is down): admit.lua refuses orders;
---   "outage"    no call came for GAP_MS, 5 s: every ingress ticks every 100 ms, so
---               no ingress could reach Redis (or none ran), nor could a buyer;
---   "granting"  the winners are more than one call's worth (ARGV[4]): ranks
---               past the first call cannot order until a later call grants
---               them, so every winner's window waits for the last one.
--- A stall starts only while a window is open, and when it ends the call logs
--- it (WindowsExtended: from, until, reason): every window open at its start
--- ends that much later, which is what `seckill draw verify` recomputes.
+-- The window clock (lua/window_clock.lua, which the gate puts before this
+-- script; rfc3339 and window_clock below are its functions): window ends stand still while nobody can order ("paused",
+-- "backlog", "outage") and, here, while winners past the first call wait
+-- for a later one ("granting": every winner's window waits for the last
+-- one to be granted). Each stall is logged when it ends (WindowsExtended).
 --
 -- Returns {state, cursor, entries, issued, open, remaining, "", worked, won, now_ms, selected}, all
 -- strings (the shape of queue_advance.lua's answer); state is one of
@@ -64,8 +55,8 @@ local voucher = redis.call("HMGET", KEYS[1], "remaining", "ends_ms", "paused", "
 local room = redis.call("HMGET", KEYS[2], "seed", "committed", "entries_ms", "draw_ms", "purchase_ms", "phase",
   "entries", "chain", "ranked", "published", "cursor", "selected", "selected_until", "lost_ms", "stalled_ms",
   "stall_reason", "alive_ms")
-local clock = redis.call("TIME")
-local now_ms = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+local time = redis.call("TIME")
+local now_ms = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 if not voucher[1] or not room[1] or not room[6] then
   return {"unknown", "0", "0", "0", "0", "0", "", "0", "0", tostring(now_ms), ""}
 end
@@ -96,23 +87,6 @@ if phase == "entering" and beacon[1] == "1" then
   return summary("awaiting_beacon")
 end
 local backlog = redis.call("XLEN", KEYS[7]) >= tonumber(ARGV[3])
--- Unix milliseconds as RFC 3339 (days to civil date: H. Hinnant's algorithm).
-local function rfc3339(ms)
-  local seconds = math.floor(ms / 1000)
-  local days = math.floor(seconds / 86400)
-  local of_day = seconds - days * 86400
-  local z = days + 719468
-  local era = math.floor(z / 146097)
-  local doe = z - era * 146097
-  local yoe = math.floor((doe - math.floor(doe / 1460) + math.floor(doe / 36524) - math.floor(doe / 146096)) / 365)
-  local doy = doe - (365 * yoe + math.floor(yoe / 4) - math.floor(yoe / 100))
-  local mp = math.floor((5 * doy + 2) / 153)
-  local day = doy - math.floor((153 * mp + 2) / 5) + 1
-  local month = mp < 10 and mp + 3 or mp - 9
-  local year = yoe + era * 400 + (month <= 2 and 1 or 0)
-  return string.format("%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", year, month, day, math.floor(of_day / 3600),
-    math.floor(of_day % 3600 / 60), of_day % 60, ms % 1000)
-end
 local written = 0
 local stamp = rfc3339(now_ms)
 local function emit(kind, fields)
@@ -124,55 +98,11 @@ local function emit(kind, fields)
 end
 local most = tonumber(ARGV[4])
 
--- The window clock (above): a stall in progress, or one that just ended.
--- Shorter than any test or tick pause that expects a window to run on,
--- longer than any stall of the ticking ingresses (100 ms ticks); an outage
--- shorter than this is not counted.
-local GAP_MS = 5000
-local lost = tonumber(room[14] or "0") or 0
-local stalled = tonumber(room[15] or "")
-local stall_reason = room[16]
-local alive = tonumber(room[17] or "")
-local function window_now()
-  return (stalled or now_ms) - lost
-end
--- Whether a window was open at `ms` (Redis time, before any stall since).
-local function open_at(ms)
-  return redis.call("ZCOUNT", KEYS[6], "(" .. string.format("%d", ms - lost), "+inf") > 0
-end
-if not stalled and alive and now_ms - alive > GAP_MS and open_at(alive) then
-  stalled, stall_reason = alive, "outage"
-end
-local function stall(reason)
-  if not stalled and open_at(now_ms) then
-    stalled, stall_reason = now_ms, reason
-  end
-end
-local function unstall()
-  if stalled then
-    emit("WindowsExtended", string.format(',"from":"%s","until":"%s","reason":"%s"', rfc3339(stalled),
-      rfc3339(now_ms), stall_reason))
-    lost = lost + now_ms - stalled
-    stalled, stall_reason = nil, nil
-  end
-end
--- Keeps the clock in the room and, for admit.lua, in the voucher hash.
-local function keep_clock()
-  redis.call("HSET", KEYS[2], "lost_ms", lost, "alive_ms", now_ms)
-  if lost > 0 then
-    redis.call("HSET", KEYS[1], "lost_ms", lost)
-  end
-  if stalled then
-    redis.call("HSET", KEYS[2], "stalled_ms", stalled, "stall_reason", stall_reason)
-    redis.call("HSET", KEYS[1], "stalled_ms", stalled)
-  elseif room[15] or stall_reason then
-    redis.call("HDEL", KEYS[2], "stalled_ms", "stall_reason")
-    redis.call("HDEL", KEYS[1], "stalled_ms")
-  end
-end
+-- The window clock (lua/window_clock.lua), as the room keeps it.
+local clock = window_clock(KEYS[1], KEYS[2], KEYS[6], {room[14], room[15], room[16], room[17]}, now_ms, emit)
 if backlog then
-  stall("backlog")
-  keep_clock()
+  clock.stall("backlog")
+  clock.keep()
   return summary("backlog")
 end
 
@@ -232,15 +162,15 @@ end
 local state = "open"
 if voucher[3] == "1" then
   state = "paused"
-  stall("paused")
+  clock.stall("paused")
 elseif now_ms >= tonumber(voucher[2]) then
   state = "ended"
-elseif stall_reason ~= "granting" then
-  unstall()
+elseif clock.reason ~= "granting" then
+  clock.unstall()
 end
-keep_clock()
+clock.keep()
 -- Windows past their end no longer hold a unit.
-redis.call("ZREMRANGEBYSCORE", KEYS[6], "-inf", window_now())
+redis.call("ZREMRANGEBYSCORE", KEYS[6], "-inf", clock.now())
 open = redis.call("ZCARD", KEYS[6])
 if state ~= "open" then
   return summary(state)
@@ -249,7 +179,7 @@ local purchase_ms = tonumber(room[5])
 local until_ms = tonumber(room[13] or "")
 if not selected then
   selected = math.min(math.ceil(math.max(remaining, 0) / per_win), entries)
-  until_ms = window_now() + purchase_ms
+  until_ms = clock.now() + purchase_ms
   redis.call("HSET", KEYS[2], "selected", selected, "selected_until", until_ms)
   emit("DrawWinnersSelected", string.format(',"winners":%d,"purchase_until":"%s"', selected,
     rfc3339(now_ms + purchase_ms)))
@@ -265,12 +195,12 @@ while worked < most and cursor < entries do
   local user = redis.call("ZRANGE", KEYS[5], cursor, cursor)[1]
   local ends = until_ms
   if rank > selected then
-    ends = window_now() + purchase_ms
+    ends = clock.now() + purchase_ms
     emit("DrawWinnerPromoted", string.format(',"user_id":"%s","rank":%d,"purchase_until":"%s"', user, rank,
       rfc3339(now_ms + purchase_ms)))
   end
   redis.call("HSET", KEYS[4], user, string.format("1|s|%d|%d", rank, ends))
-  if ends > window_now() then
+  if ends > clock.now() then
     redis.call("ZADD", KEYS[6], ends, tostring(rank))
     open = open + 1
   end
@@ -281,11 +211,11 @@ end
 -- Winners past this call's share wait for a later call: every window
 -- stands still until the last winner is granted (the "granting" stall).
 if cursor < selected then
-  stall("granting")
-  keep_clock()
-elseif stall_reason == "granting" and cursor >= selected and voucher[3] ~= "1" then
-  unstall()
-  keep_clock()
+  clock.stall("granting")
+  clock.keep()
+elseif clock.reason == "granting" and cursor >= selected and voucher[3] ~= "1" then
+  clock.unstall()
+  clock.keep()
 end
 if worked > 0 then
   redis.call("HSET", KEYS[2], "cursor", cursor)

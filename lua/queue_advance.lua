@@ -8,9 +8,9 @@
 -- KEYS[3]  line zset    <prefix>:{v:<id>}:line     (queue_join.lua)
 -- KEYS[4]  places hash  <prefix>:{v:<id>}:places   (queue_join.lua)
 -- KEYS[5]  seen hash    <prefix>:{v:<id>}:seen     (queue_join.lua, queue_seen.lua)
--- KEYS[6]  holds zset   <prefix>:{v:<id>}:holds    entry number -> token expiry (ms, on the window clock
---                                                  below): issued tokens not yet used (admit.lua removes
---                                                  a used one)
+-- KEYS[6]  holds zset   <prefix>:{v:<id>}:holds    entry number -> token expiry (ms, on the window clock):
+--                                                  issued tokens not yet used (admit.lua removes a
+--                                                  used one)
 -- KEYS[7]  outbox stream (admit.lua's KEYS[6])
 -- ARGV[1]  a fresh UUID: the records written get it with the last four hex digits replaced by a count
 -- ARGV[2]  voucher id: the records' voucher and Kafka key
@@ -35,17 +35,12 @@
 -- their time passes, which frees their share for the next places. Nothing is
 -- served while the sale is paused or over, or while the outbox is full.
 --
--- The window clock: a token admits an order for token_ms of time during
--- which one could be placed. Expiries are kept on a clock that stands still
--- while ordering is impossible: window time = Redis time - lost_ms, and,
--- during a stall, the stall's start (stalled_ms) - lost_ms. A stall is
--- "paused" (the sale is), "backlog" (the outbox is full: admit.lua refuses
--- orders) or "outage" (no call came for GAP_MS, 5 s: every ingress ticks every
--- 100 ms, so none could reach Redis, or none ran). It starts only while a
--- token is open, and the call that sees it end logs it (WindowsExtended:
--- from, until, reason): every token open at its start lasts that much
--- longer, which the queue audit recomputes. The served tokens' records
--- carry Redis time (now + token_ms), as issued.
+-- The window clock (lua/window_clock.lua, which the gate puts before this
+-- script; rfc3339 and window_clock below are its functions): a token admits an order for token_ms of time during which one
+-- could be placed; its expiry stands still while nobody can order ("paused",
+-- "backlog", "outage"), and each stall is logged when it ends
+-- (WindowsExtended), which the queue audit recomputes. The served tokens'
+-- records carry Redis time (now + token_ms), as issued.
 --
 -- Returns {state, cursor, places, issued, open, remaining, pre_queued, served_now, skipped_now, now_ms, ""},
 -- all strings (the last is draw_advance.lua's winners, none here); state is one of:
@@ -65,8 +60,8 @@ end
 local voucher = redis.call("HMGET", KEYS[1], "remaining", "begins_ms", "ends_ms", "paused")
 local room = redis.call("HMGET", KEYS[2], "seed", "committed", "revealed", "cursor", "issued", "factor_percent",
   "entry_rate", "idle_ms", "token_ms", "rate_ms", "expired", "lost_ms", "stalled_ms", "stall_reason", "alive_ms")
-local clock = redis.call("TIME")
-local now_ms = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+local time = redis.call("TIME")
+local now_ms = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 if not voucher[1] or not room[1] then
   return {"unknown", "0", "0", "0", "0", "0", "", "0", "0", tostring(now_ms), ""}
 end
@@ -85,23 +80,6 @@ if now_ms < tonumber(voucher[2]) then
   return summary("before", "", 0, 0, 0)
 end
 
--- Unix milliseconds as RFC 3339 (days to civil date: H. Hinnant's algorithm).
-local function rfc3339(ms)
-  local seconds = math.floor(ms / 1000)
-  local days = math.floor(seconds / 86400)
-  local of_day = seconds - days * 86400
-  local z = days + 719468
-  local era = math.floor(z / 146097)
-  local doe = z - era * 146097
-  local yoe = math.floor((doe - math.floor(doe / 1460) + math.floor(doe / 36524) - math.floor(doe / 146096)) / 365)
-  local doy = doe - (365 * yoe + math.floor(yoe / 4) - math.floor(yoe / 100))
-  local mp = math.floor((5 * doy + 2) / 153)
-  local day = doy - math.floor((153 * mp + 2) / 5) + 1
-  local month = mp < 10 and mp + 3 or mp - 9
-  local year = yoe + era * 400 + (month <= 2 and 1 or 0)
-  return string.format("%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", year, month, day, math.floor(of_day / 3600),
-    math.floor(of_day % 3600 / 60), of_day % 60, ms % 1000)
-end
 local written = 0
 local stamp = rfc3339(now_ms)
 local function emit(kind, fields)
@@ -112,57 +90,13 @@ local function emit(kind, fields)
   redis.call("XADD", KEYS[7], "*", "key", ARGV[2], "record", record)
 end
 
--- The window clock (above): a stall in progress, or one that just ended.
--- Shorter than any test or tick pause that expects a window to run on,
--- longer than any stall of the ticking ingresses (100 ms ticks); an outage
--- shorter than this is not counted.
-local GAP_MS = 5000
-local lost = tonumber(room[12] or "0") or 0
-local stalled = tonumber(room[13] or "")
-local stall_reason = room[14]
-local alive = tonumber(room[15] or "")
-local function window_now()
-  return (stalled or now_ms) - lost
-end
--- Whether a token was open at `ms` (Redis time, before any stall since).
-local function open_at(ms)
-  return redis.call("ZCOUNT", KEYS[6], "(" .. string.format("%d", ms - lost), "+inf") > 0
-end
-if not stalled and alive and now_ms - alive > GAP_MS and open_at(alive) then
-  stalled, stall_reason = alive, "outage"
-end
-local function stall(reason)
-  if not stalled and open_at(now_ms) then
-    stalled, stall_reason = now_ms, reason
-  end
-end
-local function unstall()
-  if stalled then
-    emit("WindowsExtended", string.format(',"from":"%s","until":"%s","reason":"%s"', rfc3339(stalled),
-      rfc3339(now_ms), stall_reason))
-    lost = lost + now_ms - stalled
-    stalled, stall_reason = nil, nil
-  end
-end
--- Keeps the clock in the room and, for admit.lua, in the voucher hash.
-local function keep_clock()
-  redis.call("HSET", KEYS[2], "lost_ms", lost, "alive_ms", now_ms)
-  if lost > 0 then
-    redis.call("HSET", KEYS[1], "lost_ms", lost)
-  end
-  if stalled then
-    redis.call("HSET", KEYS[2], "stalled_ms", stalled, "stall_reason", stall_reason)
-    redis.call("HSET", KEYS[1], "stalled_ms", stalled)
-  elseif room[13] then
-    redis.call("HDEL", KEYS[2], "stalled_ms", "stall_reason")
-    redis.call("HDEL", KEYS[1], "stalled_ms")
-  end
-end
+-- The window clock (lua/window_clock.lua), as the room keeps it.
+local clock = window_clock(KEYS[1], KEYS[2], KEYS[6], {room[12], room[13], room[14], room[15]}, now_ms, emit)
 
 local backlog = redis.call("XLEN", KEYS[7])
 if backlog >= tonumber(ARGV[3]) then
-  stall("backlog")
-  keep_clock()
+  clock.stall("backlog")
+  clock.keep()
   return summary("backlog", tostring(redis.call("ZCOUNT", KEYS[3], 0, "(4503599627370496")), 0, 0,
     redis.call("ZCARD", KEYS[6]))
 end
@@ -207,18 +141,18 @@ end
 local state = "open"
 if voucher[4] == "1" then
   state = "paused"
-  stall("paused")
+  clock.stall("paused")
 elseif now_ms >= tonumber(voucher[3]) then
   state = "ended"
 else
-  unstall()
+  clock.unstall()
   if remaining <= 0 then
     state = "sold_out"
   end
 end
-keep_clock()
+clock.keep()
 -- Tokens past their time no longer hold a share.
-redis.call("ZREMRANGEBYSCORE", KEYS[6], "-inf", window_now())
+redis.call("ZREMRANGEBYSCORE", KEYS[6], "-inf", clock.now())
 local open = redis.call("ZCARD", KEYS[6])
 if state ~= "open" then
   return summary(state, tostring(pre_queued), 0, 0, open)
@@ -253,7 +187,7 @@ while served < wanted and served + skipped < most and cursor < places do
         skipped = skipped + 1
       else
         issued = issued + 1
-        local expires = window_now() + token_ms
+        local expires = clock.now() + token_ms
         redis.call("HSET", KEYS[4], user, string.format("%s|s|%d|%d", attempt, issued, expires))
         redis.call("ZADD", KEYS[6], expires, tostring(issued))
         emit("QueueEntryIssued", string.format(',"user_id":"%s","place":%d,"entry":%d,"expires_at":"%s"',

@@ -222,6 +222,15 @@ pub enum UpdateResult {
     UnknownVoucher,
 }
 
+/// The text of a script that uses the window clock: `lua/window_clock.lua`
+/// (local functions only) put before the script's own, so the clock is
+/// written once for the waiting room and the draw.
+macro_rules! with_window_clock {
+    ($script:literal) => {
+        concat!(include_str!("../../lua/window_clock.lua"), include_str!($script))
+    };
+}
+
 /// The scripts, each loaded once.
 #[derive(Debug)]
 pub(crate) struct Scripts {
@@ -263,11 +272,11 @@ impl Scripts {
             freeze_transfers: Script::new(include_str!("../../lua/freeze_transfers.lua")),
             queue_open: Script::new(include_str!("../../lua/queue_open.lua")),
             queue_join: Script::new(include_str!("../../lua/queue_join.lua")),
-            queue_advance: Script::new(include_str!("../../lua/queue_advance.lua")),
+            queue_advance: Script::new(with_window_clock!("../../lua/queue_advance.lua")),
             queue_status: Script::new(include_str!("../../lua/queue_status.lua")),
             queue_seen: Script::new(include_str!("../../lua/queue_seen.lua")),
             draw_enter: Script::new(include_str!("../../lua/draw_enter.lua")),
-            draw_advance: Script::new(include_str!("../../lua/draw_advance.lua")),
+            draw_advance: Script::new(with_window_clock!("../../lua/draw_advance.lua")),
             draw_status: Script::new(include_str!("../../lua/draw_status.lua")),
             challenge_rate: Script::new(include_str!("../../lua/challenge_rate.lua")),
             draw_restore: Script::new(include_str!("../../lua/draw_restore.lua")),

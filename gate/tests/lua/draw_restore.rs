@@ -86,8 +86,10 @@ async fn a_draw_lost_after_the_draw_comes_back_as_it_stood(h: &Harness) {
     make_the_draw(h, voucher).await;
     assert_eq!(advance_until_quiet(h, voucher).await.cursor, 3);
     assert!(matches!(order(h, voucher, &ranked[0]).await, Admission::Admitted { .. }));
-    tokio::time::sleep(std::time::Duration::from_millis(3_100)).await;
     set_room(h, voucher, "purchase_ms", 600_000).await;
+    // The windows run out while the ingresses tick (an untouched room
+    // would be an outage, and keep them).
+    crate::windows::ticking_draw(h, voucher, 3_100).await;
     // Ranks 2 and 3 lapsed: 4 and 5 win the two units left; 4 buys.
     assert_eq!(advance_until_quiet(h, voucher).await.cursor, 5);
     assert!(matches!(order(h, voucher, &ranked[3]).await, Admission::Admitted { remaining: 1 }));

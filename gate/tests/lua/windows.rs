@@ -1,8 +1,10 @@
 //! Entry tokens and purchase windows against the window clock of
 //! `queue_advance.lua` and `draw_advance.lua`: a token lapses unused and
 //! frees its share; a pause, a full outbox, an outage longer than the
-//! window, or a stall between the steps of a large draw does not eat a
-//! buyer's time, and each such stall is in the log (`WindowsExtended`).
+//! ticks' slack (1 s: `lua/window_clock.lua`), or a stall between the steps
+//! of a large draw does not eat a buyer's time, and each such stall is in
+//! the log (`WindowsExtended`); calls late by less than the slack extend
+//! nothing.
 //!
 //! Windows are made short here by setting the room's `token_ms` or
 //! `purchase_ms` in Redis, as the other room and draw tests do; stalls last
@@ -29,11 +31,29 @@ on_single_and_cluster!(
         a_pause_longer_than_the_window_keeps_the_winners_windows,
         a_stall_between_the_steps_of_a_large_draw_keeps_every_window,
         an_outage_longer_than_the_window_keeps_the_windows,
+        an_outage_of_two_seconds_keeps_an_entry_token,
+        ticks_late_within_the_slack_extend_no_token,
+        ticks_late_within_the_slack_extend_no_window,
     ],
 );
 
 async fn sleep_ms(ms: u64) {
     tokio::time::sleep(StdDuration::from_millis(ms)).await;
+}
+
+/// Waits `ms` while moving the draw on every 100 ms, as the ingresses do:
+/// time that is not an outage (a gap of over a second between calls is).
+pub(crate) async fn ticking_draw(h: &Harness, voucher: VoucherId, ms: u64) {
+    let until = in_ms(ms);
+    while tokio::time::Instant::now() < until {
+        advance_until_quiet(h, voucher).await;
+        sleep_ms(100).await;
+    }
+}
+
+/// How long `stall` lasted.
+fn length(stall: &WindowsExtended) -> chrono::Duration {
+    stall.until - stall.from
 }
 
 /// The stalls in the voucher's outbox.
@@ -194,11 +214,61 @@ async fn a_stall_between_the_steps_of_a_large_draw_keeps_every_window(h: &Harnes
 async fn an_outage_longer_than_the_window_keeps_the_windows(h: &Harness) {
     let (voucher, ranked) = drawn(h, 1, 3, 1_000).await;
     assert_eq!(advance_until_quiet(h, voucher).await.cursor, 1);
-    // Nobody reaches Redis for longer than the outage threshold (5 s).
-    sleep_ms(5_500).await;
+    // Nobody reaches Redis for 2 s: longer than the window and than the
+    // ticks' slack (1 s), shorter than the 5 s once needed to count at all.
+    sleep_ms(2_000).await;
     let summary = advance_until_quiet(h, voucher).await;
     assert_eq!(summary.cursor, 1, "the winner's window kept its unit: nobody promoted");
     assert_eq!(order(h, voucher, &ranked[0]).await, Admission::Admitted { remaining: 0 });
     let [stall] = stalls(h, voucher).await.try_into().expect("one stall logged");
     assert_eq!(stall.reason, StallReason::Outage);
+    assert!(length(&stall) >= chrono::Duration::milliseconds(2_000), "counted whole, from the last call: {stall:?}");
+}
+
+async fn an_outage_of_two_seconds_keeps_an_entry_token(h: &Harness) {
+    let (voucher, (first, entry), next) = one_entry_served(h, 1_000).await;
+    sleep_ms(2_000).await;
+    let summary = room::advance_until_quiet(h, voucher).await;
+    assert_eq!((summary.issued, summary.open), (1, 1), "the token still holds its unit");
+    assert_eq!(admit_with(h, voucher, &first, entry).await, Admission::Admitted { remaining: 0 });
+    assert!(served(h, voucher, &[&next]).await.is_empty(), "nobody else was served");
+    let [stall] = stalls(h, voucher).await.try_into().expect("one stall logged");
+    assert_eq!(stall.reason, StallReason::Outage);
+    assert!(length(&stall) >= chrono::Duration::milliseconds(2_000), "counted whole, from the last call: {stall:?}");
+}
+
+/// Waits 700 ms, a call seven ticks late but within the slack; whether
+/// `until` is still ahead.
+async fn late_tick(until: tokio::time::Instant) -> bool {
+    sleep_ms(700).await;
+    tokio::time::Instant::now() < until
+}
+
+fn in_ms(ms: u64) -> tokio::time::Instant {
+    tokio::time::Instant::now() + StdDuration::from_millis(ms)
+}
+
+async fn ticks_late_within_the_slack_extend_no_token(h: &Harness) {
+    let (voucher, (first, entry), next) = one_entry_served(h, 1_000).await;
+    let until = in_ms(2_000);
+    while late_tick(until).await {
+        room::advance_until_quiet(h, voucher).await;
+    }
+    assert_eq!(admit_with(h, voucher, &first, entry).await, Admission::Rejected(Rejection::EntryExpired));
+    let summary = room::advance_until_quiet(h, voucher).await;
+    assert_eq!(summary.issued, 2, "the lapsed token's share went to the next place");
+    assert_eq!(served(h, voucher, &[&next]).await.len(), 1, "the next place is served");
+    assert!(stalls(h, voucher).await.is_empty(), "nothing stalled: {:?}", stalls(h, voucher).await);
+}
+
+async fn ticks_late_within_the_slack_extend_no_window(h: &Harness) {
+    let (voucher, ranked) = drawn(h, 1, 3, 1_000).await;
+    assert_eq!(advance_until_quiet(h, voucher).await.cursor, 1);
+    let until = in_ms(2_000);
+    while late_tick(until).await {
+        advance_until_quiet(h, voucher).await;
+    }
+    assert_eq!(order(h, voucher, &ranked[0]).await, Admission::Rejected(Rejection::WindowClosed));
+    assert_eq!(advance_until_quiet(h, voucher).await.cursor, 2, "the lapsed win went to rank 2");
+    assert!(stalls(h, voucher).await.is_empty(), "nothing stalled: {:?}", stalls(h, voucher).await);
 }
