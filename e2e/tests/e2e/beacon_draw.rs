@@ -198,7 +198,7 @@ async fn a_draw_waits_for_its_beacon_round_and_ranks_by_it() {
 }
 
 /// The Python `scripts/setup --tests` installs drand-verify into.
-fn drand_verify_python() -> std::path::PathBuf {
+pub(crate) fn drand_verify_python() -> std::path::PathBuf {
     let home = std::env::var_os("SECKILL_DRAND_VERIFY_HOME").map(std::path::PathBuf::from).unwrap_or_else(|| {
         std::path::PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".local/share/seckill/drand-verify")
     });

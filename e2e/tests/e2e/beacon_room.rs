@@ -5,18 +5,22 @@
 //! round (and checked its signature), and the places are then served in
 //! the order the round's randomness and the logged pre-queue give. The
 //! voucher read names the round; the audit's `queue_beacon` rule checks the
-//! round and passes.
+//! round and passes, and so does `scripts/room-order.py` (Python and PyPI's
+//! drand-verify, none of the platform's code), which fails a copy of the log
+//! whose reveal logs another round and one with a place served to another
+//! user.
 
 use chrono::Utc;
 use reqwest::StatusCode;
 use seckill_analytics::audit::audit_voucher;
 use seckill_analytics::sale::{read_sales, Selection};
+use seckill_core::beacon::{BeaconChain, BeaconRound};
 use seckill_core::event::Event;
 use seckill_core::{queue, UserId};
 use seckill_devstack::{BeaconSandbox, TempDir};
 use serde_json::{json, Value};
 
-use crate::beacon_draw::{beacon_config, chain_of, decode, of_voucher};
+use crate::beacon_draw::{beacon_config, chain_of, decode, drand_verify_python, of_voucher};
 use crate::helpers::{eventually, Platform};
 
 const STOCK: u64 = 3;
@@ -129,4 +133,95 @@ async fn a_waiting_room_waits_for_its_beacon_round_and_serves_the_pre_queue_by_i
     let beacon = audit.rules.iter().find(|rule| rule.rule == "queue_beacon").expect("the beacon rule");
     assert_eq!(beacon.figures["signature_verifies"], true, "{}", beacon.detail);
     assert_eq!(beacon.figures["round_after_pre_queue_closed"], true, "{}", beacon.detail);
+
+    // Apart from the platform's code: scripts/room-order.py under PyPI's
+    // drand-verify passes the log, and fails a copy whose reveal logs the
+    // round before (a valid round, its signature and randomness: not the
+    // planned one), a copy that plans and logs that round (published
+    // before the pre-queue closed) and a copy with place 1 served to
+    // another user.
+    let before =
+        BeaconRound { round: round.round - 1, signature: signature_of(&http, &sandbox, &chain, round.round - 1).await };
+    let earlier_seed = seckill_beacon::verify(&chain, &before).expect("the round before verifies");
+    let wrong_round = doctored(&records, |event| {
+        if let Event::QueueSeedRevealed(reveal) = event {
+            reveal.beacon = Some(before.clone());
+            reveal.seed = earlier_seed.clone();
+        }
+    });
+    // The round before in the plan too: a round published before the
+    // pre-queue closed, whose randomness could have been known.
+    let early_round = doctored(&records, |event| match event {
+        Event::VoucherCreated(created) => {
+            if let Some(plan) = created.queue.as_mut().and_then(|queue| queue.beacon.as_mut()) {
+                plan.round = before.round;
+            }
+        }
+        Event::QueueSeedRevealed(reveal) => {
+            reveal.beacon = Some(before.clone());
+            reveal.seed = earlier_seed.clone();
+        }
+        _ => {}
+    });
+    let other_user = shuffled[1].clone();
+    let changed_place = doctored(&records, |event| match event {
+        Event::QueueEntryIssued(issued) if issued.place == 1 => issued.user_id = other_user.clone(),
+        _ => {}
+    });
+    let files = tempfile::tempdir().expect("a temporary directory");
+    let cases = [
+        ("log.jsonl", as_replayed(&records), 0, "PASS".to_owned()),
+        (
+            "wrong-round.jsonl",
+            wrong_round,
+            1,
+            format!("the reveal logs round {}, not the planned {}", before.round, plan.round),
+        ),
+        (
+            "early-round.jsonl",
+            early_round,
+            1,
+            format!("the plan names round {}, but the first round after the pre-queue closed", before.round),
+        ),
+        ("changed-place.jsonl", changed_place, 1, format!("place 1 went to {other_user}, not {first}")),
+    ];
+    for (name, bytes, expected, says) in cases {
+        let path = files.path().join(name);
+        std::fs::write(&path, bytes).expect("written");
+        let output = std::process::Command::new(drand_verify_python())
+            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/room-order.py"))
+            .args(["--voucher", &voucher])
+            .arg(&path)
+            .output()
+            .expect("python runs");
+        let printed = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+        println!("{name}: {printed}");
+        assert_eq!(output.status.code(), Some(expected), "{name}: {printed}");
+        assert!(printed.contains(&says), "{name} says {says:?}: {printed}");
+    }
+}
+
+/// The signature of the sandbox chain's `round`, from its relay API.
+async fn signature_of(http: &reqwest::Client, sandbox: &BeaconSandbox, chain: &BeaconChain, round: u64) -> String {
+    let url = format!("{}/{}/public/{round}", sandbox.url(), chain.hash);
+    let body: Value = http.get(url).send().await.expect("answers").json().await.expect("a round");
+    body["signature"].as_str().expect("a signature").to_owned()
+}
+
+/// `records` as JSON Lines, as `seckill replay` writes them.
+fn as_replayed(records: &[seckill_kafka::OwnedMessage]) -> Vec<u8> {
+    use seckill_kafka::Message as _;
+    records.iter().filter_map(|message| message.payload()).flat_map(|payload| [payload, b"\n"].concat()).collect()
+}
+
+/// `records` as JSON Lines, each passed through `change` first.
+fn doctored(records: &[seckill_kafka::OwnedMessage], mut change: impl FnMut(&mut Event)) -> Vec<u8> {
+    let mut lines = Vec::new();
+    for envelope in records.iter().filter_map(decode) {
+        let mut envelope = envelope;
+        change(&mut envelope.event);
+        lines.extend_from_slice(&envelope.encode());
+        lines.push(b'\n');
+    }
+    lines
 }

@@ -6,6 +6,7 @@ mod draw;
 mod driver;
 mod queue;
 mod reader;
+mod room_beacon;
 mod timeline;
 
 use chrono::{Duration, Utc};

@@ -33,7 +33,7 @@ const STOCK: u64 = 1;
 
 /// Joins the room as `user` (retried while the room's seed is being
 /// committed); the new place.
-async fn join(platform: &Platform, voucher: &str, user: &str) -> Value {
+pub(super) async fn join(platform: &Platform, voucher: &str, user: &str) -> Value {
     eventually(|| async {
         let (status, body) = platform.post(&format!("/api/v1/vouchers/{voucher}/queue"), Some(user), None).await;
         if status == StatusCode::CONFLICT && body["error"] == "queue_not_open" {
@@ -46,7 +46,7 @@ async fn join(platform: &Platform, voucher: &str, user: &str) -> Value {
 }
 
 /// `user`'s place as `GET …/queue/me` tells it (which keeps it watched).
-async fn me(platform: &Platform, voucher: &str, user: &str) -> Value {
+pub(super) async fn me(platform: &Platform, voucher: &str, user: &str) -> Value {
     let response = platform
         .http
         .get(format!("{}/api/v1/vouchers/{voucher}/queue/me", platform.base))
@@ -60,7 +60,7 @@ async fn me(platform: &Platform, voucher: &str, user: &str) -> Value {
 
 /// The place as the page shows it: `#queue-status`'s state, position and
 /// text, read at once (the page re-renders between separate reads).
-async fn shown_place(client: &Client) -> (String, Option<u64>, String) {
+pub(super) async fn shown_place(client: &Client) -> (String, Option<u64>, String) {
     let script = "const s = document.getElementById('queue-status'); \
                   return [s.dataset.state, s.dataset.position, s.textContent];";
     let read = client.execute(script, Vec::new()).await.expect("#queue-status");
@@ -69,7 +69,7 @@ async fn shown_place(client: &Client) -> (String, Option<u64>, String) {
 }
 
 /// Waits until the page shows the place in `wanted`; its position and text.
-async fn until_place(client: &Client, wanted: &str) -> (Option<u64>, String) {
+pub(super) async fn until_place(client: &Client, wanted: &str) -> (Option<u64>, String) {
     let deadline = tokio::time::Instant::now() + DEADLINE;
     loop {
         let (state, position, shown) = shown_place(client).await;
