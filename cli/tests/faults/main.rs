@@ -21,6 +21,7 @@ mod paid;
 mod payments;
 mod rooms;
 mod sale;
+mod settle;
 
 use std::time::Duration;
 
@@ -33,6 +34,7 @@ use check::{check, Voucher};
 use cluster::{Cluster, Service};
 use load::Load;
 use sale::{create_priced_voucher, create_voucher, open_sales};
+use settle::settle_tally;
 
 /// Platforms running at once, whatever `--test-threads` says: two, each
 /// mostly waiting on restarts, recoveries and the pipeline settling.
@@ -77,15 +79,6 @@ async fn settle(cluster: &mut Cluster, vouchers: &[Voucher], load: Load, fault: 
     load.until_rooms_served(crate::RECOVERY_BOUND).await;
     let tally = load.finish().await;
     settle_tally(cluster, vouchers, tally, fault).await;
-}
-
-async fn settle_tally(cluster: &mut Cluster, vouchers: &[Voucher], tally: load::Tally, fault: &str) {
-    assert!(!tally.promised.is_empty(), "[{fault}] some orders were admitted");
-    rooms::check(&tally.rooms, vouchers, fault);
-    check(cluster, vouchers, &tally, fault).await;
-    for (service, clean) in tokio::task::block_in_place(|| cluster.stop_all()) {
-        assert!(clean, "[{fault}] {service:?} did not exit 0 on SIGTERM within 20 s");
-    }
 }
 
 async fn pause(millis: u64) {

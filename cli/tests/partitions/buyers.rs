@@ -1,6 +1,6 @@
 //! What the partition scenarios share: buyers the test sends itself
 //! during and after a fault (timed, and tallied for the checker), the time
-//! to recover, and the fault suite's closing check.
+//! to recover. The closing check is the fault suite's (`settle.rs`).
 
 use std::time::Duration;
 
@@ -8,7 +8,7 @@ use reqwest::StatusCode;
 use seckill_devstack::user_token;
 use tokio::time::Instant;
 
-use crate::check::{self, check, Voucher};
+use crate::check::{self, Voucher};
 use crate::cluster::{Cluster, Service};
 use crate::load::{Promised, Tally};
 use crate::RECOVERY_BOUND;
@@ -78,18 +78,6 @@ pub async fn recovered(cluster: &Cluster, buyers: &mut Buyers, voucher: &str, fa
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     (admitting.expect("admitting"), started.elapsed())
-}
-
-/// Checks the invariants, then stops every service with SIGTERM and
-/// requires a clean exit: the fault suite's `settle_tally` (in its
-/// `main.rs`, which this binary cannot share), kept the same.
-pub async fn settle(cluster: &mut Cluster, vouchers: &[Voucher], tally: Tally, fault: &str) {
-    assert!(!tally.promised.is_empty(), "[{fault}] some orders were admitted");
-    crate::rooms::check(&tally.rooms, vouchers, fault);
-    check(cluster, vouchers, &tally, fault).await;
-    for (service, clean) in tokio::task::block_in_place(|| cluster.stop_all()) {
-        assert!(clean, "[{fault}] {service:?} did not exit 0 on SIGTERM within 20 s");
-    }
 }
 
 /// How long `user`'s `order` takes from now to be decided (not `PENDING`

@@ -11,10 +11,11 @@ use seckill_devstack::{Host, Kafka, KafkaSettings, TempDir, TestNet};
 use tokio::time::Instant;
 
 use crate::alerts::Alerts;
-use crate::buyers::{decided, draw_made, recovered, settle, Buyers};
+use crate::buyers::{decided, draw_made, recovered, Buyers};
 use crate::check::Voucher;
 use crate::cluster::{Cluster, Service};
 use crate::load::Load;
+use crate::settle::settle_tally;
 use crate::{test_net, turn, CLIENTS, PAUSE};
 
 /// The outbox's bound in the cut test: small, so a 15-s cut reaches it
@@ -108,7 +109,7 @@ async fn kafka_cut_off_fills_the_outbox_to_its_bound_then_drains() {
     assert!(outbox.is_some_and(|entries| entries <= OUTBOX_BOUND + 16), "[{fault}] the outbox holds to its bound");
     assert!(slowest < Duration::from_secs(5), "[{fault}] nobody waits on the cut log: {slowest:?}");
     tally.absorb(buyers.tally);
-    settle(&mut cluster, &vouchers, tally, fault).await;
+    settle_tally(&mut cluster, &vouchers, tally, fault).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -162,5 +163,5 @@ async fn a_broker_isolated_with_a_minority_loses_no_promised_order() {
     assert!(promised_during > 0, "[{fault}] admissions go on");
     assert!(!decisions.is_empty(), "[{fault}] newcomers are admitted while a broker is isolated");
     tally.absorb(buyers.tally);
-    settle(&mut cluster, &vouchers, tally, fault).await;
+    settle_tally(&mut cluster, &vouchers, tally, fault).await;
 }

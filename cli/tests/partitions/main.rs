@@ -42,6 +42,8 @@ mod rooms;
 #[allow(dead_code)]
 #[path = "../faults/sale.rs"]
 mod sale;
+#[path = "../faults/settle.rs"]
+mod settle;
 
 use std::time::Duration;
 

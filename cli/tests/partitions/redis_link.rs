@@ -10,10 +10,11 @@ use seckill_devstack::{Redis, RedisPersistence, TempDir};
 use tokio::time::Instant;
 
 use crate::alerts::Alerts;
-use crate::buyers::{draw_made, recovered, settle, Buyers};
+use crate::buyers::{draw_made, recovered, Buyers};
 use crate::check::Voucher;
 use crate::cluster::Cluster;
 use crate::load::Load;
+use crate::settle::settle_tally;
 use crate::{test_net, turn, CLIENTS, PAUSE};
 
 /// The fault suite's platform on a Redis on a test host, under the mixed
@@ -80,5 +81,5 @@ async fn redis_cut_off_from_the_platform_loses_no_promised_order() {
         assert!(*took < Duration::from_millis(9_000), "[{fault}] and soon: {took:?}");
     }
     tally.absorb(buyers.tally);
-    settle(&mut cluster, &vouchers, tally, fault).await;
+    settle_tally(&mut cluster, &vouchers, tally, fault).await;
 }
