@@ -147,10 +147,13 @@ impl App {
         };
         let mut follower_group = config.consumer.clone();
         follower_group.group = format!("{}-gate", config.consumer.group);
+        // Its own gauge: its lag is Redis falling behind the log, not
+        // decisions falling behind (`seckill_consumer_lag`).
         let follower_consumer = BatchConsumer::subscribe(
             &ConsumerSettings::new(&config.kafka, &follower_group),
             &[&topics.sales, &topics.orders],
-        )?;
+        )?
+        .with_lag_gauge(processor_metrics.gate_follower_lag.clone());
         let gate_follower = (GateFollower { gate, metrics: metrics.clone() }, follower_consumer);
         let pipeline = Pipeline {
             dead_letter: DeadLetter::new(producer.clone(), topics.dead_letters.clone(), "processor"),

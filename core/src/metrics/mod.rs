@@ -487,6 +487,14 @@ pub struct ProcessorMetrics {
     /// persistent stock once every admitted order is decided; apart for
     /// long, the gate is wrong (the oversell early warning).
     pub gate_stock_remaining: IntGaugeVec,
+    /// `seckill_gate_follower_lag{topic,partition}`: records the gate
+    /// follower (group `<group>-gate`) has not yet applied to Redis, per
+    /// assigned partition of the sales and orders topics (bounded by their
+    /// partition counts). It stores an offset only once Redis acknowledged,
+    /// so a Redis that is down or slow shows here as a growing backlog:
+    /// units of failed and cancelled orders not yet back at the gate,
+    /// voucher updates not yet applied there.
+    pub gate_follower_lag: IntGaugeVec,
 }
 
 /// Most vouchers `seckill_stock_remaining` has a series for at once.
@@ -512,6 +520,18 @@ impl ProcessorMetrics {
                         "Units the Redis gate says are left of recently active vouchers.",
                     ),
                     &["voucher"],
+                )
+                .expect("valid metric"),
+            ),
+            gate_follower_lag: register(
+                registry,
+                IntGaugeVec::new(
+                    opts(
+                        service,
+                        "seckill_gate_follower_lag",
+                        "Records the gate follower has not yet applied to Redis, per assigned partition.",
+                    ),
+                    &["topic", "partition"],
                 )
                 .expect("valid metric"),
             ),

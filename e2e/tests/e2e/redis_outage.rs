@@ -1,6 +1,8 @@
 //! Deciding needs no Redis: with the gate's Redis frozen, the processor
 //! still decides every order and cancellation the log brings, and the units
-//! of a cancelled order reach Redis once it answers again.
+//! of a cancelled order reach Redis once it answers again. The gate
+//! follower's backlog meanwhile shows on the processor's `/metrics`
+//! (`seckill_gate_follower_lag`), and is gone once Redis answers.
 
 use std::time::Duration;
 
@@ -11,7 +13,7 @@ use seckill_core::topics::Topics;
 use seckill_core::{Envelope, OrderId, UserId, VoucherId};
 use seckill_kafka::{Message, OwnedMessage};
 
-use crate::helpers::{eventually, Platform};
+use crate::helpers::{eventually, eventually_seen, Platform};
 
 /// Far below the 30 s a batch may spend on a dependency before it is given
 /// up and read again: a decision held behind Redis arrives after that.
@@ -33,6 +35,19 @@ fn cancelled(messages: &[OwnedMessage], order: OrderId) -> bool {
 
 fn created(messages: &[OwnedMessage], order: OrderId) -> bool {
     outcomes_of(messages, order).iter().any(|event| matches!(event, Event::OrderCreated(_)))
+}
+
+/// The values of `seckill_gate_follower_lag`, one per assigned partition,
+/// as the processor's `/metrics` shows them now.
+async fn gate_follower_lag(platform: &Platform) -> Result<Vec<i64>, String> {
+    let url = format!("http://{}/metrics", platform.processor_addr);
+    let text =
+        platform.http.get(url).send().await.map_err(|e| e.to_string())?.text().await.map_err(|e| e.to_string())?;
+    Ok(text
+        .lines()
+        .filter(|line| line.starts_with("seckill_gate_follower_lag{"))
+        .filter_map(|line| line.rsplit(' ').next()?.parse().ok())
+        .collect())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -76,10 +91,33 @@ async fn decisions_go_on_while_redis_is_frozen() {
         .await
         .expect("an order after the cancellation is decided while Redis is frozen");
     println!("With Redis frozen, an order was decided and read back {:?} after it was sent.", sent.elapsed());
+    // The follower holds alice's cancellation (its offset unstored) until
+    // Redis answers. Its lag is refreshed when it polls, so while stuck it
+    // shows once the batch's budget (30 s) is spent and the batch is read again.
+    let frozen = std::time::Instant::now();
+    let behind = eventually_seen("the gate follower's lag while Redis is frozen", || async {
+        let lag = gate_follower_lag(&platform).await?;
+        if lag.iter().sum::<i64>() > 0 {
+            Ok(lag)
+        } else {
+            Err(format!("{lag:?}"))
+        }
+    })
+    .await;
+    println!("With Redis frozen, the gate follower's lag read {behind:?} after {:?}.", frozen.elapsed());
 
     // Redis answers again: alice's unit goes back; bob's was never taken
     // there, so nothing is given for it.
     platform.infra.redis.resume();
     eventually(|| async { (platform.redis_remaining(&voucher).await == 2).then_some(()) }).await;
     assert_eq!(platform.persistent_remaining(&voucher).await, 1);
+    eventually_seen("the gate follower's lag once Redis answers", || async {
+        let lag = gate_follower_lag(&platform).await?;
+        if !lag.is_empty() && lag.iter().all(|&records| records == 0) {
+            Ok(())
+        } else {
+            Err(format!("{lag:?}"))
+        }
+    })
+    .await;
 }
