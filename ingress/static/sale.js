@@ -427,9 +427,12 @@ function renderQueue(phase) {
     : "";
   if (room && room.beacon_round != null) {
     const at = clockTime(Date.parse(room.beacon_round_at));
-    roomLine += room.awaiting_beacon
-      ? ` · waiting for beacon round ${room.beacon_round} (due ${at}) to draw the places`
-      : ` · places drawn by beacon round ${room.beacon_round} (${at})`;
+    // Before the start nothing is drawn yet: the round is only named.
+    roomLine += phase === "upcoming"
+      ? ` · places to be drawn by beacon round ${room.beacon_round} (due ${at})`
+      : room.awaiting_beacon
+        ? ` · waiting for beacon round ${room.beacon_round} (due ${at}) to draw the places`
+        : ` · places drawn by beacon round ${room.beacon_round} (${at})`;
   }
   $("queue-timeline").textContent = roomLine;
   const numbered = place && place.place != null && ["waiting", "sold_out"].includes(state);

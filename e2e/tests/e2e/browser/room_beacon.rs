@@ -53,6 +53,9 @@ async fn the_page_waits_for_the_rooms_beacon_round_then_serves_by_it_in_a_browse
     open_as(client, &platform, &voucher, BUYER).await;
     let (_, before) = until_place(client, "pre_queue").await;
     assert_eq!(before, "You are in the pre-queue: places are drawn at the start");
+    // Before the start the round is only named: nothing is drawn yet.
+    let named = text(client, "queue-timeline").await;
+    assert!(named.contains(&format!("places to be drawn by beacon round {round} (due ")), "{named}");
 
     // The sale began and the relay is gone: the room waits, and says so.
     let line = until_text(client, "queue-timeline", |line| line.contains("waiting for beacon round")).await;
