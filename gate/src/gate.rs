@@ -209,6 +209,8 @@ pub struct RestoreOutcome {
     pub differences: Vec<String>,
     /// A draw-mode voucher's draw, when it was written.
     pub draw: Option<crate::DrawRestored>,
+    /// A queue-mode voucher's waiting room, when it was written.
+    pub room: Option<crate::RoomRestored>,
 }
 
 /// Whether an admin update took effect.
@@ -255,6 +257,7 @@ pub(crate) struct Scripts {
     pub(crate) challenge_rate: Script,
     pub(crate) draw_restore: Script,
     pub(crate) draw_beacon: Script,
+    pub(crate) queue_restore: Script,
 }
 
 impl Scripts {
@@ -281,10 +284,11 @@ impl Scripts {
             challenge_rate: Script::new(include_str!("../../lua/challenge_rate.lua")),
             draw_restore: Script::new(include_str!("../../lua/draw_restore.lua")),
             draw_beacon: Script::new(include_str!("../../lua/draw_beacon.lua")),
+            queue_restore: Script::new(include_str!("../../lua/queue_restore.lua")),
         }
     }
 
-    fn all(&self) -> [&Script; 21] {
+    fn all(&self) -> [&Script; 22] {
         [
             &self.admit,
             &self.load_voucher,
@@ -307,6 +311,7 @@ impl Scripts {
             &self.challenge_rate,
             &self.draw_restore,
             &self.draw_beacon,
+            &self.queue_restore,
         ]
     }
 }

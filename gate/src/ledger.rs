@@ -13,6 +13,7 @@ use seckill_core::{Envelope, OrderId, UserId, VoucherId};
 use uuid::Uuid;
 
 use crate::draw_history::DrawHistory;
+use crate::room_history::RoomHistory;
 
 /// What the log (and the outbox) say about one voucher's admission state:
 /// what `restore.lua` rebuilds Redis from, together with what landed in
@@ -36,6 +37,9 @@ pub struct VoucherAdmission {
     /// What the log says of the draw (empty for other sales): what a draw
     /// Redis lost is rebuilt from.
     pub draw_history: DrawHistory,
+    /// What the log says of the waiting room (empty for other sales): what
+    /// a room Redis lost before its reveal is rebuilt from.
+    pub room_history: RoomHistory,
     /// The proof of work each order, join or entry needs (0: none).
     pub challenge_bits: u32,
     /// Buckets the gate splits the stock into.
@@ -96,6 +100,7 @@ struct VoucherFold {
     orders: HashMap<OrderId, OrderAccepted>,
     released: HashSet<OrderId>,
     draw: DrawHistory,
+    room: RoomHistory,
 }
 
 /// Folds events into the admission state of every voucher they mention.
@@ -147,11 +152,10 @@ impl Ledger {
             | Event::RefundRequested(_)
             | Event::PaymentRefunded(_)
             | Event::QueueSeedCommitted(_)
-            | Event::QueueJoined(_)
-            | Event::QueueSeedRevealed(_)
             | Event::QueueEntryIssued(_)
             | Event::QueuePlaceExpired(_)
             | Event::QueueEntryUsed(_) => {}
+            Event::QueueJoined(_) | Event::QueueSeedRevealed(_) => fold.room.apply(&envelope.event),
             // A restored draw's windows end where the log says: as granted,
             // moved by the stalls (lua/draw_restore.lua starts the window
             // clock afresh, so the ends it is given include them).
@@ -196,6 +200,7 @@ impl VoucherFold {
             queue: definition.queue.as_deref().cloned(),
             draw: definition.draw.clone(),
             draw_history: if definition.draw.is_some() { self.draw.clone() } else { DrawHistory::default() },
+            room_history: if definition.queue.is_some() { self.room.clone() } else { RoomHistory::default() },
             challenge_bits: definition.challenge_bits,
             shards: definition.shards,
             paused: self.paused,

@@ -58,12 +58,13 @@ impl Gate {
             let orders: Vec<&OrderAccepted> = state.orders.iter().collect();
             let mut outcome = self.restore_bucket(&layout, 0, state, mode, state.stock, &orders).await?;
             // A queue-mode voucher admits only with entries: it needs its
-            // room (a Redis that lost the voucher lost the room too; a new
-            // one is opened, empty, and its seed committed by the ingresses).
+            // room (a Redis that lost the voucher lost the room too: a beacon
+            // room not revealed yet comes back from the log, any other is
+            // opened new, empty, and its seed committed by the ingresses).
             // A draw-mode voucher's draw comes back from the log.
             if mode == RestoreMode::Write && outcome.action != RestoreAction::Expired {
                 if let Some(queue) = &state.queue {
-                    self.open_room_with(state.voucher_id, queue).await?;
+                    outcome.room = Some(self.restore_room(state.voucher_id, queue, &state.room_history).await?);
                 }
                 if let Some(draw) = &state.draw {
                     outcome.draw = Some(self.restore_draw(state.voucher_id, draw, &state.draw_history).await?);
@@ -217,6 +218,7 @@ impl Gate {
             users_fixed: users_fixed.parse().unwrap_or_default(),
             differences,
             draw: None,
+            room: None,
         })
     }
 }
@@ -283,6 +285,7 @@ fn combine(outcomes: &[RestoreOutcome]) -> RestoreOutcome {
                 .collect(),
         },
         draw: None,
+        room: None,
     }
 }
 
@@ -321,6 +324,7 @@ mod tests {
             users_fixed: 1,
             differences: Vec::new(),
             draw: None,
+            room: None,
         };
         let mixed = combine(&[
             outcome(RestoreAction::Unchanged, Some(3), 3),
@@ -343,6 +347,7 @@ mod tests {
             users_fixed: 0,
             differences: differences.iter().map(|d| (*d).to_owned()).collect(),
             draw: None,
+            room: None,
         };
         // Buckets 1, 2 and then 0, as restore_split restores them.
         let split = combine(&[outcome(&["limit 2 → 1"]), outcome(&[]), outcome(&["the expiry of bought (none) → 9"])]);

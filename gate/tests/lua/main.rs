@@ -21,6 +21,7 @@ mod replica_acks;
 mod restore;
 mod room;
 mod room_beacon;
+mod room_beacon_restore;
 mod room_expiry;
 mod settle;
 mod transfers;
