@@ -34,15 +34,8 @@ pub struct ConsumerSettings {
     pub max_batch: usize,
     /// How long to wait for more records once a batch has one.
     pub max_wait: Duration,
-    /// How long the broker may hold a fetch that found nothing new, or
-    /// fewer than `fetch_min_bytes`.
+    /// How long the broker may hold a fetch that found nothing new.
     pub fetch_wait: Duration,
-    /// How many bytes the broker gathers before it answers a fetch
-    /// (`fetch.min.bytes`), unless `fetch_wait` runs out first. 1 where users
-    /// wait on what the consumer reads; more for a consumer that need only
-    /// keep up, which then reads a burst in a few large fetches instead of
-    /// hundreds of small ones (each one work for the broker).
-    pub fetch_min_bytes: u32,
     /// How long the coordinator waits for a silent member (a crashed
     /// instance) before reassigning its partitions.
     pub session_timeout: Duration,
@@ -77,7 +70,6 @@ impl ConsumerSettings {
             max_batch: 1_000,
             max_wait: Duration::from_millis(50),
             fetch_wait: READER_FETCH_WAIT,
-            fetch_min_bytes: 1,
             session_timeout: Duration::from_millis(seckill_core::config::DEFAULT_SESSION_TIMEOUT_MS),
             max_poll_interval: DEFAULT_MAX_POLL_INTERVAL,
         }
@@ -91,7 +83,6 @@ impl ConsumerSettings {
             max_batch: consumer.max_batch,
             max_wait: Duration::from_millis(consumer.max_wait_ms),
             fetch_wait: Duration::from_millis(consumer.fetch_wait_ms),
-            fetch_min_bytes: 1,
             session_timeout: Duration::from_millis(consumer.session_timeout_ms),
             max_poll_interval: DEFAULT_MAX_POLL_INTERVAL,
         }
@@ -134,7 +125,6 @@ impl BatchConsumer {
             // The broker answers a fetch at once when records are there; this
             // bounds how long it holds one that found none.
             .set("fetch.wait.max.ms", settings.fetch_wait.as_millis().max(1).to_string())
-            .set("fetch.min.bytes", settings.fetch_min_bytes.max(1).to_string())
             .set("session.timeout.ms", settings.session_timeout.as_millis().to_string())
             // A third of the session at most, so two lost heartbeats do not
             // end it; more often costs the coordinator little.

@@ -21,7 +21,7 @@ use warp::{Filter, Rejection};
 
 use crate::closer::CheckoutCloser;
 use crate::expiry::ExpirySweeper;
-use crate::gate_follower::{self, GateFollower};
+use crate::gate_follower::GateFollower;
 use crate::pending_refunds::PendingRefunds;
 use crate::pipeline::Pipeline;
 use crate::reconcile::Reconciler;
@@ -150,11 +150,7 @@ impl App {
         // Its own gauge: its lag is Redis falling behind the log, not
         // decisions falling behind (`seckill_consumer_lag`).
         let follower_consumer = BatchConsumer::subscribe(
-            &ConsumerSettings {
-                fetch_wait: gate_follower::FETCH_WAIT,
-                fetch_min_bytes: gate_follower::FETCH_MIN_BYTES,
-                ..ConsumerSettings::new(&config.kafka, &follower_group)
-            },
+            &ConsumerSettings::new(&config.kafka, &follower_group),
             &[&topics.sales, &topics.orders],
         )?
         .with_lag_gauge(processor_metrics.gate_follower_lag.clone());

@@ -32,14 +32,6 @@ use seckill_gate::Gate;
 use seckill_kafka::{decode, record_kind, retry, BatchConsumer, BatchHandler, Interrupted, OwnedMessage};
 use tokio_util::sync::CancellationToken;
 
-/// How long the broker may gather records for the follower's fetch, and how
-/// many bytes it waits for. Nobody waits on the follower: a unit released a
-/// moment later is sold a moment later. So it reads a burst in large
-/// fetches, a few a second, instead of a fetch per handful of records
-/// beside the decision's consumer, and asks twice a second when idle.
-pub(crate) const FETCH_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
-pub(crate) const FETCH_MIN_BYTES: u32 = 256 * 1024;
-
 /// The event types whose effects the follower applies to Redis.
 const FOLLOWED: [&str; 4] = ["VoucherCreated", "VoucherUpdated", "OrderFailed", "OrderCancelled"];
 
