@@ -16,7 +16,8 @@ copy holds no revealed draw of that voucher.
 
 A draw whose VoucherCreated plans a beacon round ("draw": {"beacon": …})
 ranks by that drand round's randomness instead of a committed seed: then
-the round must be the plan's, published after draw_at, its BLS signature
+the round must be the plan's, the first published after draw_at
+(scripts/beacon_round.py, shared with scripts/room-order.py), its BLS signature
 must verify under the plan's public key (checked by PyPI's drand-verify,
 the League of Entropy scheme bls-unchained-g1-rfc9380, which must be
 importable: scripts/setup --tests installs it into its own virtualenv),
@@ -28,10 +29,11 @@ with one entry changed.
 """
 
 import argparse
-import datetime
 import hashlib
 import json
 import sys
+
+from beacon_round import round_problems
 
 
 def sha1(text):
@@ -46,34 +48,6 @@ def ranking(seed, entrants):
     keyed = sorted((int(sha1(seed + ":" + chain + ":" + user)[:13], 16), user.encode("utf-8"), user)
                    for user in entrants)
     return chain, [user for _, _, user in keyed]
-
-
-def beacon_problems(draw, reveal):
-    """The planned round, after draw_at, its signature, its randomness as the seed."""
-    try:
-        import drand_verify
-    except ImportError:
-        return ["the draw ranks by a beacon round: checking it needs drand-verify (pip install drand-verify)"]
-    plan, logged = draw.get("beacon"), reveal.get("beacon")
-    if not plan:
-        return ["the reveal names a beacon round the VoucherCreated did not plan"]
-    if not logged:
-        return ["the reveal logs no beacon round"]
-    chain, problems = plan["chain"], []
-    if logged["round"] != plan["round"]:
-        problems.append(f"the reveal logs round {logged['round']}, not the planned {plan['round']}")
-    round_time = chain["genesis_time"] + (plan["round"] - 1) * chain["period"]
-    draw_at = datetime.datetime.fromisoformat(draw["draw_at"].replace("Z", "+00:00")).timestamp()
-    if round_time <= draw_at:
-        problems.append(f"round {plan['round']} is published at {round_time}, not after draw_at {draw['draw_at']}")
-    try:
-        randomness = drand_verify.verify_bls_unchained_g1_rfc9380(logged["round"], logged["signature"],
-                                                                  chain["public_key"])
-    except Exception as error:  # drand-verify raises on a signature that does not verify
-        return problems + [f"the signature of round {logged['round']} does not verify: {error}"]
-    if randomness != reveal["seed"]:
-        problems.append("the revealed seed is not the round's randomness")
-    return problems
 
 
 def main():
@@ -110,8 +84,11 @@ def main():
     entrants = [entries.get(seq) for seq in range(1, count + 1)]
     problems = []
     draw = (definition or {}).get("draw") or {}
-    if draw.get("beacon") or reveal.get("beacon"):
-        problems.extend(beacon_problems(draw, reveal))
+    if draw.get("beacon"):
+        problems.extend(round_problems(draw["beacon"], "entries closed", "draw_at", draw["draw_at"], reveal,
+                                       "the draw ranks by a beacon round"))
+    elif reveal.get("beacon"):
+        problems.append("the reveal names a beacon round the VoucherCreated did not plan")
     elif hashlib.sha256(seed.encode("utf-8")).hexdigest() not in commitments:
         problems.append("SHA-256 of the revealed seed is not the committed hash")
     if None in entrants:

@@ -37,24 +37,13 @@ when the copy holds no revealed room of that voucher.
 import argparse
 import hashlib
 import json
-import re
 import sys
-from datetime import datetime, timezone
+
+from beacon_round import round_problems
 
 
 def sha1(text):
     return hashlib.sha1(text.encode("utf-8")).hexdigest()
-
-
-def millis(stamp):
-    """Unix milliseconds of an RFC 3339 time (any number of fraction digits)."""
-    match = re.fullmatch(r"(.{19})(?:\.(\d+))?(Z|[+-]\d\d:\d\d)", stamp)
-    if not match:
-        raise ValueError(f"not an RFC 3339 time: {stamp}")
-    whole, fraction, zone = match.groups()
-    zone = "+00:00" if zone == "Z" else zone
-    seconds = datetime.fromisoformat(whole + zone).astimezone(timezone.utc).timestamp()
-    return int(seconds) * 1000 + int(((fraction or "") + "000")[:3])
 
 
 def pre_queue_hash(users):
@@ -69,42 +58,6 @@ def shuffle(key, users):
     """Places 1..P: by the first 13 hex digits of SHA-1("<key>:<user>"), then "<user>|1"."""
     keyed = sorted((int(sha1(key + ":" + user)[:13], 16), (user + "|1").encode("utf-8"), user) for user in users)
     return [user for _, _, user in keyed]
-
-
-def first_round_after(chain, at_ms):
-    """The first round of `chain` published strictly after `at_ms`."""
-    elapsed = at_ms - chain["genesis_time"] * 1000
-    return 1 if elapsed < 0 else elapsed // (chain["period"] * 1000) + 2
-
-
-def beacon_problems(plan, begins_at, reveal):
-    """The planned round, the first after the pre-queue closed, its signature, its randomness as the seed."""
-    chain, logged, problems = plan["chain"], reveal.get("beacon"), []
-    first = first_round_after(chain, millis(begins_at))
-    round_time = chain["genesis_time"] + (plan["round"] - 1) * chain["period"]
-    if plan["round"] != first:
-        problems.append(f"the plan names round {plan['round']}, but the first round after the pre-queue closed "
-                        f"(begins_at {begins_at}) is {first}")
-    if round_time * 1000 <= millis(begins_at):
-        published = datetime.fromtimestamp(round_time, timezone.utc).isoformat()
-        problems.append(f"round {plan['round']} is published at {published}, not after begins_at {begins_at}")
-    if not logged:
-        return problems + ["the reveal logs no beacon round"]
-    if logged["round"] != plan["round"]:
-        problems.append(f"the reveal logs round {logged['round']}, not the planned {plan['round']}")
-    try:
-        import drand_verify
-    except ImportError:
-        return problems + ["the room is shuffled by a beacon round: checking it needs drand-verify "
-                           "(pip install drand-verify)"]
-    try:
-        randomness = drand_verify.verify_bls_unchained_g1_rfc9380(logged["round"], logged["signature"],
-                                                                  chain["public_key"])
-    except Exception as error:  # drand-verify raises on a signature that does not verify
-        return problems + [f"the signature of round {logged['round']} does not verify: {error}"]
-    if randomness != reveal["seed"]:
-        problems.append(f"the revealed seed is not the randomness of round {logged['round']}")
-    return problems
 
 
 def main():
@@ -145,7 +98,8 @@ def main():
     problems, seed = [], reveal["seed"]
     plan = (((definition or {}).get("queue") or {}).get("beacon"))
     if plan:
-        problems.extend(beacon_problems(plan, definition["begins_at"], reveal))
+        problems.extend(round_problems(plan, "the pre-queue closed", "begins_at", definition["begins_at"], reveal,
+                                       "the room is shuffled by a beacon round"))
         recomputed = pre_queue_hash(pre_queue)
         if reveal.get("entries_hash") != recomputed:
             problems.append(f"the pre-queue's hash is {recomputed or '(empty)'}, "
