@@ -10,7 +10,7 @@
 use chrono::Duration;
 use seckill_beacon::sandbox::Signer;
 use seckill_core::beacon::BeaconPlan;
-use seckill_core::event::Event;
+use seckill_core::event::{Event, VoucherCreated};
 use seckill_core::{queue, UserId};
 use seckill_gate::{Joined, RoomState, MOST_PLACES_PER_ADVANCE};
 
@@ -19,13 +19,20 @@ use crate::{on_single_and_cluster, user, Harness};
 
 on_single_and_cluster!(single_only: [], both: [a_beacon_room_waits_for_its_round_and_shuffles_the_pre_queue_by_it]);
 
-async fn a_beacon_room_waits_for_its_round_and_shuffles_the_pre_queue_by_it(h: &Harness) {
+/// A waiting room of five units, one per user, whose pre-queue the first
+/// round after its start of a chain `signer` signs shuffles, and that plan.
+pub(crate) fn beacon_room(signer: &Signer) -> (VoucherCreated, BeaconPlan) {
     let mut definition = queue_definition(5, 1, 100);
-    let signer = Signer::from_seed(b"gate room beacon test");
-    let begins_at = definition.begins_at;
-    let chain = signer.chain((begins_at - Duration::hours(2)).timestamp(), 3);
-    let plan = BeaconPlan::after(chain.clone(), begins_at);
+    let chain = signer.chain((definition.begins_at - Duration::hours(2)).timestamp(), 3);
+    let plan = BeaconPlan::after(chain, definition.begins_at);
     definition.queue.as_mut().expect("a room").beacon = Some(Box::new(plan.clone()));
+    (definition, plan)
+}
+
+async fn a_beacon_room_waits_for_its_round_and_shuffles_the_pre_queue_by_it(h: &Harness) {
+    let signer = Signer::from_seed(b"gate room beacon test");
+    let (definition, plan) = beacon_room(&signer);
+    let chain = &plan.chain;
     let voucher = definition.voucher_id;
     open(h, &definition).await;
     assert_eq!(h.gate.awaited_beacon(voucher).await.expect("reads"), Some(plan.clone()));
@@ -37,7 +44,7 @@ async fn a_beacon_room_waits_for_its_round_and_shuffles_the_pre_queue_by_it(h: &
         assert_eq!(joined, Joined::Placed { attempt: 1 });
     }
     let round = signer.sign(plan.round);
-    let randomness = seckill_beacon::verify(&chain, &round).expect("the sandbox's rounds verify");
+    let randomness = seckill_beacon::verify(chain, &round).expect("the sandbox's rounds verify");
     assert!(!h.gate.apply_beacon(voucher, &round, &randomness).await.expect("answers"), "the pre-queue is open");
 
     begin(h, voucher).await;
@@ -47,7 +54,7 @@ async fn a_beacon_room_waits_for_its_round_and_shuffles_the_pre_queue_by_it(h: &
     assert_eq!(h.gate.join_queue(voucher, &late, None).await.expect("answers"), Joined::Placed { attempt: 1 });
     assert!(!records(h, voucher).await.iter().any(|e| matches!(e, Event::QueueSeedRevealed(_))));
     let other = signer.sign(plan.round + 1);
-    let other_randomness = seckill_beacon::verify(&chain, &other).expect("verifies");
+    let other_randomness = seckill_beacon::verify(chain, &other).expect("verifies");
     assert!(!h.gate.apply_beacon(voucher, &other, &other_randomness).await.expect("answers"), "not the plan's round");
     assert!(h.gate.apply_beacon(voucher, &round, &randomness).await.expect("answers"));
     assert!(!h.gate.apply_beacon(voucher, &round, &randomness).await.expect("answers"), "once");

@@ -12,12 +12,12 @@ use std::collections::HashSet;
 
 use chrono::Duration;
 use seckill_beacon::sandbox::Signer;
-use seckill_core::beacon::BeaconPlan;
 use seckill_core::event::{Event, QueueSeedCommitted, VoucherCreated};
 use seckill_core::{queue, Envelope, UserId, VoucherId};
 use seckill_gate::{Joined, Ledger, RestoreAction, RestoreMode, RoomRestored, RoomState, MOST_PLACES_PER_ADVANCE};
 
-use crate::room::{advance_until_quiet, begin, envelopes, open, queue_definition};
+use crate::room::{advance_until_quiet, begin, envelopes, open};
+use crate::room_beacon::beacon_room;
 use crate::{on_single_and_cluster, user, Harness};
 
 on_single_and_cluster!(single_only: [], both: [a_beacon_room_lost_while_keying_ends_with_the_places_its_round_determines]);
@@ -69,12 +69,9 @@ async fn the_log(h: &Harness, definition: &VoucherCreated, seed: &str) -> Vec<En
 }
 
 async fn a_beacon_room_lost_while_keying_ends_with_the_places_its_round_determines(h: &Harness) {
-    let mut definition = queue_definition(5, 1, 100);
     let signer = Signer::from_seed(b"gate room beacon restore test");
-    let begins_at = definition.begins_at;
-    let chain = signer.chain((begins_at - Duration::hours(2)).timestamp(), 3);
-    let plan = BeaconPlan::after(chain.clone(), begins_at);
-    definition.queue.as_mut().expect("a room").beacon = Some(Box::new(plan.clone()));
+    let (definition, plan) = beacon_room(&signer);
+    let chain = &plan.chain;
     let voucher = definition.voucher_id;
     let seed = open(h, &definition).await;
     // Keying takes two calls (and hashing two before them).
@@ -92,7 +89,7 @@ async fn a_beacon_room_lost_while_keying_ends_with_the_places_its_round_determin
     let late = user("rr-late");
     assert_eq!(h.gate.join_queue(voucher, &late, None).await.expect("answers"), Joined::Placed { attempt: 1 });
     let round = signer.sign(plan.round);
-    let randomness = seckill_beacon::verify(&chain, &round).expect("the sandbox's rounds verify");
+    let randomness = seckill_beacon::verify(chain, &round).expect("the sandbox's rounds verify");
     assert!(h.gate.apply_beacon(voucher, &round, &randomness).await.expect("answers"));
 
     // Two hashing calls, then the first keying call; then Redis loses it all.
