@@ -183,6 +183,24 @@ impl Gate {
         self.timed(script, call).await
     }
 
+    /// Runs a call whose answer is a promise (`admit.lua`, `settle.lua`) in
+    /// the bucket on `slot`: behind a replica's acknowledgement when the
+    /// wait is on, else as any other call. Answers the reply and whether it
+    /// was acknowledged (always, when the wait is off).
+    pub(crate) async fn invoke_acknowledged<T: redis::FromRedisValue>(
+        &self,
+        script: &'static str,
+        slot: u16,
+        invocation: &redis::ScriptInvocation<'_>,
+    ) -> redis::RedisResult<(T, bool)> {
+        let Some(acks) = self.acks.as_ref().filter(|acks| acks.is_on()) else {
+            return Ok((self.invoke(script, invocation).await?, true));
+        };
+        let slot = self.redis.is_cluster().then_some(slot);
+        let acknowledged = self.timed(script, acks.invoke(slot, invocation)).await?;
+        Ok((T::from_redis_value(acknowledged.value)?, acknowledged.by_replica))
+    }
+
     /// One `admit.lua` call in `bucket` of `layout`.
     async fn admit_in(
         &self,

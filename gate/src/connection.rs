@@ -385,3 +385,8 @@ impl ConnectionLike for GateConnection {
         }
     }
 }
+
+/// An answer from Redis that is not what the script or command promises.
+pub(crate) fn unexpected(what: &'static str, detail: String) -> redis::RedisError {
+    redis::RedisError::from((redis::ErrorKind::UnexpectedReturnType, what, detail))
+}

@@ -23,6 +23,7 @@ use seckill_core::metrics::AdmissionMetrics;
 use seckill_core::{OrderId, VoucherId};
 
 use crate::borrowers::Borrowers;
+pub(crate) use crate::connection::unexpected;
 use crate::keys::outbox_key;
 use crate::layout::{Layout, Layouts};
 use crate::outbox::OutboxHints;
@@ -474,6 +475,11 @@ impl Gate {
         Ok(stock.map(|_| self.layouts.learn(voucher, shards.unwrap_or(1))))
     }
 
+    /// Whether admissions wait for a replica's acknowledgement now.
+    pub fn replica_acks_on(&self) -> bool {
+        self.acks.as_ref().is_some_and(|acks| acks.is_on())
+    }
+
     /// Awaits `call` and records how long it took under `script` (the
     /// calls that answered; a failed call is counted by its caller's error).
     pub(crate) async fn timed<T>(
@@ -504,8 +510,4 @@ pub(crate) fn encoded_without(record: &seckill_core::Envelope, fields: &[&str]) 
         }
     }
     Ok(encoded.to_string())
-}
-
-pub(crate) fn unexpected(what: &'static str, detail: String) -> redis::RedisError {
-    redis::RedisError::from((redis::ErrorKind::UnexpectedReturnType, what, detail))
 }

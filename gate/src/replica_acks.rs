@@ -57,14 +57,14 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use redis::aio::ConnectionLike;
-use redis::{Cmd, FromRedisValue, RedisResult, ScriptInvocation, ServerErrorKind, Value};
+use redis::{Cmd, RedisResult, ScriptInvocation, ServerErrorKind, Value};
 use seckill_core::config::{RedisConfig, ReplicaAcks as Setting};
 use seckill_core::metrics::AdmissionMetrics;
 use tokio::sync::oneshot;
 
 use crate::connection::through_moving_slots;
-use crate::gate::unexpected;
-use crate::{Gate, GateConnection};
+use crate::connection::unexpected;
+use crate::GateConnection;
 
 /// How often the masters are asked whether a replica is connected.
 pub(crate) const LOOK_EVERY: Duration = Duration::from_secs(5);
@@ -295,24 +295,19 @@ impl ReplicaAcks {
     }
 }
 
-impl Gate {
-    /// Runs a call whose answer is a promise (`admit.lua`, `settle.lua`) in
-    /// the bucket on `slot`: behind a replica's acknowledgement when the
-    /// wait is on, else as any other call. Answers the reply and whether it
-    /// was acknowledged (always, when the wait is off).
-    pub(crate) async fn invoke_acknowledged<T: FromRedisValue>(
-        &self,
-        script: &'static str,
-        slot: u16,
+impl ReplicaAcks {
+    /// Runs `invocation` (a call whose answer is a promise: `admit.lua`,
+    /// `settle.lua`) in the bucket on `slot` (None on a single Redis) behind
+    /// the next pipeline's WAIT, loading the script first on a master that
+    /// does not have it (restarted or promoted).
+    pub(crate) async fn invoke(
+        self: &Arc<Self>,
+        slot: Option<u16>,
         invocation: &ScriptInvocation<'_>,
-    ) -> RedisResult<(T, bool)> {
-        let Some(acks) = self.acks.as_ref().filter(|acks| acks.is_on()) else {
-            return Ok((self.invoke(script, invocation).await?, true));
-        };
+    ) -> RedisResult<Acknowledged> {
         let command = evalsha(invocation);
-        let slot = self.redis.is_cluster().then_some(slot);
-        let call = through_moving_slots(|| {
-            let (acks, command) = (Arc::clone(acks), command.clone());
+        through_moving_slots(|| {
+            let (acks, command) = (Arc::clone(self), command.clone());
             async move {
                 match acks.call(slot, command.clone()).await {
                     // A restarted or promoted master: load, then once more.
@@ -323,14 +318,8 @@ impl Gate {
                     answer => answer,
                 }
             }
-        });
-        let acknowledged = self.timed(script, call).await?;
-        Ok((T::from_redis_value(acknowledged.value)?, acknowledged.by_replica))
-    }
-
-    /// Whether admissions wait for a replica's acknowledgement now.
-    pub fn replica_acks_on(&self) -> bool {
-        self.acks.as_ref().is_some_and(|acks| acks.is_on())
+        })
+        .await
     }
 }
 
