@@ -188,6 +188,12 @@ pub struct PaymentsConfig {
     pub return_url: String,
     /// Longest wait for one provider call, in milliseconds.
     pub timeout_ms: u64,
+    /// Longest a provider callback waits for its answer, in milliseconds:
+    /// reading the payment back and logging it. Past it the callback is
+    /// answered `503` and the provider delivers it again. Keep it under
+    /// the provider's own wait for an answer: a provider that gives up
+    /// first counts a failed delivery the ingress never answered.
+    pub webhook_answer_ms: u64,
     /// First pause before a refund is asked for again, in milliseconds;
     /// doubles up to `refund_retry_max_ms` while the provider refuses.
     pub refund_retry_ms: u64,
@@ -203,6 +209,7 @@ impl Default for PaymentsConfig {
             webhook_tolerance_seconds: 300,
             return_url: String::new(),
             timeout_ms: 5_000,
+            webhook_answer_ms: 8_000,
             refund_retry_ms: 500,
             refund_retry_max_ms: 30_000,
         }
@@ -287,6 +294,7 @@ impl Validate for PaymentsConfig {
             "must be 1 to 3600",
         )?;
         ensure((100..=60_000).contains(&self.timeout_ms), "payments.timeout_ms", "must be 100 to 60000")?;
+        ensure((500..=60_000).contains(&self.webhook_answer_ms), "payments.webhook_answer_ms", "must be 500 to 60000")?;
         ensure((10..=60_000).contains(&self.refund_retry_ms), "payments.refund_retry_ms", "must be 10 to 60000")?;
         ensure(
             (self.refund_retry_ms..=600_000).contains(&self.refund_retry_max_ms),

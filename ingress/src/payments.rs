@@ -3,6 +3,7 @@
 //! `routes::webhook` takes the provider's callbacks).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use seckill_core::config::PaymentsConfig;
 use seckill_core::metrics::PaymentMetrics;
@@ -17,6 +18,8 @@ pub(crate) struct Payments {
     /// Secrets a callback may be signed with (a rotation lists two).
     pub(crate) webhook_secrets: Vec<String>,
     pub(crate) tolerance_seconds: i64,
+    /// Longest a callback waits for its answer (read back and logged).
+    pub(crate) answer_within: Duration,
     /// Where checkout returns to, with `{order_id}` and `{voucher_id}` to
     /// fill in.
     return_url: String,
@@ -36,6 +39,7 @@ impl Payments {
             provider,
             webhook_secrets: config.webhook_secrets.iter().map(|secret| secret.expose().to_owned()).collect(),
             tolerance_seconds: config.webhook_tolerance_seconds,
+            answer_within: Duration::from_millis(config.webhook_answer_ms),
             return_url: config.return_url.clone(),
             metrics,
             view,

@@ -526,11 +526,16 @@ async fn a_callback_refused_while_the_log_is_down_pays_its_order_when_delivered_
     // delivered again.
     // The provider's first attempt waits out the ingress's produce timeout;
     // beside the whole suite that can take a while.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
+    let paid_at = tokio::time::Instant::now();
+    let deadline = paid_at + Duration::from_secs(90);
     while metric(&cluster, Service::Ingress, "seckill_webhooks_total", "outcome=\"rejected\"").await <= refused_before {
         assert!(tokio::time::Instant::now() < deadline, "the callback was never refused while the log was down");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    println!(
+        "[callback while the log is down] first refused {:.1} s after the payment",
+        paid_at.elapsed().as_secs_f64()
+    );
     let row = wait_for(&cluster, &order, "unlogged", |_| true).await;
     assert_eq!(row["status"], "CREATED", "nothing is decided while the log is down: {row}");
     tokio::task::block_in_place(|| cluster.own_kafka().start_again()).expect("the broker restarts on its log");

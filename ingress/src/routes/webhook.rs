@@ -114,14 +114,24 @@ async fn handle(
         outcome("ignored");
         return Ok(received(&event.id, Some("payment not settled yet")));
     }
-    let Some(payment) = paid(payments, &session, event.created).await? else {
+    // Bounded as a whole: a broker that is down can hold a produce past
+    // its own timeout, and a provider that stops waiting first would drop
+    // the connection, so the ingress would never have answered at all.
+    let logged = tokio::time::timeout(payments.answer_within, read_back_and_log(&ingress, payments, &session, event.created))
+        .await
+        .unwrap_or_else(|_| {
+            ingress.metrics.produce_errors.inc();
+            tracing::warn!(session = %session.id, within = ?payments.answer_within, "A payment callback could not be logged in time; the provider will retry.");
+            Err(unlogged())
+        });
+    let logged = logged.inspect_err(|_| outcome("rejected"))?;
+    if !logged {
         // Not one of ours (no order of this platform): a provider account
         // may serve other systems too; or unknown to the provider.
         outcome("ignored");
         tracing::warn!(session = %session.id, "A paid checkout names no payment of this platform; ignored.");
         return Ok(received(&event.id, Some("names no order of this platform")));
-    };
-    publish(&ingress, payments, payment).await?;
+    }
     outcome("accepted");
     if let Err(error) = ingress.gate.mark_webhook_handled(&event.id).await {
         tracing::debug!(%error, "Could not remember a handled callback; a repeat will be published again.");
@@ -156,16 +166,34 @@ async fn paid(
     Ok(payment_received(intent, event_time, PaymentSource::Webhook))
 }
 
-async fn publish(ingress: &Ingress, payments: &Payments, payment: PaymentReceived) -> Result<(), Rejection> {
+/// Reads the paid session back and logs its payment: false when it names
+/// no payment of this platform.
+async fn read_back_and_log(
+    ingress: &Ingress,
+    payments: &Payments,
+    session: &CheckoutSession,
+    event_time: i64,
+) -> Result<bool, Rejection> {
+    let Some(payment) = paid(payments, session, event_time).await? else { return Ok(false) };
+    publish(ingress, payment).await?;
+    Ok(true)
+}
+
+async fn publish(ingress: &Ingress, payment: PaymentReceived) -> Result<(), Rejection> {
     let (order_id, payment_id) = (payment.order_id, payment.payment_id.clone());
     let record = Envelope::new(Event::PaymentReceived(payment));
     ingress.producer.send(&ingress.topics.sales, &record).await.map_err(|error| {
         ingress.metrics.produce_errors.inc();
-        payments.metrics.webhooks.with_label_values(&["rejected"]).inc();
         tracing::warn!(%error, %order_id, %payment_id, "A payment callback could not be logged; the provider will retry.");
-        Rejection::from(ApiError::unavailable("the event log is unavailable; deliver the event again"))
+        unlogged()
     })?;
     Ok(())
+}
+
+/// `503`: the callback is not in the log, so the provider must deliver it
+/// again.
+fn unlogged() -> Rejection {
+    Rejection::from(ApiError::unavailable("the event log is unavailable; deliver the event again"))
 }
 
 /// `200 {"received": true, "event_id", "ignored"?}`.
