@@ -208,7 +208,13 @@ end
 -- an attacker rotates through for the sale and a week after it. In a sale
 -- nearly every request is a user's first, so this runs on nearly every
 -- call: the sample comes with its values, and is dropped in one HDEL.
+-- The hash's expiry is set where this call may have created it: found
+-- empty, or emptied by the drop (a sample of four all dropped may have been
+-- all there was). A hash kept since has its expiry from the call that made
+-- it, moved by update_voucher.lua with the sale's end.
+local created = false
 for _, taken in ipairs(paces) do
+  -- (A bucket the hash held before, taken[3] false: the hash exists.)
   if taken[3] then
     local sample = redis.call("HRANDFIELD", KEYS[10], 4, "WITHVALUES")
     local full = {}
@@ -225,10 +231,11 @@ for _, taken in ipairs(paces) do
     if #full > 0 then
       redis.call("HDEL", KEYS[10], unpack(full))
     end
+    created = created or #full * 2 == #sample
   end
   redis.call("HSET", KEYS[10], taken[1], taken[2])
 end
-if #paces > 0 then
+if created then
   redis.call("PEXPIREAT", KEYS[10], keys_expire)
 end
 

@@ -135,4 +135,8 @@ async fn the_pace_hash_keeps_only_buckets_not_yet_refilled(h: &Harness) {
     let fields: u64 =
         redis::cmd("HLEN").arg(h.gate.keys(voucher).pace).query_async(&mut h.connection.clone()).await.expect("HLEN");
     assert!(fields <= 20, "{fields} fields for 300 addresses whose buckets refilled");
+    // Emptied and made again many times over, it still ends with the sale.
+    let ttl: i64 =
+        redis::cmd("PTTL").arg(h.gate.keys(voucher).pace).query_async(&mut h.connection.clone()).await.expect("PTTL");
+    assert!(ttl > 0, "the pace hash expires with the sale: PTTL {ttl}");
 }
