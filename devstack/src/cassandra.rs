@@ -1,6 +1,6 @@
-//! One Apache Cassandra 5.0 node on 127.0.0.1, for the tests of the CQL
-//! stores: the real server the scylla driver (protocol v4) talks to
-//! directly.
+//! One Apache Cassandra 5.0 node on 127.0.0.1 (or on a test host of its
+//! own), for the tests of the CQL stores: the real server the scylla driver
+//! (protocol v4) talks to directly.
 //!
 //! No ScyllaDB can be installed on these machines; Cassandra is the jars
 //! Maven Central publishes ([`Distribution::CASSANDRA`]), run here without
@@ -15,7 +15,7 @@
 //! write that only a production workload would make too large is refused at
 //! test sizes too (the stores' bounded batches are tested against that).
 
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -64,9 +64,11 @@ const JVM17_OPTIONS: &[&str] = &[
     "-Dio.netty.tryReflectionSetAccessible=true",
 ];
 
-/// The ports one node listens on, all on 127.0.0.1.
+/// The address and ports one node listens on.
 #[derive(Debug, Clone, Copy)]
 struct Ports {
+    /// 127.0.0.1, or the test host's address.
+    ip: Ipv4Addr,
     /// CQL native transport: what drivers connect to.
     native: u16,
     /// Internode messaging and gossip; unique, so parallel nodes never meet.
@@ -81,6 +83,8 @@ pub struct Cassandra {
     server: Server,
     addr: SocketAddr,
     dir: PathBuf,
+    /// The test host it runs on; None: 127.0.0.1 of this machine.
+    host: Option<crate::Host>,
 }
 
 impl Cassandra {
@@ -88,12 +92,25 @@ impl Cassandra {
     /// returns once it serves CQL on [`addr`](Self::addr). Blocks (up to a
     /// few minutes on a busy machine).
     pub fn start(dir: &Path) -> Result<Self, DevstackError> {
+        let ports = Ports { ip: Ipv4Addr::LOCALHOST, native: free_port(), storage: free_port(), jmx: free_port() };
+        Self::start_with(dir, ports, None)
+    }
+
+    /// As [`start`](Self::start), on test host `host`, listening on its
+    /// address: drivers learn a node's address from the node itself, so a
+    /// node other hosts reach must listen where they reach it. The host's
+    /// network is its own, so the ports are Cassandra's defaults.
+    pub fn start_on(host: &crate::Host, dir: &Path) -> Result<Self, DevstackError> {
+        let ports = Ports { ip: host.ip(), native: 9042, storage: 7000, jmx: 7199 };
+        Self::start_with(dir, ports, Some(host))
+    }
+
+    fn start_with(dir: &Path, ports: Ports, host: Option<&crate::Host>) -> Result<Self, DevstackError> {
         let started = Instant::now();
         let libs = Distribution::CASSANDRA.libs()?;
         let config_error = |source| DevstackError::Spawn { what: "cassandra".into(), source };
         // The configuration names its directories by absolute paths.
         let dir = &std::path::absolute(dir).map_err(config_error)?;
-        let ports = Ports { native: free_port(), storage: free_port(), jmx: free_port() };
         write_config(dir, ports).map_err(config_error)?;
         let mut command = jvm::command(&Distribution::CASSANDRA, HEAP_MB)?;
         command
@@ -102,10 +119,14 @@ impl Cassandra {
             .arg(format!("-javaagent:{}", libs.join("jamm-0.4.0.jar").display()))
             .args(system_properties(dir, ports))
             .arg("org.apache.cassandra.service.CassandraDaemon");
+        let command = match host {
+            Some(host) => host.wrap(&command),
+            None => command,
+        };
         let server = Server::spawn("cassandra", command, dir, NAME)?;
         // From here on a failure drops `cassandra`, which kills the node.
         let mut cassandra =
-            Self { server, addr: SocketAddr::from(([127, 0, 0, 1], ports.native)), dir: dir.to_owned() };
+            Self { server, addr: SocketAddr::from((ports.ip, ports.native)), dir: dir.to_owned(), host: host.cloned() };
         cassandra.wait_for_cql()?;
         tracing::info!(addr = %cassandra.addr, elapsed = ?started.elapsed(), "Cassandra is ready.");
         Ok(cassandra)
@@ -137,7 +158,10 @@ impl Cassandra {
                 // Listening, by its log: that the port is its own, not a
                 // process that took it first.
                 let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_secs(1));
-                return self.server.wait_ready(self.addr, left);
+                return match &self.host {
+                    Some(host) => host.wait_listening(&mut self.server, self.addr.port(), left),
+                    None => self.server.wait_ready(self.addr, left),
+                };
             }
             std::thread::sleep(Duration::from_millis(100));
         }
@@ -187,7 +211,7 @@ fn write_config(dir: &Path, ports: Ports) -> std::io::Result<()> {
 
 fn cassandra_yaml(dir: &Path, ports: Ports) -> String {
     let dir = dir.display();
-    let Ports { native, storage, .. } = ports;
+    let Ports { ip, native, storage, .. } = ports;
     format!(
         "# One single-node test cluster, written by seckill-devstack.
 cluster_name: seckill-test
@@ -198,9 +222,9 @@ endpoint_snitch: SimpleSnitch
 seed_provider:
   - class_name: org.apache.cassandra.locator.SimpleSeedProvider
     parameters:
-      - seeds: \"127.0.0.1:{storage}\"
-listen_address: 127.0.0.1
-rpc_address: 127.0.0.1
+      - seeds: \"{ip}:{storage}\"
+listen_address: {ip}
+rpc_address: {ip}
 storage_port: {storage}
 start_native_transport: true
 native_transport_port: {native}
@@ -255,7 +279,7 @@ mod tests {
 
     #[test]
     fn the_yaml_bounds_mutations_and_names_the_ports() {
-        let ports = Ports { native: 19042, storage: 17000, jmx: 17199 };
+        let ports = Ports { ip: Ipv4Addr::LOCALHOST, native: 19042, storage: 17000, jmx: 17199 };
         let yaml = cassandra_yaml(Path::new("/tmp/node"), ports);
         for line in [
             "commitlog_segment_size: 1MiB",

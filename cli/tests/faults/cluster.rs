@@ -68,6 +68,8 @@ pub struct Cluster {
     /// Settings the ingress gets on top of the suite's (`SECKILL_…`
     /// variables), from its next start.
     pub ingress_env: Vec<(String, String)>,
+    /// The same for the processor (its store, say).
+    pub processor_env: Vec<(String, String)>,
     pub http: reqwest::Client,
     /// Last: the processes' data outlive them.
     pub dir: TempDir,
@@ -76,26 +78,34 @@ pub struct Cluster {
 impl Cluster {
     /// Starts Redis and the three services on the test run's broker.
     pub fn start() -> Self {
-        Self::start_with(None, None)
+        Self::start_with(None, None, Vec::new())
     }
 
     /// As [`start`](Self::start), on `redis` (one on a test host, say).
     #[allow(dead_code)] // By the partitions lane, which shares this file.
     pub fn start_on_redis(redis: Redis) -> Self {
-        Self::start_with(None, Some(redis))
+        Self::start_with(None, Some(redis), Vec::new())
+    }
+
+    /// The platform on `kafka` and `redis` (on test hosts, say), its
+    /// processor configured with `processor_env` on top of the suite's
+    /// from its first start (a store it must not change later).
+    #[allow(dead_code)] // By the partitions lane, which shares this file.
+    pub fn start_on_hosts(kafka: Kafka, redis: Redis, processor_env: Vec<(String, String)>) -> Self {
+        Self::start_with(Some(OwnKafka::Started(kafka)), Some(redis), processor_env)
     }
 
     /// As [`start_on_own_kafka`](Self::start_on_own_kafka), on `kafka`
     /// (brokers on test hosts, say).
     #[allow(dead_code)] // By the partitions lane, which shares this file.
     pub fn start_on_kafka(kafka: Kafka) -> Self {
-        Self::start_with(Some(OwnKafka::Started(kafka)), None)
+        Self::start_with(Some(OwnKafka::Started(kafka)), None, Vec::new())
     }
 
     /// As [`start`](Self::start), on a Kafka of the cluster's own laid out
     /// as `settings` says, which a test may stop, kill or freeze.
     pub fn start_on_own_kafka(settings: KafkaSettings) -> Self {
-        Self::start_with(Some(OwnKafka::Start(settings)), None)
+        Self::start_with(Some(OwnKafka::Start(settings)), None, Vec::new())
     }
 
     /// The cluster's own Kafka.
@@ -103,7 +113,7 @@ impl Cluster {
         self.kafka.as_mut().expect("a cluster started on a Kafka of its own")
     }
 
-    fn start_with(own_kafka: Option<OwnKafka>, redis: Option<Redis>) -> Self {
+    fn start_with(own_kafka: Option<OwnKafka>, redis: Option<Redis>, processor_env: Vec<(String, String)>) -> Self {
         let dir = TempDir::new().expect("test dir");
         let namespace = unique_namespace("f");
         let redis = redis.unwrap_or_else(|| {
@@ -136,6 +146,7 @@ impl Cluster {
             entry: Default::default(),
             ports: [free_port(), free_port(), free_port(), free_port()],
             ingress_env: Vec::new(),
+            processor_env,
             http: reqwest::Client::builder()
                 .timeout(Duration::from_secs(10))
                 .pool_max_idle_per_host(64)
@@ -293,6 +304,7 @@ impl Cluster {
                 // A refused refund is asked for again soon (tests wait on it).
                 env.push(("SECKILL_PAYMENTS__REFUND_RETRY_MS".to_owned(), "200".to_owned()));
                 env.push(("SECKILL_PAYMENTS__REFUND_RETRY_MAX_MS".to_owned(), "2000".to_owned()));
+                env.extend(self.processor_env.iter().cloned());
             }
             Service::Projector => {
                 env.push(("SECKILL_STORE__PATH".to_owned(), store("view.redb")));

@@ -18,6 +18,7 @@ mod buyers;
 mod hosts;
 mod kafka_link;
 mod redis_link;
+mod zombie;
 
 // The fault suite's platform, load and checker, shared rather than copied;
 // this lane uses only part of each.
