@@ -3,13 +3,9 @@
 -- is in the log.
 --
 -- KEYS[1]  voucher hash <prefix>:{v:<id>}:voucher  (read: ends_ms; must exist)
--- KEYS[2]  room hash    <prefix>:{v:<id>}:room     fields: seed, token_key, opens_ms, factor_percent,
---                                                  entry_rate, idle_ms, token_ms, committed ("1" once
---                                                  the seed's hash is in the log), revealed, cursor,
---                                                  issued, expired, seq, joined, rate_ms; with a beacon
---                                                  (queue_advance.lua says what they hold):
---                                                  beacon_round, beacon_chain, beacon_wait, closed,
---                                                  pre_hashed, pre_chain, reveal_extra
+-- KEYS[2]  room hash    <prefix>:{v:<id>}:room     a waiting room's fields: room_fields.lua (which the
+--                                                  gate puts before this script) lists them and writes
+--                                                  those of a new room
 --                                                  A draw's (kind "draw"): seed, token_key, entries_ms,
 --                                                  draw_ms, purchase_ms, committed, phase ("entering",
 --                                                  "ranking", "publishing", "drawn"), entries, chain,
@@ -60,13 +56,8 @@ elseif ARGV[1] == "open_draw" then
   end
 else
   if redis.call("EXISTS", KEYS[2]) == 0 then
-    redis.call("HSET", KEYS[2], "seed", ARGV[2], "token_key", ARGV[3], "opens_ms", ARGV[4],
-      "factor_percent", ARGV[5], "entry_rate", ARGV[6], "idle_ms", ARGV[7], "token_ms", ARGV[8],
-      "committed", "0", "revealed", "0", "cursor", "0", "issued", "0", "expired", "0", "seq", "0", "joined", "0")
-    if ARGV[10] and ARGV[10] ~= "" then
-      redis.call("HSET", KEYS[2], "beacon_round", ARGV[10], "beacon_chain", ARGV[11], "beacon_wait", "1",
-        "pre_hashed", "0", "pre_chain", "")
-    end
+    redis.call("HSET", KEYS[2], unpack(room_fields(ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8],
+      ARGV[10], ARGV[11])))
     redis.call("PEXPIREAT", KEYS[2], tonumber(ends) + tonumber(ARGV[9]))
   end
 end

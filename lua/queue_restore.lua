@@ -1,68 +1,125 @@
--- queue_restore.lua: rebuilds a beacon room Redis lost before its reveal,
--- from the places the log holds (gate/src/room_restore.rs). Writes only
--- while the room hash is missing, so a room Redis still has (or one an
--- ingress opened meanwhile) is never touched.
+-- queue_restore.lua: rebuilds a waiting room Redis lost, from the places the
+-- log holds (gate/src/room_restore.rs; gate/src/room_revealed.rs for one
+-- revealed already), in steps, so that no call holds Redis for long however
+-- large the pre-queue: the places, at most 1,000 a call (a longer step is
+-- refused), the entries open, as many a call, then the room, last. They go to
+-- staging keys beside the room's own; the last step moves them in and
+-- writes the room hash in one atomic call, so until then the room is
+-- missing (joins are answered unknown_voucher, nobody is served) and an
+-- ingress finds either no room or all of it. Every step writes only while
+-- the room hash is missing, and a step repeated writes the same places (the
+-- log only grows), so a restorer that dies between steps leaves no room,
+-- and the next `seckill reconcile` writes every step again and finishes
+-- it; staging keys nobody moves in expire after an hour. A room opened
+-- meanwhile (a redelivered VoucherCreated reaching an ingress) is never
+-- mixed with half a rebuild: any step that finds it drops the staging keys
+-- and leaves it as it is.
 --
--- KEYS[1]  voucher hash <prefix>:{v:<id>}:voucher  (read: ends_ms; must exist)
--- KEYS[2]  room hash    <prefix>:{v:<id>}:room     (queue_open.lua)
+-- KEYS[1]  voucher hash <prefix>:{v:<id>}:voucher  (read: ends_ms; must exist: restore.lua first)
+-- KEYS[2]  room hash    <prefix>:{v:<id>}:room     (room_fields.lua lists its fields)
 -- KEYS[3]  line zset    <prefix>:{v:<id>}:line     (queue_join.lua)
 -- KEYS[4]  places hash  <prefix>:{v:<id>}:places   (queue_join.lua)
 -- KEYS[5]  seen hash    <prefix>:{v:<id>}:seen     (queue_join.lua)
--- ARGV[1]  a fresh seed, ARGV[2] a fresh token key, ARGV[3] opens_ms, ARGV[4] factor_percent,
--- ARGV[5]  entry_rate, ARGV[6] idle_ms, ARGV[7] token_ms, ARGV[8] milliseconds the keys outlive
---          the sale, ARGV[9] the beacon round, ARGV[10] its chain (JSON): as queue_open.lua's open
--- ARGV[11] P, the pre-queue's size; ARGV[12 .. 11+P] the pre-queue's user ids; then pairs
---          (seq, user id): the joins after the start
+-- KEYS[6]  holds zset   <prefix>:{v:<id>}:holds    (queue_advance.lua): the entries open
+-- KEYS[7..10] the staging keys of KEYS[3..6]: <prefix>:{v:<id>}:line:restoring and so on
+-- ARGV[1]  "places", "holds" or "room"
+-- ARGV[2]  milliseconds the keys outlive the sale
+-- places:  ARGV[3..] quadruples (score, user id, attempt, place value): the line's member
+--          "<user>|<attempt>" at score, and the user's value in the places hash (queue_join.lua
+--          lists the forms; "": a place passed that the user took again later, its member only)
+-- holds:   ARGV[3..] pairs (entry, its token's end in ms): the entries issued and not spent
+-- room:    ARGV[3] the seed, ARGV[4] a fresh token key, ARGV[5] opens_ms, ARGV[6] factor_percent,
+--          ARGV[7] entry_rate, ARGV[8] idle_ms, ARGV[9] token_ms, ARGV[10] the beacon round,
+--          ARGV[11] its chain (JSON): as queue_open.lua's open; then field/value pairs the room
+--          holds beyond a new one's (a revealed room's: committed, revealed, cursor, …)
 --
--- The room comes back as queue_open.lua opens one (a new seed, not
--- committed: the ingresses log its commitment; a beacon room's shuffle does
--- not use it), waiting for its round again (beacon_wait "1"): the ingresses
--- fetch it again and queue_advance.lua hashes and keys the whole pre-queue
--- afresh, so the places are those the round determines, whatever keying
--- had done before the loss. Pre-queue places are back at -1 (unkeyed), the
--- joins after the start at 2^52 + seq; every place waiting, seen now (when
--- its holder last watched it was Redis's alone).
+-- Before the reveal the room comes back as queue_open.lua opens one
+-- (room_fields.lua: a fresh seed, not committed: the ingresses log its
+-- commitment; a beacon room's shuffle does not use it), waiting for its
+-- round again (beacon_wait "1"): the ingresses fetch it again and
+-- queue_advance.lua hashes and keys the whole pre-queue afresh, so the
+-- places are those the round determines, whatever keying had done before
+-- the loss. Pre-queue places are back at -1 (unkeyed), the joins after the
+-- start at 2^52 + seq (queue_join.lua). After the reveal the places come
+-- back keyed in the round's order, those passed as served, spent or
+-- skipped, and the room revealed, its cursor past them (ARGV[12..]). The
+-- room's seq is the highest seq in its line, joined the line's count.
+-- Every place is seen when its step ran (when its holder last watched it
+-- was Redis's alone). The window clock starts afresh (nothing lost): the
+-- entries' ends given include the logged stalls.
 --
--- Returns "rebuilt", "kept" (the room is there) or "no_voucher".
-if #KEYS ~= 5 or #ARGV < 11 then
-  return redis.error_reply("queue_restore.lua: expects 5 KEYS and at least 11 ARGV")
+-- Returns "written", "exists" (the room is there: nothing was written, the
+-- staging keys are dropped) or "unknown" (the voucher is not loaded).
+if #KEYS ~= 10 or #ARGV < 2 or (ARGV[1] ~= "places" and ARGV[1] ~= "holds" and ARGV[1] ~= "room") then
+  return redis.error_reply("queue_restore.lua: expects 10 KEYS, and ARGV[1] places, holds or room")
 end
-local pre = tonumber(ARGV[11])
-if not pre or (#ARGV - 11 - pre) % 2 ~= 0 or #ARGV < 11 + pre then
-  return redis.error_reply("queue_restore.lua: ARGV[11] must count the pre-queue, then (seq, user) pairs")
+local step = ARGV[1]
+local group = ({places = 4, holds = 2})[step]
+if group and (#ARGV - 2) % group ~= 0 or step == "room" and (#ARGV < 11 or #ARGV % 2 == 0) then
+  return redis.error_reply("queue_restore.lua: places takes quadruples, holds pairs, room 9 values and pairs")
 end
+-- A step's length is bounded here, not only by its caller
+-- (gate/src/room_restore.rs, MOST_PLACES_PER_RESTORE): no call is long.
+if group and (#ARGV - 2) / group > 1000 then
+  return redis.error_reply("queue_restore.lua: at most 1000 places or holds a call")
+end
+-- A rebuild that stops half way leaves its staging keys for this long only.
+local STAGING_MS = 3600000
+local AFTER_START = 4503599627370496
 local ends = redis.call("HGET", KEYS[1], "ends_ms")
 if not ends then
-  return "no_voucher"
+  return "unknown"
 end
 if redis.call("EXISTS", KEYS[2]) == 1 then
-  return "kept"
+  redis.call("DEL", KEYS[7], KEYS[8], KEYS[9], KEYS[10])
+  return "exists"
 end
-local clock = redis.call("TIME")
-local now_ms = tostring(tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000))
--- What is left of the lost room without its hash is not mixed in.
-redis.call("DEL", KEYS[3], KEYS[4], KEYS[5])
-local function place(score, user)
-  redis.call("ZADD", KEYS[3], score, user .. "|1")
-  redis.call("HSET", KEYS[4], user, "1|w||")
-  redis.call("HSET", KEYS[5], user, now_ms)
+
+if step == "places" then
+  local clock = redis.call("TIME")
+  local now_ms = tostring(tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000))
+  for i = 3, #ARGV, 4 do
+    local user = ARGV[i + 1]
+    redis.call("ZADD", KEYS[7], ARGV[i], user .. "|" .. ARGV[i + 2])
+    if ARGV[i + 3] ~= "" then
+      redis.call("HSET", KEYS[8], user, ARGV[i + 3])
+    end
+    redis.call("HSET", KEYS[9], user, now_ms)
+  end
+  for k = 7, 9 do
+    redis.call("PEXPIRE", KEYS[k], STAGING_MS)
+  end
+  return "written"
+elseif step == "holds" then
+  for i = 3, #ARGV, 2 do
+    redis.call("ZADD", KEYS[10], ARGV[i + 1], ARGV[i])
+  end
+  redis.call("PEXPIRE", KEYS[10], STAGING_MS)
+  return "written"
 end
-for i = 12, 11 + pre do
-  place("-1", ARGV[i])
+
+-- The staged keys replace whatever the room's own keys held (what is left
+-- of the lost room without its hash is not mixed in; a staged key that is
+-- absent had nothing: its own key goes too).
+local expires = tonumber(ends) + tonumber(ARGV[2])
+for k = 3, 6 do
+  if redis.call("EXISTS", KEYS[k + 4]) == 1 then
+    redis.call("RENAME", KEYS[k + 4], KEYS[k])
+    redis.call("PEXPIREAT", KEYS[k], expires)
+  else
+    redis.call("DEL", KEYS[k])
+  end
 end
 local seq = 0
-for i = 12 + pre, #ARGV, 2 do
-  local s = tonumber(ARGV[i])
-  place(string.format("%d", 4503599627370496 + s), ARGV[i + 1])
-  seq = math.max(seq, s)
+local last = redis.call("ZRANGE", KEYS[3], "+inf", AFTER_START, "BYSCORE", "REV", "LIMIT", 0, 1, "WITHSCORES")
+if last[2] then
+  seq = tonumber(last[2]) - AFTER_START
 end
-redis.call("HSET", KEYS[2], "seed", ARGV[1], "token_key", ARGV[2], "opens_ms", ARGV[3],
-  "factor_percent", ARGV[4], "entry_rate", ARGV[5], "idle_ms", ARGV[6], "token_ms", ARGV[7],
-  "committed", "0", "revealed", "0", "cursor", "0", "issued", "0", "expired", "0", "seq", seq,
-  "joined", pre + math.floor((#ARGV - 11 - pre) / 2), "beacon_round", ARGV[9], "beacon_chain", ARGV[10],
-  "beacon_wait", "1", "pre_hashed", "0", "pre_chain", "")
-local expires = tonumber(ends) + tonumber(ARGV[8])
-for i = 2, 5 do
-  redis.call("PEXPIREAT", KEYS[i], expires)
+redis.call("HSET", KEYS[2], unpack(room_fields(ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9],
+  ARGV[10], ARGV[11])))
+redis.call("HSET", KEYS[2], "seq", string.format("%d", seq), "joined", redis.call("ZCARD", KEYS[3]))
+if #ARGV > 11 then
+  redis.call("HSET", KEYS[2], unpack(ARGV, 12))
 end
-return "rebuilt"
+redis.call("PEXPIREAT", KEYS[2], expires)
+return "written"

@@ -29,6 +29,12 @@ pub enum AnalyticsError {
     Live { what: String, reason: String },
     #[error("voucher {0} is not a draw: its definition has no draw and the log no draw record")]
     NotADraw(VoucherId),
+    #[error(
+        "{topic} partition {partition} starts at offset {earliest}, not 0: records were deleted, and a store built \
+         from the rest would lack them; restore the topic (it must keep every record: retention.ms=-1, \
+         retention.bytes=-1) or rebuild from a complete copy"
+    )]
+    LogIncomplete { topic: String, partition: i32, earliest: i64 },
     #[error("reading {path}: {error}")]
     File { path: String, error: std::io::Error },
 }

@@ -5,11 +5,13 @@
 
 pub mod audit;
 mod beacon_plan;
+mod chunks;
 pub mod draw;
 mod error;
 pub mod export;
 pub mod groups;
 pub mod rebuild;
+pub mod rebuild_stock;
 pub mod reconcile;
 pub mod replay;
 pub mod report;

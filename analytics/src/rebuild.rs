@@ -11,17 +11,12 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use seckill_core::config::KafkaConfig;
-use seckill_core::{Envelope, OrderId, VoucherId};
-use seckill_kafka::Message;
+use seckill_core::{OrderId, VoucherId};
 use seckill_store::{OrderView, StoreError, ViewReader, ViewStore, VoucherView};
 use serde::Serialize;
-use tokio::sync::mpsc;
 
+use crate::chunks::{counts, read_in_chunks};
 use crate::AnalyticsError;
-
-/// Events applied per store call; also the reader's queue bound (in chunks).
-const CHUNK: usize = 500;
-const QUEUED_CHUNKS: usize = 4;
 
 /// What a rebuild read and built.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -39,27 +34,8 @@ pub struct RebuildReport {
 /// Applies the sales and orders topics, as they are now, to `target`.
 pub async fn rebuild_view(kafka: &KafkaConfig, target: Arc<dyn ViewStore>) -> Result<RebuildReport, AnalyticsError> {
     let topics = kafka.topics();
-    let brokers = kafka.brokers.clone();
-    let (chunks, mut received) = mpsc::channel::<Vec<Envelope>>(QUEUED_CHUNKS);
-    let reader = tokio::task::spawn_blocking(move || {
-        let mut chunk = Vec::with_capacity(CHUNK);
-        let mut undecodable = 0u64;
-        let mut closed = false;
-        let read = seckill_kafka::read_to_end(&brokers, &[&topics.sales, &topics.orders], |message| {
-            match Envelope::decode(message.payload().unwrap_or_default()) {
-                Ok(envelope) => chunk.push(envelope),
-                Err(_) => undecodable += 1,
-            }
-            if chunk.len() >= CHUNK && !closed {
-                // Blocks while the store is behind: memory stays bounded.
-                closed = chunks.blocking_send(std::mem::take(&mut chunk)).is_err();
-            }
-        });
-        if !chunk.is_empty() && !closed {
-            let _ = chunks.blocking_send(chunk);
-        }
-        read.map(|records| (records, undecodable))
-    });
+    let (mut received, reader) =
+        read_in_chunks(kafka.brokers.clone(), vec![topics.sales.clone(), topics.orders.clone()]);
 
     let mut report = RebuildReport::default();
     while let Some(chunk) = received.recv().await {
@@ -71,7 +47,7 @@ pub async fn rebuild_view(kafka: &KafkaConfig, target: Arc<dyn ViewStore>) -> Re
         }
         target.apply(chunk).await?;
     }
-    let (records, undecodable) = reader.await.map_err(|e| AnalyticsError::Task(e.to_string()))??;
+    let (records, undecodable) = counts(reader).await?;
     report.records = records;
     report.undecodable = undecodable;
     Ok(report)

@@ -8,6 +8,7 @@
 //! seckill dead-letters list      # every parked record, one JSON object per line
 //! seckill dead-letters redrive   # put them back on their source topics, once each
 //! seckill rebuild-view --into view2.redb --verify   # the view from the log, compared with the live one
+//! seckill rebuild-stock --into stock2.redb --verify # the processor's stock from the log, checked
 //! seckill token alice            # a signed user token for curl (the local run's secret)
 //! seckill report --voucher ID --output sale.html   # a sale's charts and tables, from the log
 //! seckill audit --voucher ID --live                # whether its books balance (exit status 1 if not)
@@ -28,6 +29,8 @@ mod group_args;
 mod groups;
 mod loadgen;
 mod output;
+mod rebuild_stock;
+mod rebuild_target;
 mod rebuild_view;
 mod reconcile;
 mod replay;
@@ -79,6 +82,11 @@ enum Command {
     /// Rebuilds the order-status view from the log into a fresh store and,
     /// with --verify, reports every row that differs from the live view.
     RebuildView(rebuild_view::RebuildArgs),
+    /// Rebuilds the processor's stock store from the sales topic into a
+    /// fresh store (after losing it) and, with --verify, reports every
+    /// order whose outcome differs from the log and every voucher whose
+    /// stock differs from the running processor's.
+    RebuildStock(rebuild_stock::RebuildStockArgs),
     /// Per-voucher sale statistics from the log: orders accepted, created,
     /// failed, cancelled and paid, units sold, sell-out time and the
     /// accept → decision latency (p50/p99); --json for machines.
@@ -132,6 +140,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Reconcile(args) => reconcile::run(args).await,
         Command::DeadLetters(args) => dead_letters::run(args).await,
         Command::RebuildView(args) => rebuild_view::run(args).await,
+        Command::RebuildStock(args) => rebuild_stock::run(args).await,
         Command::Stats(args) => stats::run(args).await,
         Command::Replay(args) => replay::run(args).await,
         Command::Report(args) => report::run(args).await,

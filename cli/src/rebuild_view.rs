@@ -4,10 +4,12 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use anyhow::{bail, Context};
+use anyhow::Context;
 use clap::Args;
 use seckill_analytics::rebuild;
-use seckill_core::config::{self, StoreBackend, StoreConfig};
+use seckill_core::config;
+
+use crate::rebuild_target::RebuildTarget;
 use seckill_projector::ProjectorConfig;
 use seckill_web::RemoteView;
 
@@ -28,12 +30,8 @@ pub(crate) struct RebuildArgs {
     /// `SECKILL_*` environment variables override it.
     #[arg(long, env = "SECKILL_CONFIG")]
     config: Option<PathBuf>,
-    /// Build an embedded (redb) view in this new file.
-    #[arg(long, conflicts_with = "into_keyspace")]
-    into: Option<PathBuf>,
-    /// Build the view in this new keyspace of the configured ScyllaDB.
-    #[arg(long)]
-    into_keyspace: Option<String>,
+    #[command(flatten)]
+    target: RebuildTarget,
     /// Then compare every order and voucher with the live view and print
     /// each row that differs (exit status 2 when any does).
     #[arg(long)]
@@ -45,23 +43,7 @@ pub(crate) struct RebuildArgs {
 
 pub(crate) async fn run(args: RebuildArgs) -> anyhow::Result<()> {
     let config: ProjectorConfig = config::load(args.config.as_deref()).context("loading the projector config")?;
-    let target = match (&args.into, &args.into_keyspace) {
-        (Some(path), None) => {
-            if path.exists() {
-                bail!("{} exists; the rebuild needs a fresh store", path.display());
-            }
-            StoreConfig::embedded(path.clone())
-        }
-        (None, Some(keyspace)) => {
-            if config.store.backend != StoreBackend::Scylla {
-                bail!("--into-keyspace needs store.backend = \"scylla\" in the config");
-            }
-            let target = StoreConfig { keyspace: keyspace.clone(), ..config.store.clone() };
-            config::Validate::validate(&target).context("the target keyspace")?;
-            target
-        }
-        _ => bail!("say where to build: --into FILE (embedded) or --into-keyspace NAME (ScyllaDB)"),
-    };
+    let target = args.target.store(&config.store)?;
     let store = seckill_store::open_view_store(&target).await.context("opening the target store")?;
     let report = rebuild::rebuild_view(&config.kafka, Arc::clone(&store)).await.context("rebuilding")?;
     println!(

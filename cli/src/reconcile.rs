@@ -1,7 +1,9 @@
 //! `seckill reconcile`: rebuilds the Redis admission state from the log
 //! (the work is `seckill_analytics::reconcile`, safe while the platform
 //! runs); prints one row per voucher, then what differed in each voucher
-//! it corrected (or, with `--dry-run`, which only reports, would correct).
+//! it corrected (or, with `--dry-run`, which only reports, would correct),
+//! then a line per draw rebuilt and per waiting room (kept, rebuilt from the
+//! log, or started over empty: `seckill_gate::RoomRestored`).
 
 use std::path::PathBuf;
 
@@ -57,6 +59,10 @@ pub(crate) async fn run(args: ReconcileArgs) -> anyhow::Result<()> {
     for voucher in &report.vouchers {
         if let Some(line) = voucher.outcome.draw.and_then(draw_line) {
             println!("{}: {line}", voucher.voucher_id);
+        }
+        // Every waiting room: kept, rebuilt, or started over, with its counts.
+        if let Some(room) = voucher.outcome.room {
+            println!("{}: {room}", voucher.voucher_id);
         }
     }
     let verb = if args.dry_run { "would change" } else { "changed" };

@@ -681,6 +681,14 @@ pub enum FailReason {
     /// again (a failover lost the first admission, and its answer to the
     /// retry), and the first order is the request's.
     DuplicateRequest,
+    /// Accepted while the log says an admin had paused the sale: Redis
+    /// lost the pause (a failover promoted a replica without it) and
+    /// admitted anyway (`seckill_core::decision::SaleWindow`).
+    Paused,
+    /// Accepted at or after the sale's end as the log records it: Redis
+    /// lost an earlier end, or the admitting ingress's clock ran ahead of
+    /// Redis's, which judged the end.
+    Ended,
 }
 
 impl FailReason {
@@ -691,6 +699,8 @@ impl FailReason {
             Self::UnknownVoucher => "unknown_voucher",
             Self::LimitExceeded => "limit_exceeded",
             Self::DuplicateRequest => "duplicate_request",
+            Self::Paused => "paused",
+            Self::Ended => "ended",
         }
     }
 }

@@ -143,13 +143,7 @@ impl DrawHistory {
     /// scripts' window clock did (`lua/draw_advance.lua`) and as `seckill
     /// draw verify` recomputes it.
     pub fn window_end(&self, opened: DateTime<Utc>, due: DateTime<Utc>) -> DateTime<Utc> {
-        let mut end = due;
-        for &(from, until) in &self.stalls {
-            if from >= opened && from < end {
-                end += until - from;
-            }
-        }
-        end
+        window_end(&self.stalls, opened, due)
     }
 
     /// The end of rank `rank`'s window, stalls included (None: it did not
@@ -164,6 +158,22 @@ impl DrawHistory {
         };
         Some(self.window_end(due - Duration::seconds(i64::from(purchase_seconds)), due))
     }
+}
+
+/// [`DrawHistory::window_end`] under `stalls` (from, until), for a waiting
+/// room's entry tokens too (the same window clock).
+pub(crate) fn window_end(
+    stalls: &BTreeSet<(DateTime<Utc>, DateTime<Utc>)>,
+    opened: DateTime<Utc>,
+    due: DateTime<Utc>,
+) -> DateTime<Utc> {
+    let mut end = due;
+    for &(from, until) in stalls {
+        if from >= opened && from < end {
+            end += until - from;
+        }
+    }
+    end
 }
 
 fn keep_earliest<T: Clone>(kept: &mut Option<(Uuid, T)>, event_id: Uuid, record: &T) {

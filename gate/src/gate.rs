@@ -234,6 +234,16 @@ macro_rules! with_window_clock {
     };
 }
 
+/// The text of a script that writes a new waiting room's hash:
+/// `lua/room_fields.lua` (a local function only) put before the script's
+/// own, so the fields a room is opened with are written once for opening
+/// and for rebuilding it.
+macro_rules! with_room_fields {
+    ($script:literal) => {
+        concat!(include_str!("../../lua/room_fields.lua"), include_str!($script))
+    };
+}
+
 /// The scripts, each loaded once.
 #[derive(Debug)]
 pub(crate) struct Scripts {
@@ -274,7 +284,7 @@ impl Scripts {
             transfer_settle: Script::new(include_str!("../../lua/transfer_settle.lua")),
             transfer_finish: Script::new(include_str!("../../lua/transfer_finish.lua")),
             freeze_transfers: Script::new(include_str!("../../lua/freeze_transfers.lua")),
-            queue_open: Script::new(include_str!("../../lua/queue_open.lua")),
+            queue_open: Script::new(with_room_fields!("../../lua/queue_open.lua")),
             queue_join: Script::new(include_str!("../../lua/queue_join.lua")),
             queue_advance: Script::new(with_window_clock!("../../lua/queue_advance.lua")),
             queue_status: Script::new(include_str!("../../lua/queue_status.lua")),
@@ -285,7 +295,7 @@ impl Scripts {
             challenge_rate: Script::new(include_str!("../../lua/challenge_rate.lua")),
             draw_restore: Script::new(include_str!("../../lua/draw_restore.lua")),
             draw_beacon: Script::new(include_str!("../../lua/draw_beacon.lua")),
-            queue_restore: Script::new(include_str!("../../lua/queue_restore.lua")),
+            queue_restore: Script::new(with_room_fields!("../../lua/queue_restore.lua")),
         }
     }
 

@@ -151,16 +151,21 @@ impl Ledger {
             | Event::CheckoutOpened(_)
             | Event::RefundRequested(_)
             | Event::PaymentRefunded(_)
-            | Event::QueueSeedCommitted(_)
+            | Event::QueueSeedCommitted(_) => {}
+            Event::QueueJoined(_)
+            | Event::QueueSeedRevealed(_)
             | Event::QueueEntryIssued(_)
             | Event::QueuePlaceExpired(_)
-            | Event::QueueEntryUsed(_) => {}
-            Event::QueueJoined(_) | Event::QueueSeedRevealed(_) => fold.room.apply(&envelope.event),
-            // A restored draw's windows end where the log says: as granted,
-            // moved by the stalls (lua/draw_restore.lua starts the window
-            // clock afresh, so the ends it is given include them).
-            Event::WindowsExtended(_)
-            | Event::DrawSeedCommitted(_)
+            | Event::QueueEntryUsed(_) => fold.room.apply(&envelope.event),
+            // A restored draw's windows (and a restored room's entry tokens)
+            // end where the log says: as granted, moved by the stalls
+            // (lua/draw_restore.lua and lua/queue_restore.lua start the
+            // window clock afresh, so the ends they are given include them).
+            Event::WindowsExtended(_) => {
+                fold.room.apply(&envelope.event);
+                fold.draw.apply(envelope.event_id, &envelope.event);
+            }
+            Event::DrawSeedCommitted(_)
             | Event::DrawEntered(_)
             | Event::DrawSeedRevealed(_)
             | Event::DrawRanked(_)

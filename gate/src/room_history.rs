@@ -1,15 +1,18 @@
 //! A waiting room as the log tells it, for rebuilding a room Redis lost
-//! before it revealed its shuffle (`crate::Gate::restore`): who took a
-//! place before the start (the pre-queue), who took one after it with
-//! which seq, and whether the room revealed its seed.
+//! (`crate::Gate::restore`): who took a place before the start (the
+//! pre-queue), who took one after it with which seq (again, after a place
+//! was passed), the reveal, the entries issued, spent and lapsed, the places
+//! skipped, and the stalls that lengthened the entry tokens
+//! (`WindowsExtended`).
 //!
 //! Folded like the rest of the [`crate::Ledger`]: records in any order and
 //! any number of times.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use seckill_core::event::Event;
-use seckill_core::UserId;
+use chrono::{DateTime, Utc};
+use seckill_core::event::{Event, QueueEntryIssued, QueueSeedRevealed};
+use seckill_core::{OrderId, UserId};
 
 /// One waiting room's records, folded.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -19,8 +22,22 @@ pub struct RoomHistory {
     pub pre_queue: BTreeSet<UserId>,
     /// The joins after the start by seq (the first user logged with each).
     pub after_start: BTreeMap<u64, UserId>,
+    /// The places taken again after one was passed, by seq: the user and
+    /// the attempt.
+    pub retaken: BTreeMap<u64, (UserId, u32)>,
     /// The seed (or the beacon's round) was revealed: the room served.
     pub revealed: bool,
+    /// The reveal (the first logged).
+    pub reveal: Option<QueueSeedRevealed>,
+    /// The entries issued, by entry number.
+    pub issued: BTreeMap<u64, QueueEntryIssued>,
+    /// The places skipped because their holder had gone, by place.
+    pub skipped: BTreeMap<u64, UserId>,
+    /// The entries spent, by entry number: the order each admitted.
+    pub used: BTreeMap<u64, OrderId>,
+    /// The logged stalls (from, until): each moves the end of every entry
+    /// token open at its start.
+    pub stalls: BTreeSet<(DateTime<Utc>, DateTime<Utc>)>,
 }
 
 impl RoomHistory {
@@ -30,12 +47,31 @@ impl RoomHistory {
             Event::QueueJoined(joined) if joined.attempt == 1 && joined.pre_queue => {
                 self.pre_queue.insert(joined.user_id.clone());
             }
-            Event::QueueJoined(joined) if joined.attempt == 1 => {
+            Event::QueueJoined(joined) => {
                 if let Some(seq) = joined.seq {
-                    self.after_start.entry(seq).or_insert_with(|| joined.user_id.clone());
+                    if joined.attempt == 1 {
+                        self.after_start.entry(seq).or_insert_with(|| joined.user_id.clone());
+                    } else {
+                        self.retaken.entry(seq).or_insert_with(|| (joined.user_id.clone(), joined.attempt));
+                    }
                 }
             }
-            Event::QueueSeedRevealed(_) => self.revealed = true,
+            Event::QueueSeedRevealed(reveal) => {
+                self.revealed = true;
+                self.reveal.get_or_insert_with(|| reveal.clone());
+            }
+            Event::QueueEntryIssued(issued) => {
+                self.issued.entry(issued.entry).or_insert_with(|| issued.clone());
+            }
+            Event::QueuePlaceExpired(expired) => {
+                self.skipped.entry(expired.place).or_insert_with(|| expired.user_id.clone());
+            }
+            Event::QueueEntryUsed(used) => {
+                self.used.entry(used.entry).or_insert(used.order_id);
+            }
+            Event::WindowsExtended(stall) if stall.until > stall.from => {
+                self.stalls.insert((stall.from, stall.until));
+            }
             _ => {}
         }
     }
@@ -77,6 +113,7 @@ mod tests {
         assert_eq!(pre, ["a", "b"]);
         let after: Vec<&str> = history.after_start.values().map(UserId::as_str).collect();
         assert_eq!(after, ["first", "late"], "a second place is not a join");
+        assert_eq!(history.retaken.get(&3), Some(&(UserId::parse("a").expect("valid"), 2)), "it is a place retaken");
         assert!(!history.revealed);
         history.apply(&Event::QueueSeedRevealed(QueueSeedRevealed {
             voucher_id: voucher,

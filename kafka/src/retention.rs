@@ -2,10 +2,10 @@
 //! kept.
 //!
 //! The sales and orders topics are the platform's source of truth:
-//! `reconcile`, `rebuild-view`, `stats` and a new processor or projector
-//! read them from the beginning. They are created with no time limit, no
-//! size limit and no compaction (`retention.ms=-1`, `retention.bytes=-1`,
-//! `cleanup.policy=delete`). Compaction is no way to keep them: it keeps
+//! `reconcile`, `rebuild-view`, `rebuild-stock`, `stats` and a new
+//! processor or projector read them from the beginning. They are created
+//! with no time limit, no size limit and no compaction (`retention.ms=-1`,
+//! `retention.bytes=-1`, `cleanup.policy=delete`). Compaction is no way to keep them: it keeps
 //! only the latest record of each key, and every event of a voucher has the
 //! voucher's id as its key. Dead letters may expire
 //! (`kafka.dead_letter_retention_ms`).

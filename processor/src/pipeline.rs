@@ -212,18 +212,7 @@ fn waves(decided: &[Decided]) -> Vec<Vec<&Decided>> {
 /// What a sales-topic record asks of the processor (nothing, for the
 /// waiting room's and the draw's records: they decide no order), or why it cannot be used.
 fn classify(message: &OwnedMessage) -> Result<Option<StockInput>, String> {
-    let envelope = decode(message)?;
-    Ok(Some(match envelope.event {
-        Event::VoucherCreated(voucher) => StockInput::Voucher(voucher),
-        Event::VoucherUpdated(update) => StockInput::Update { update_id: envelope.event_id, update },
-        Event::OrderAccepted(order) => StockInput::Order(order),
-        Event::CancelRequested(request) => StockInput::Cancel(request),
-        Event::ConfirmRequested(request) => StockInput::Confirm(request),
-        Event::PaymentReceived(payment) => StockInput::Pay(payment),
-        Event::CheckoutOpened(opened) => StockInput::Checkout(opened),
-        room if room.is_queue() || room.is_draw() => return Ok(None),
-        other => return Err(format!("{} does not belong on the sales topic", other.kind())),
-    }))
+    StockInput::of(decode(message)?).map_err(|kind| format!("{kind} does not belong on the sales topic"))
 }
 
 /// The kind of sales-topic record an outcome answers, for the consumed-events

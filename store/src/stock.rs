@@ -4,7 +4,8 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use seckill_core::decision::{OrderRecord, StockLevel};
 use seckill_core::event::{
-    CheckoutOpened, OrderAccepted, OrderRequest, PaymentReceived, RefundRequested, VoucherCreated, VoucherUpdated,
+    CheckoutOpened, Event, OrderAccepted, OrderRequest, PaymentReceived, RefundRequested, VoucherCreated,
+    VoucherUpdated,
 };
 use seckill_core::{Envelope, OrderId, VoucherId};
 use serde::{Deserialize, Serialize};
@@ -53,10 +54,16 @@ pub struct PendingRefund {
 pub enum StockInput {
     /// Defines a voucher's stock; applying it again changes nothing.
     Voucher(VoucherCreated),
-    /// Adds stock; `update_id` (the record's event id) makes it apply once.
+    /// Adds stock, pauses, resumes or moves the end; `update_id` (the
+    /// record's event id, a UUIDv7) makes it apply once and dates it.
     Update { update_id: Uuid, update: VoucherUpdated },
     /// An order to decide; deciding it again returns the first outcome.
     Order(OrderAccepted),
+    /// An order decided again from the log (`seckill rebuild-stock`): as
+    /// `Order`, its decision dated `decided_at`, the processor's logged
+    /// decision's, so its `pay_by` is the one the buyer was told rather
+    /// than one counted from the rebuild's clock.
+    OrderAsDecided { order: OrderAccepted, decided_at: DateTime<Utc> },
     /// Gives a created order's units back (see `seckill_core::decision`).
     Cancel(OrderRequest),
     /// Claims a created free order, ending its hold.
@@ -66,6 +73,34 @@ pub enum StockInput {
     /// A checkout session opened for the order: recorded with it, so it is
     /// closed and reconciled by id.
     Checkout(CheckoutOpened),
+}
+
+impl StockInput {
+    /// What a sales-topic record asks of the processor: None for the
+    /// waiting room's and the draw's records, which decide no order;
+    /// `Err` with its kind for a record that does not belong on the sales
+    /// topic. The processor and a rebuild read the log alike through it.
+    pub fn of(envelope: Envelope) -> Result<Option<Self>, &'static str> {
+        Ok(Some(match envelope.event {
+            Event::VoucherCreated(voucher) => Self::Voucher(voucher),
+            Event::VoucherUpdated(update) => Self::Update { update_id: envelope.event_id, update },
+            Event::OrderAccepted(order) => Self::Order(order),
+            Event::CancelRequested(request) => Self::Cancel(request),
+            Event::ConfirmRequested(request) => Self::Confirm(request),
+            Event::PaymentReceived(payment) => Self::Pay(payment),
+            Event::CheckoutOpened(opened) => Self::Checkout(opened),
+            room if room.is_queue() || room.is_draw() => return Ok(None),
+            other => return Err(other.kind()),
+        }))
+    }
+
+    /// The order to decide, for `Order` and `OrderAsDecided`.
+    pub fn order(&self) -> Option<&OrderAccepted> {
+        match self {
+            Self::Order(order) | Self::OrderAsDecided { order, .. } => Some(order),
+            _ => None,
+        }
+    }
 }
 
 /// An outcome to emit.

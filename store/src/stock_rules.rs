@@ -4,7 +4,7 @@
 use std::collections::HashSet;
 
 use chrono::{DateTime, Utc};
-use seckill_core::decision::{self, FollowUp, OrderRecord, Request, StockLevel, MAX_PARKED};
+use seckill_core::decision::{self, FollowUp, OrderRecord, Request, SaleWindow, StockLevel, MAX_PARKED};
 use seckill_core::event::{CancelReason, Event, OrderAccepted, OrderRequest, RefundReason};
 use seckill_core::{Envelope, OrderId, UserId, VoucherId};
 use uuid::Uuid;
@@ -16,6 +16,10 @@ use crate::{Decided, StockInput, StoreError};
 pub(crate) trait StockState {
     fn level(&self, voucher: VoucherId) -> Result<Option<StockLevel>, StoreError>;
     fn put_level(&mut self, voucher: VoucherId, level: &StockLevel) -> Result<(), StoreError>;
+    /// The voucher's end and pauses as the log set them; None for vouchers
+    /// stored before they were kept.
+    fn window(&self, voucher: VoucherId) -> Result<Option<SaleWindow>, StoreError>;
+    fn put_window(&mut self, voucher: VoucherId, window: &SaleWindow) -> Result<(), StoreError>;
     /// What was decided about the order so far.
     fn order(&self, voucher: VoucherId, order: OrderId) -> Result<Option<OrderRecord>, StoreError>;
     fn put_order(&mut self, voucher: VoucherId, order: OrderId, record: &OrderRecord) -> Result<(), StoreError>;
@@ -88,21 +92,32 @@ pub(crate) fn apply_input(
             if state.level(voucher.voucher_id)?.is_none() {
                 let level = StockLevel::new(voucher.stock, voucher.hold_seconds, voucher.per_user_limit);
                 state.put_level(voucher.voucher_id, &level)?;
+                state.put_window(voucher.voucher_id, &SaleWindow::new(voucher.ends_at))?;
             }
         }
         StockInput::Update { update_id, update } => {
-            if update.add_stock == 0 || state.update_applied(update.voucher_id, update_id)? {
+            if state.update_applied(update.voucher_id, update_id)? {
                 return Ok(());
             }
-            // An update of a voucher this store never saw cannot add to
+            // An update of a voucher this store never saw cannot change
             // anything; it is still marked, so it never applies later.
             if let Some(mut level) = state.level(update.voucher_id)? {
-                level.add(update.add_stock);
-                state.put_level(update.voucher_id, &level)?;
+                if update.add_stock > 0 {
+                    level.add(update.add_stock);
+                    state.put_level(update.voucher_id, &level)?;
+                }
+                // A pause, a resume or a new end, placed by when it was
+                // made: the processor judges orders by it even if Redis
+                // loses it.
+                let mut window = state.window(update.voucher_id)?.unwrap_or_default();
+                if window.apply(update_id, &update) {
+                    state.put_window(update.voucher_id, &window)?;
+                }
             }
             state.mark_update(update.voucher_id, update_id)?;
         }
-        StockInput::Order(order) => decide_order(state, order, outcomes)?,
+        StockInput::Order(order) => decide_order(state, order, Utc::now(), outcomes)?,
+        StockInput::OrderAsDecided { order, decided_at } => decide_order(state, order, decided_at, outcomes)?,
         StockInput::Cancel(request) => {
             let (voucher, order) = (request.voucher_id, request.order_id);
             let mut record = state.order(voucher, order)?.unwrap_or_default();
@@ -136,7 +151,14 @@ pub(crate) fn apply_input(
 }
 
 /// Decides an accepted order, then the requests that arrived before it.
-fn decide_order(state: &mut impl StockState, order: OrderAccepted, outcomes: &mut Outcomes) -> Result<(), StoreError> {
+/// Decides `order`, the decision dated `decided_at` (its `pay_by` counts
+/// from it).
+fn decide_order(
+    state: &mut impl StockState,
+    order: OrderAccepted,
+    decided_at: DateTime<Utc>,
+    outcomes: &mut Outcomes,
+) -> Result<(), StoreError> {
     let (order_id, voucher_id) = (order.order_id, order.voucher_id);
     let mut record = state.order(voucher_id, order_id)?.unwrap_or_default();
     if record.is_decided() {
@@ -144,6 +166,7 @@ fn decide_order(state: &mut impl StockState, order: OrderAccepted, outcomes: &mu
         return Ok(());
     }
     let mut level = state.level(voucher_id)?;
+    let window = state.window(voucher_id)?;
     let held = state.held(voucher_id, &order.user_id)?;
     let user = order.user_id.clone();
     let quantity = u64::from(order.quantity);
@@ -159,8 +182,8 @@ fn decide_order(state: &mut impl StockState, order: OrderAccepted, outcomes: &mu
         }
         None => None,
     };
-    let result = decision::decide_request(level.as_mut(), held, first, &order);
-    let mut outcome = decision::outcome(order, result, Utc::now());
+    let result = decision::decide_request(level.as_mut(), window.as_ref(), held, first, &order);
+    let mut outcome = decision::outcome(order, result, decided_at);
     if let (Event::OrderCreated(created), Some(level)) = (&mut outcome.event, &level) {
         created.pay_by = level.hold_deadline(created);
     }

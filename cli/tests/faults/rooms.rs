@@ -57,7 +57,8 @@ const ALWAYS: [&str; 13] = [
 
 /// Answers only a Redis that lost its data explains: the voucher, its room
 /// or the user's place gone until `seckill reconcile` restores them (a
-/// restored room is empty, so an older token is no longer the user's).
+/// restored room signs its tokens with a new key, and one that started over
+/// is empty, so an older token is no longer the user's).
 const AFTER_DATA_LOSS: [&str; 4] =
     ["404 unknown_voucher", "409 queue_not_open", "409 draw_not_open", "403 entry_token_invalid"];
 

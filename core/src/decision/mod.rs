@@ -22,12 +22,16 @@
 //! id ([`OrderRecord::refunds`]).
 //!
 //! An order is created only if the persistent stock has its units and the
-//! user's created orders stay within the per-user limit: Redis checks both
-//! first, but Redis can lose its last writes; the log and the store cannot.
+//! user's created orders stay within the per-user limit, and only if it was
+//! accepted while the log says the sale was open (not paused, not ended;
+//! [`SaleWindow`]): Redis checks all of it first, but Redis can lose its
+//! last writes; the log and the store cannot.
 
 mod record;
+mod window;
 
 pub use record::{OrderRecord, Request, MAX_CHECKOUTS, MAX_PARKED};
+pub use window::{made_at, PauseChange, SaleWindow, MAX_PAUSE_CHANGES};
 
 use chrono::{DateTime, Duration, DurationRound, Utc};
 use serde::{Deserialize, Serialize};
@@ -261,21 +265,30 @@ pub fn decide(level: Option<&mut StockLevel>, held: u64, order: &OrderAccepted) 
     Ok(level.remaining)
 }
 
-/// Decides `order` as [`decide`] does, after its `Idempotency-Key`:
-/// `first` is the order the same user's key for this voucher named before,
-/// if any. A second order under one key is a retry that Redis admitted again
-/// (a failover lost the first admission, so the retry's call found no
-/// record of it): it fails as [`FailReason::DuplicateRequest`] and takes
-/// nothing, whatever became of the first, which is the request's one order.
-/// The first order in the log wins, so every replay decides the same.
+/// Decides `order` as [`decide`] does, after its `Idempotency-Key` and the
+/// voucher's `window`: `first` is the order the same user's key for this
+/// voucher named before, if any. A second order under one key is a retry
+/// that Redis admitted again (a failover lost the first admission, so the
+/// retry's call found no record of it): it fails as
+/// [`FailReason::DuplicateRequest`] and takes nothing, whatever became of
+/// the first, which is the request's one order. The first order in the log
+/// wins, so every replay decides the same. An order accepted while the log
+/// says the sale was paused or over fails [`FailReason::Paused`] or
+/// [`FailReason::Ended`] and takes nothing (Redis lost the change it
+/// should have refused it by).
 pub fn decide_request(
     level: Option<&mut StockLevel>,
+    window: Option<&SaleWindow>,
     held: u64,
     first: Option<OrderId>,
     order: &OrderAccepted,
 ) -> Result<u64, FailReason> {
     if first.is_some_and(|first| first != order.order_id) {
         return Err(FailReason::DuplicateRequest);
+    }
+    // An unknown voucher stays `unknown_voucher`, whatever its window.
+    if let (Some(_), Some(refused)) = (&level, window.and_then(|window| window.refuses(order.accepted_at))) {
+        return Err(refused);
     }
     decide(level, held, order)
 }
@@ -318,14 +331,57 @@ mod tests {
     fn a_second_order_under_one_idempotency_key_is_a_duplicate_and_takes_nothing() {
         let mut level = level(5, 0, 5);
         let first = order(1);
-        assert_eq!(decide_request(Some(&mut level), 0, None, &first), Ok(4), "the key's first order");
+        assert_eq!(decide_request(Some(&mut level), None, 0, None, &first), Ok(4), "the key's first order");
         let retry = OrderAccepted { idempotency_key: Some("k".into()), ..order(1) };
         assert_eq!(
-            decide_request(Some(&mut level), 1, Some(first.order_id), &retry),
+            decide_request(Some(&mut level), None, 1, Some(first.order_id), &retry),
             Err(FailReason::DuplicateRequest)
         );
         assert_eq!(level.remaining, 4, "a duplicate takes nothing");
-        assert_eq!(decide_request(None, 0, Some(first.order_id), &retry), Err(FailReason::DuplicateRequest));
+        assert_eq!(decide_request(None, None, 0, Some(first.order_id), &retry), Err(FailReason::DuplicateRequest));
+    }
+
+    /// The window of a sale paused at `paused`, resumed at `resumed`.
+    fn paused_between(paused: DateTime<Utc>, resumed: DateTime<Utc>) -> SaleWindow {
+        let change = |at: DateTime<Utc>, paused| {
+            let millis = u64::try_from(at.timestamp_millis()).expect("after 1970");
+            let id = uuid::Uuid::new_v7(uuid::Timestamp::from_unix(
+                uuid::NoContext,
+                millis / 1000,
+                (millis % 1000) as u32 * 1_000_000,
+            ));
+            (
+                id,
+                crate::event::VoucherUpdated { voucher_id: VoucherId::generate(), paused, ends_at: None, add_stock: 0 },
+            )
+        };
+        let mut window = SaleWindow::new(resumed + Duration::hours(1));
+        for (id, update) in [change(paused, Some(true)), change(resumed, Some(false))] {
+            window.apply(id, &update);
+        }
+        window
+    }
+
+    #[test]
+    fn an_order_accepted_inside_a_pause_fails_and_takes_nothing() {
+        let now = DateTime::parse_from_rfc3339("2026-11-28T10:00:00Z").expect("time").with_timezone(&Utc);
+        let window = paused_between(now, now + Duration::seconds(10));
+        let accepted = |at| OrderAccepted { accepted_at: at, ..order(1) };
+        let mut level = level(5, 0, 5);
+        let before = accepted(now - Duration::milliseconds(1));
+        assert_eq!(decide_request(Some(&mut level), Some(&window), 0, None, &before), Ok(4), "before the pause");
+        for inside in [now, now + Duration::seconds(5), now + Duration::milliseconds(9_999)] {
+            assert_eq!(
+                decide_request(Some(&mut level), Some(&window), 1, None, &accepted(inside)),
+                Err(FailReason::Paused)
+            );
+        }
+        assert_eq!(level.remaining, 4, "a refused order takes nothing");
+        let after = accepted(now + Duration::seconds(10));
+        assert_eq!(decide_request(Some(&mut level), Some(&window), 1, None, &after), Ok(3), "after the resume");
+        let late = accepted(now + Duration::hours(2));
+        assert_eq!(decide_request(Some(&mut level), Some(&window), 2, None, &late), Err(FailReason::Ended));
+        assert_eq!(decide_request(None, Some(&window), 0, None, &late), Err(FailReason::UnknownVoucher));
     }
 
     #[test]

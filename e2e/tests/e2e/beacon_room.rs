@@ -26,31 +26,57 @@ use crate::helpers::{eventually, Platform};
 const STOCK: u64 = 3;
 const EARLY: usize = 12;
 
+/// A platform that ranks by the beacon sandbox (a process of its own), and
+/// a queue-mode voucher on it whose pre-queue `early` joined before its
+/// start.
+pub(crate) struct BeaconRoom {
+    pub(crate) chain: BeaconChain,
+    pub(crate) platform: Platform,
+    pub(crate) voucher: String,
+    pub(crate) begins: chrono::DateTime<Utc>,
+    /// Last: the sandbox and its directory outlive the platform.
+    pub(crate) sandbox: BeaconSandbox,
+    _dir: TempDir,
+}
+
+impl BeaconRoom {
+    /// `stock` units, the start `begins_in` seconds from now, places kept
+    /// `idle_seconds` unwatched; `early` joined before the start.
+    pub(crate) async fn open(stock: u64, begins_in: i64, idle_seconds: u64, early: &[String]) -> Self {
+        let dir = TempDir::new().expect("dir");
+        let sandbox = BeaconSandbox::start(dir.path(), 1).expect("the beacon sandbox starts");
+        let chain = chain_of(&reqwest::Client::new(), &sandbox.url()).await;
+        let platform =
+            Platform::start_configured(None, |config| config.beacon = beacon_config(&chain, &sandbox.url())).await;
+        let begins = Utc::now() + chrono::Duration::seconds(begins_in);
+        let voucher = platform
+            .create_voucher_from(json!({
+                "stock": stock, "per_user_limit": 1, "begins_at": begins,
+                "ends_at": begins + chrono::Duration::hours(1), "mode": "queue", "queue_factor": 1.0,
+                "queue_entry_rate": 1000, "queue_idle_seconds": idle_seconds,
+            }))
+            .await;
+        for user in early {
+            let (status, body) = eventually(|| async {
+                let (status, body) =
+                    platform.post(&format!("/api/v1/vouchers/{voucher}/queue"), Some(user), None).await;
+                (body["error"] != "queue_not_open").then_some((status, body))
+            })
+            .await;
+            assert_eq!(status, StatusCode::CREATED, "{user}: {body}");
+        }
+        assert!(Utc::now() < begins, "the pre-queue was joined before the start (raise the start's margin)");
+        Self { chain, platform, voucher, begins, sandbox, _dir: dir }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiting_room_waits_for_its_beacon_round_and_serves_the_pre_queue_by_it() {
-    let dir = TempDir::new().expect("dir");
-    let sandbox = BeaconSandbox::start(dir.path(), 1).expect("the beacon sandbox starts");
-    let http = reqwest::Client::new();
-    let chain = chain_of(&http, &sandbox.url()).await;
-    let platform =
-        Platform::start_configured(None, |config| config.beacon = beacon_config(&chain, &sandbox.url())).await;
-    let begins = Utc::now() + chrono::Duration::seconds(5);
-    let voucher = platform
-        .create_voucher_from(json!({
-            "stock": STOCK, "per_user_limit": 1, "begins_at": begins, "ends_at": begins + chrono::Duration::hours(1),
-            "mode": "queue", "queue_factor": 1.0, "queue_entry_rate": 1000, "queue_idle_seconds": 60,
-        }))
-        .await;
     let early: Vec<String> = (0..EARLY).map(|i| format!("beacon-early-{i:02}")).collect();
-    for user in &early {
-        let (status, body) = eventually(|| async {
-            let (status, body) = platform.post(&format!("/api/v1/vouchers/{voucher}/queue"), Some(user), None).await;
-            (body["error"] != "queue_not_open").then_some((status, body))
-        })
-        .await;
-        assert_eq!(status, StatusCode::CREATED, "{user}: {body}");
-    }
-    assert!(Utc::now() < begins, "the pre-queue was joined before the start (raise the start's margin)");
+    let room = BeaconRoom::open(STOCK, 5, 60, &early).await;
+    let (platform, sandbox, begins) = (&room.platform, &room.sandbox, room.begins);
+    let (chain, voucher) = (room.chain.clone(), room.voucher.clone());
+    let http = reqwest::Client::new();
     // The voucher read shows the round the room will wait for.
     let (_, read) = platform.get(&format!("{}/api/v1/vouchers/{voucher}", platform.base)).await;
     let room = &read["queue"];
@@ -141,7 +167,7 @@ async fn a_waiting_room_waits_for_its_beacon_round_and_serves_the_pre_queue_by_i
     // before the pre-queue closed) and a copy with place 1 served to
     // another user.
     let before =
-        BeaconRound { round: round.round - 1, signature: signature_of(&http, &sandbox, &chain, round.round - 1).await };
+        BeaconRound { round: round.round - 1, signature: signature_of(&http, sandbox, &chain, round.round - 1).await };
     let earlier_seed = seckill_beacon::verify(&chain, &before).expect("the round before verifies");
     let wrong_round = doctored(&records, |event| {
         if let Event::QueueSeedRevealed(reveal) = event {

@@ -21,7 +21,7 @@ impl Platform {
         Gate::connect(&self.redis).await.expect("Redis")
     }
 
-    fn keys(&self, voucher: &str) -> VoucherKeys {
+    pub(crate) fn keys(&self, voucher: &str) -> VoucherKeys {
         VoucherKeys::new(&self.redis.key_prefix, voucher.parse().expect("voucher id"))
     }
 
@@ -55,7 +55,7 @@ impl Platform {
         fields
     }
 
-    async fn reconcile(&self, mode: Mode) -> ReconcileReport {
+    pub(crate) async fn reconcile(&self, mode: Mode) -> ReconcileReport {
         reconcile(&self.gate().await, &self.kafka, &DrawConfig::default(), mode, async |_| {})
             .await
             .expect("reconciles")

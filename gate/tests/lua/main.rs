@@ -23,6 +23,8 @@ mod room;
 mod room_beacon;
 mod room_beacon_restore;
 mod room_expiry;
+mod room_restore_steps;
+mod room_revealed_restore;
 mod settle;
 mod transfers;
 mod validation;

@@ -23,7 +23,7 @@ use crate::{on_single_and_cluster, user, Harness};
 on_single_and_cluster!(single_only: [], both: [a_beacon_room_lost_while_keying_ends_with_the_places_its_round_determines]);
 
 /// Redis loses every key of `voucher` (not the outbox: read already).
-async fn lose(h: &Harness, voucher: VoucherId) {
+pub(crate) async fn lose(h: &Harness, voucher: VoucherId) {
     let keys = h.gate.keys(voucher);
     let mut lost: Vec<String> = keys.all().iter().map(|key| (*key).to_owned()).collect();
     lost.extend([keys.room, keys.line, keys.places, keys.seen, keys.holds, keys.solved, keys.pace]);
@@ -34,7 +34,7 @@ async fn lose(h: &Harness, voucher: VoucherId) {
 }
 
 /// The line as Redis holds it, first place first.
-async fn line(h: &Harness, voucher: VoucherId) -> Vec<String> {
+pub(crate) async fn line(h: &Harness, voucher: VoucherId) -> Vec<String> {
     redis::cmd("ZRANGE")
         .arg(h.gate.keys(voucher).line)
         .arg(0)
@@ -44,7 +44,7 @@ async fn line(h: &Harness, voucher: VoucherId) -> Vec<String> {
         .expect("ZRANGE")
 }
 
-async fn unkeyed(h: &Harness, voucher: VoucherId) -> u64 {
+pub(crate) async fn unkeyed(h: &Harness, voucher: VoucherId) -> u64 {
     redis::cmd("ZCOUNT")
         .arg(h.gate.keys(voucher).line)
         .arg(-1)
@@ -56,7 +56,7 @@ async fn unkeyed(h: &Harness, voucher: VoucherId) -> u64 {
 
 /// What the log holds of the sale: its definition, the commitment the
 /// ingress logs, and every record the scripts wrote.
-async fn the_log(h: &Harness, definition: &VoucherCreated, seed: &str) -> Vec<Envelope> {
+pub(crate) async fn the_log(h: &Harness, definition: &VoucherCreated, seed: &str) -> Vec<Envelope> {
     let mut log = vec![
         Envelope::new(Event::VoucherCreated(definition.clone())),
         Envelope::new(Event::QueueSeedCommitted(QueueSeedCommitted {

@@ -14,6 +14,14 @@ macro_rules! with_window_clock {
     };
 }
 
+/// A script that writes a new room's hash, as the gate loads it: the room's
+/// fields (`lua/room_fields.lua`) before the script.
+macro_rules! with_room_fields {
+    ($script:literal) => {
+        concat!(include_str!("../../../lua/room_fields.lua"), include_str!($script))
+    };
+}
+
 /// A script's text, by file name, as the gate loads it.
 fn script(name: &str) -> Script {
     let text = match name {
@@ -25,7 +33,8 @@ fn script(name: &str) -> Script {
         "draw_status.lua" => include_str!("../../../lua/draw_status.lua"),
         "queue_advance.lua" => with_window_clock!("../../../lua/queue_advance.lua"),
         "queue_join.lua" => include_str!("../../../lua/queue_join.lua"),
-        "queue_open.lua" => include_str!("../../../lua/queue_open.lua"),
+        "queue_open.lua" => with_room_fields!("../../../lua/queue_open.lua"),
+        "queue_restore.lua" => with_room_fields!("../../../lua/queue_restore.lua"),
         "release.lua" => include_str!("../../../lua/release.lua"),
         "remove_published.lua" => include_str!("../../../lua/remove_published.lua"),
         "restore.lua" => include_str!("../../../lua/restore.lua"),
@@ -67,6 +76,7 @@ async fn bad_arguments_are_refused_by_name_and_change_nothing(h: &Harness) {
         "draw_status.lua",
         "freeze_transfers.lua",
         "load_voucher.lua",
+        "queue_restore.lua",
         "release.lua",
         "remove_published.lua",
         "restore.lua",
@@ -84,7 +94,9 @@ async fn bad_arguments_are_refused_by_name_and_change_nothing(h: &Harness) {
     }
 
     // The right counts, values that make no sense.
-    let cases: [(&str, usize, Vec<&str>, &str); 18] = [
+    // One place more than a step may write.
+    let too_long: Vec<&str> = ["places", "0"].into_iter().chain(["-1", "u", "1", ""].repeat(1001)).collect();
+    let cases: [(&str, usize, Vec<&str>, &str); 21] = [
         (
             "admit.lua",
             10,
@@ -99,6 +111,9 @@ async fn bad_arguments_are_refused_by_name_and_change_nothing(h: &Harness) {
             "must be numbers",
         ),
         ("queue_open.lua", 2, vec!["reopen"], "ARGV[1] must be open, open_draw or committed"),
+        ("queue_restore.lua", 10, vec!["places", "0", "-1", "u", "1"], "places takes quadruples"),
+        ("queue_restore.lua", 10, vec!["room", "0", "seed"], "room 9 values and pairs"),
+        ("queue_restore.lua", 10, too_long, "at most 1000 places or holds a call"),
         ("queue_join.lua", 6, vec!["u"], "expects 7 KEYS and 7 ARGV"),
         ("draw_enter.lua", 5, vec!["u"], "expects 6 KEYS and 7 ARGV"),
         ("draw_advance.lua", 7, vec!["id"], "expects 7 KEYS and 5 ARGV"),

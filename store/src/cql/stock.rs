@@ -1,8 +1,9 @@
 //! Persistent stock in ScyllaDB.
 //!
 //! A processor batch is split by voucher. For each voucher: read its
-//! partition (level, version, and the rows of the orders and updates the
-//! batch mentions), run the shared stock rules on that snapshot, then write
+//! partition (level, version, the voucher's settings, window and fence
+//! rows, and the rows of the orders and updates the batch mentions), run
+//! the shared stock rules on that snapshot, then write
 //! everything they changed as conditional batches on the partition, the
 //! first `IF version = <the version read>`, each bumping the version and the
 //! next conditioned on it; each batch is bounded in rows and bytes and
@@ -32,7 +33,7 @@ use chrono::{DateTime, Utc};
 use futures::future::try_join_all;
 use scylla::client::session::Session;
 use scylla::statement::prepared::PreparedStatement;
-use seckill_core::decision::{OrderRecord, StockLevel};
+use seckill_core::decision::{OrderRecord, SaleWindow, StockLevel};
 use seckill_core::event::{CancelReason, Event, OrderRequest};
 use seckill_core::{OrderId, UserId, VoucherId};
 use uuid::Uuid;
@@ -223,22 +224,26 @@ impl CqlStockStore {
         let wanted = inputs.iter().filter_map(|input| match input {
             StockInput::Voucher(_) => None,
             StockInput::Update { update_id, .. } => Some((UPDATE, *update_id)),
-            StockInput::Order(order) => Some((ORDER, order.order_id.as_uuid())),
+            StockInput::Order(order) | StockInput::OrderAsDecided { order, .. } => {
+                Some((ORDER, order.order_id.as_uuid()))
+            }
             StockInput::Cancel(request) | StockInput::Confirm(request) => Some((ORDER, request.order_id.as_uuid())),
             StockInput::Pay(payment) => Some((ORDER, payment.order_id.as_uuid())),
             StockInput::Checkout(opened) => Some((ORDER, opened.order_id.as_uuid())),
         });
-        let keyed = inputs.iter().filter_map(|input| match input {
-            StockInput::Order(order) => {
-                order.idempotency_key.as_ref().map(|key| (KEYED, keyed_row_id(&order.user_id, key)))
-            }
-            _ => None,
-        });
-        let own = [(VOUCHER, voucher.as_uuid()), (FENCE, voucher.as_uuid())];
+        let keyed = inputs
+            .iter()
+            .filter_map(StockInput::order)
+            .filter_map(|order| order.idempotency_key.as_ref().map(|key| (KEYED, keyed_row_id(&order.user_id, key))));
+        let own = [(VOUCHER, voucher.as_uuid()), (FENCE, voucher.as_uuid()), (WINDOW, voucher.as_uuid())];
         let mut rows = self.read_rows(voucher, wanted.chain(keyed).chain(own)).await?;
         let fence = fence_epoch(rows.remove(&(FENCE, voucher.as_uuid())).flatten())?;
         let settings = match rows.remove(&(VOUCHER, voucher.as_uuid())).flatten() {
             Some(blob) => Some(serde_json::from_slice::<Settings>(&blob).map_err(unreadable)?),
+            None => None,
+        };
+        let window = match rows.remove(&(WINDOW, voucher.as_uuid())).flatten() {
+            Some(blob) => Some(serde_json::from_slice::<SaleWindow>(&blob).map_err(unreadable)?),
             None => None,
         };
         if let (Some(level), Some(settings)) = (level.as_mut(), &settings) {
@@ -246,10 +251,8 @@ impl CqlStockStore {
         }
 
         let mut users: HashMap<Uuid, UserId> = HashMap::new();
-        for input in inputs {
-            if let StockInput::Order(order) = input {
-                users.insert(user_row_id(&order.user_id), order.user_id.clone());
-            }
+        for order in inputs.iter().filter_map(StockInput::order) {
+            users.insert(user_row_id(&order.user_id), order.user_id.clone());
         }
         for ((kind, _), blob) in &rows {
             let (ORDER, Some(blob)) = (*kind, blob) else { continue };
@@ -277,6 +280,7 @@ impl CqlStockStore {
             voucher,
             level,
             settings: settings.map(|s| s.per_user_limit),
+            window,
             version,
             fence,
             rows,
@@ -398,6 +402,10 @@ struct Settings {
     per_user_limit: u32,
 }
 
+/// Row kind: the voucher's [`SaleWindow`] as JSON (id: the voucher id),
+/// the end and pauses its orders are judged by.
+const WINDOW: &str = "window";
+
 /// Row kind: the order a user's `Idempotency-Key` first came with (id:
 /// [`keyed_row_id`]); a later order under the key is a duplicate.
 const KEYED: &str = "keyed";
@@ -432,6 +440,8 @@ struct Staged {
     level: Level,
     /// The per-user limit in the settings row, as read or written.
     settings: Option<u32>,
+    /// The window row as read or written.
+    window: Option<SaleWindow>,
     version: Option<i64>,
     /// The epoch of the fence row as read (0: none).
     fence: i64,
@@ -474,6 +484,18 @@ impl StockState for Staged {
         }
         self.level = Some(*level);
         self.level_written = true;
+        Ok(())
+    }
+
+    fn window(&self, voucher: VoucherId) -> Result<Option<SaleWindow>, StoreError> {
+        self.check(voucher)?;
+        Ok(self.window.clone())
+    }
+
+    fn put_window(&mut self, voucher: VoucherId, window: &SaleWindow) -> Result<(), StoreError> {
+        self.check(voucher)?;
+        self.step_rows.push(((WINDOW, voucher.as_uuid()), Some(serde_json::to_vec(window)?)));
+        self.window = Some(window.clone());
         Ok(())
     }
 
@@ -582,7 +604,7 @@ fn voucher_of(input: &StockInput) -> VoucherId {
     match input {
         StockInput::Voucher(voucher) => voucher.voucher_id,
         StockInput::Update { update, .. } => update.voucher_id,
-        StockInput::Order(order) => order.voucher_id,
+        StockInput::Order(order) | StockInput::OrderAsDecided { order, .. } => order.voucher_id,
         StockInput::Cancel(request) | StockInput::Confirm(request) => request.voucher_id,
         StockInput::Pay(payment) => payment.voucher_id,
         StockInput::Checkout(opened) => opened.voucher_id,

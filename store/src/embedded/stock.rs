@@ -7,7 +7,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use redb::{Database, ReadableDatabase, ReadableTable, Table, TableDefinition};
-use seckill_core::decision::{OrderRecord, StockLevel};
+use seckill_core::decision::{OrderRecord, SaleWindow, StockLevel};
 use seckill_core::event::{CancelReason, OrderRequest};
 use seckill_core::{OrderId, UserId, VoucherId};
 use uuid::Uuid;
@@ -20,6 +20,8 @@ use crate::{Decided, DueHold, HoldCursor, PendingRefund, StockInput, StockStore,
 
 /// voucher id → JSON [`StockLevel`].
 const LEVELS: TableDefinition<&str, &[u8]> = TableDefinition::new("stock_levels");
+/// voucher id → JSON [`SaleWindow`]: the end and pauses orders are judged by.
+const WINDOWS: TableDefinition<&str, &[u8]> = TableDefinition::new("sale_windows");
 /// order id → the order's [`OrderRecord`]: its outcomes, emitted again on
 /// redelivery, and the state the cancel and confirm rules read.
 const OUTCOMES: TableDefinition<&str, &[u8]> = TableDefinition::new("order_outcomes");
@@ -49,6 +51,7 @@ impl EmbeddedStockStore {
         let db = open_database(path)?;
         let txn = db.begin_write()?;
         txn.open_table(LEVELS)?;
+        txn.open_table(WINDOWS)?;
         txn.open_table(OUTCOMES)?;
         txn.open_table(HELD)?;
         txn.open_table(KEYED)?;
@@ -63,6 +66,7 @@ impl EmbeddedStockStore {
 /// The tables of one write transaction.
 struct Tables<'txn> {
     levels: Table<'txn, &'static str, &'static [u8]>,
+    windows: Table<'txn, &'static str, &'static [u8]>,
     outcomes: Table<'txn, &'static str, &'static [u8]>,
     held: Table<'txn, (&'static str, &'static str), u64>,
     keyed: Table<'txn, (&'static str, &'static str), &'static str>,
@@ -77,6 +81,15 @@ impl StockState for Tables<'_> {
 
     fn put_level(&mut self, voucher: VoucherId, level: &StockLevel) -> Result<(), StoreError> {
         self.levels.insert(voucher.to_string().as_str(), serde_json::to_vec(level)?.as_slice())?;
+        Ok(())
+    }
+
+    fn window(&self, voucher: VoucherId) -> Result<Option<SaleWindow>, StoreError> {
+        read_json(&self.windows, &voucher.to_string())
+    }
+
+    fn put_window(&mut self, voucher: VoucherId, window: &SaleWindow) -> Result<(), StoreError> {
+        self.windows.insert(voucher.to_string().as_str(), serde_json::to_vec(window)?.as_slice())?;
         Ok(())
     }
 
@@ -165,6 +178,7 @@ impl StockStore for EmbeddedStockStore {
             {
                 let mut tables = Tables {
                     levels: txn.open_table(LEVELS)?,
+                    windows: txn.open_table(WINDOWS)?,
                     outcomes: txn.open_table(OUTCOMES)?,
                     held: txn.open_table(HELD)?,
                     keyed: txn.open_table(KEYED)?,

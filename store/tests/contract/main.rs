@@ -27,6 +27,11 @@ macro_rules! suite {
             }
 
             #[tokio::test]
+            async fn pauses_and_ends_refuse_orders_accepted_in_them_whatever_the_delivery_order() {
+                contract::pauses_and_ends_refuse_orders_accepted_in_them_whatever_the_delivery_order(&$fixture).await
+            }
+
+            #[tokio::test]
             async fn the_view_shows_prices_payments_and_refunds_whatever_the_delivery_order() {
                 view::the_view_shows_prices_payments_and_refunds_whatever_the_delivery_order(&$fixture).await
             }
@@ -141,6 +146,7 @@ async fn every_contract_holds_on_cql() {
         stock::thousands_of_one_vouchers_orders_in_one_batch_are_decided_once,
         stock::concurrent_processors_decide_each_order_once_across_bounded_batches,
         stock::payments_pay_in_time_and_every_other_is_refunded_once_across_reopening,
+        stock::pauses_and_ends_refuse_orders_accepted_in_them_whatever_the_delivery_order,
         view::the_view_shows_prices_payments_and_refunds_whatever_the_delivery_order,
         view::the_view_is_the_same_whatever_the_delivery_order,
         view::a_users_orders_are_listed_newest_first_and_bounded,

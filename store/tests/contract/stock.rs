@@ -544,3 +544,95 @@ pub async fn a_second_order_under_one_idempotency_key_fails_as_a_duplicate(backe
     );
     assert_eq!(store.stock(v.voucher_id).await.expect("reads").map(|l| l.remaining), Some(7));
 }
+
+/// A UUIDv7 made at `at`: the id (and time) of an update record.
+fn update_id_at(at: chrono::DateTime<Utc>) -> Uuid {
+    let millis = u64::try_from(at.timestamp_millis()).expect("after 1970");
+    let nanos = u32::try_from(millis % 1000).expect("below 1000") * 1_000_000;
+    Uuid::new_v7(uuid::Timestamp::from_unix(uuid::NoContext, millis / 1000, nanos))
+}
+
+/// Pauses, resumes and ends applied in time order whatever the delivery
+/// order, once each, and kept across reopening: an order accepted inside a
+/// pause fails `paused`, one at or after the end `ended`, and neither takes
+/// a unit; before the pause and after the resume, orders are created.
+pub async fn pauses_and_ends_refuse_orders_accepted_in_them_whatever_the_delivery_order(backend: &impl Backend) {
+    let v = voucher(5);
+    let base = Utc::now();
+    let at = |seconds: i64| base + Duration::seconds(seconds);
+    let update = |paused: Option<bool>, ends_at, add_stock| StockInput::Update {
+        update_id: Uuid::nil(),
+        update: VoucherUpdated { voucher_id: v.voucher_id, paused, ends_at, add_stock },
+    };
+    let made = |input: StockInput, seconds| match input {
+        StockInput::Update { update, .. } => StockInput::Update { update_id: update_id_at(at(seconds)), update },
+        other => other,
+    };
+    // The pause (with added stock) made at +10 s, the resume at +20 s,
+    // delivered resume first, the pause twice.
+    let pause = made(update(Some(true), None, 1), 10);
+    let resume = made(update(Some(false), None, 0), 20);
+    let accepted = |user: &str, seconds| OrderAccepted { accepted_at: at(seconds), ..order(v.voucher_id, user) };
+    let (before, inside, after) = (accepted("before", 5), accepted("inside", 15), accepted("after", 25));
+    {
+        let store = backend.open().await;
+        let decided = store
+            .apply(vec![
+                StockInput::Voucher(v.clone()),
+                resume,
+                pause.clone(),
+                pause,
+                StockInput::Order(before.clone()),
+                StockInput::Order(inside.clone()),
+                StockInput::Order(after.clone()),
+            ])
+            .await
+            .expect("applies");
+        let reasons: Vec<Option<FailReason>> = decided
+            .iter()
+            .map(|d| match &d.outcome.event {
+                Event::OrderFailed(failed) => Some(failed.reason),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(kinds(&decided), [("OrderCreated", false), ("OrderFailed", false), ("OrderCreated", false)]);
+        assert_eq!(reasons, [None, Some(FailReason::Paused), None]);
+    }
+    // Reopened: the end moved to +40 s by an update made at +30 s, then an
+    // older-made move (+28 s) to later, delivered after it, which does not
+    // undo it.
+    let store = backend.open().await;
+    let sooner = made(update(None, Some(at(40)), 0), 30);
+    let stale = made(update(None, Some(at(7200)), 0), 28);
+    let (last_minute, late, paused_again) = (accepted("last", 39), accepted("late", 40), accepted("again", 16));
+    let decided = store
+        .apply(vec![
+            sooner,
+            stale,
+            StockInput::Order(paused_again),
+            StockInput::Order(last_minute),
+            StockInput::Order(late),
+            StockInput::Order(inside),
+        ])
+        .await
+        .expect("applies");
+    let outcomes: Vec<(&str, Option<FailReason>, bool)> = decided
+        .iter()
+        .map(|d| match &d.outcome.event {
+            Event::OrderFailed(failed) => (d.outcome.kind(), Some(failed.reason), d.replayed),
+            _ => (d.outcome.kind(), None, d.replayed),
+        })
+        .collect();
+    assert_eq!(
+        outcomes,
+        [
+            ("OrderFailed", Some(FailReason::Paused), false),
+            ("OrderCreated", None, false),
+            ("OrderFailed", Some(FailReason::Ended), false),
+            ("OrderFailed", Some(FailReason::Paused), true),
+        ],
+        "the pause kept across reopening, the later-made end standing"
+    );
+    let level = store.stock(v.voucher_id).await.expect("reads").expect("defined");
+    assert_eq!((level.stock, level.remaining), (6, 3), "one unit added once; three orders created");
+}

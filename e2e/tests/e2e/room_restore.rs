@@ -1,0 +1,157 @@
+//! A waiting room Redis lost, brought back by `reconcile` while the
+//! platform runs, against the beacon sandbox: a beacon room lost before its
+//! reveal is rebuilt from the logged joins and serves by its round; one lost
+//! while serving comes back where it stood, its holders buying with a token
+//! read again. Each time the report's line for the room (as `seckill
+//! reconcile` prints it) says what became of it, with its counts.
+
+use chrono::Utc;
+use reqwest::StatusCode;
+use seckill_analytics::reconcile::{Mode, ReconcileReport};
+use seckill_core::event::Event;
+use seckill_core::UserId;
+
+use crate::beacon_room::BeaconRoom;
+use crate::helpers::{eventually, Platform};
+
+/// A beacon waiting room Redis loses before its reveal: `reconcile`
+/// rebuilds it from the logged joins and its line for the room says so,
+/// with the counts; the room then waits for its round and serves the
+/// pre-queue in the order the round gives; a second reconcile keeps it and
+/// says that.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_beacon_room_lost_before_its_reveal_is_rebuilt_and_reconcile_says_so() {
+    const EARLY: usize = 4;
+    let early: Vec<String> = (0..EARLY).map(|i| format!("rebuilt-early-{i}")).collect();
+    let room = BeaconRoom::open(2, 8, 60, &early).await;
+    let (platform, voucher) = (&room.platform, &room.voucher);
+    // Redis loses the voucher and its room before the start, so before the
+    // reveal (the outbox stands for the log).
+    assert!(Utc::now() < room.begins, "lost before the start (raise the start's margin)");
+    let keys = platform.keys(voucher);
+    let mut lost: Vec<String> = keys.all().iter().map(|key| (*key).to_owned()).collect();
+    lost.extend([keys.room.clone(), keys.line.clone(), keys.places.clone(), keys.seen.clone()]);
+    let _: () = redis::cmd("DEL").arg(&lost).query_async(&mut platform.redis_connection().await).await.expect("DEL");
+
+    let id: seckill_core::VoucherId = voucher.parse().expect("voucher id");
+    let room_line = |report: &ReconcileReport| {
+        let room = report.vouchers.iter().find(|v| v.voucher_id == id).and_then(|v| v.outcome.room);
+        // As `seckill reconcile` prints it (cli/src/reconcile.rs).
+        room.map(|room| format!("{id}: {room}"))
+    };
+    let report = platform.reconcile(Mode::Write).await;
+    assert_eq!(
+        room_line(&report),
+        Some(format!(
+            "{id}: room rebuilt from the log before its reveal: {EARLY} pre-queue places (keyed again once its \
+             beacon round is in) and 0 later joins"
+        ))
+    );
+    let again = platform.reconcile(Mode::Write).await;
+    assert_eq!(room_line(&again), Some(format!("{id}: room kept: Redis still had it")));
+
+    // The rebuilt room waits for its round, then serves by it.
+    let sales = seckill_core::topics::Topics::with_prefix(&platform.infra.namespace).sales;
+    let records = platform
+        .read_topic(&sales, |messages| {
+            let mine = crate::beacon_draw::of_voucher(messages, voucher);
+            mine.iter().filter(|e| matches!(e.event, Event::QueueEntryIssued(_))).count() >= 2
+        })
+        .await;
+    let mine = crate::beacon_draw::of_voucher(&records, voucher);
+    let reveal = mine
+        .iter()
+        .find_map(|e| match &e.event {
+            Event::QueueSeedRevealed(reveal) => Some(reveal.clone()),
+            _ => None,
+        })
+        .expect("a reveal");
+    let users: Vec<UserId> = early.iter().map(|user| UserId::parse(user).expect("valid")).collect();
+    assert_eq!(reveal.entries_hash, Some(seckill_core::queue::pre_queue_hash(&users)), "the whole pre-queue back");
+    let shuffled = seckill_core::queue::beacon_pre_queue_order(&reveal.seed, &users);
+    let served: Vec<(u64, UserId)> = mine
+        .iter()
+        .filter_map(|e| match &e.event {
+            Event::QueueEntryIssued(issued) => Some((issued.place, issued.user_id.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(served.len(), 2, "served once each: {served:?}");
+    for (place, user) in &served {
+        assert_eq!(&shuffled[usize::try_from(*place).expect("small") - 1], user, "place {place}");
+    }
+}
+
+/// `GET …/queue/me` as `user`: its status and body.
+async fn queue_me(platform: &Platform, voucher: &str, user: &str) -> (StatusCode, serde_json::Value) {
+    let response = platform
+        .http
+        .get(format!("{}/api/v1/vouchers/{voucher}/queue/me", platform.base))
+        .header("authorization", Platform::as_user(user))
+        .send()
+        .await
+        .expect("answers");
+    let status = response.status();
+    (status, response.json().await.unwrap_or(serde_json::Value::Null))
+}
+
+/// A beacon waiting room Redis loses while serving: `reconcile` rebuilds it
+/// from the log where it stood and its line says so; the holder whose entry
+/// was not spent reads a token again and buys with it, the one who bought
+/// stays served once, and the next place waits on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_beacon_room_lost_while_serving_comes_back_where_it_stood() {
+    const EARLY: usize = 4;
+    let early: Vec<String> = (0..EARLY).map(|i| format!("serving-early-{i}")).collect();
+    let room = BeaconRoom::open(2, 5, 600, &early).await;
+    let (platform, voucher) = (&room.platform, &room.voucher);
+    // Two units, two entries; the first holder buys.
+    let sales = seckill_core::topics::Topics::with_prefix(&platform.infra.namespace).sales;
+    let records = platform
+        .read_topic(&sales, |messages| {
+            let mine = crate::beacon_draw::of_voucher(messages, voucher);
+            mine.iter().filter(|e| matches!(e.event, Event::QueueEntryIssued(_))).count() >= 2
+        })
+        .await;
+    let mut served: Vec<(u64, String)> = crate::beacon_draw::of_voucher(&records, voucher)
+        .into_iter()
+        .filter_map(|e| match e.event {
+            Event::QueueEntryIssued(issued) => Some((issued.place, issued.user_id.to_string())),
+            _ => None,
+        })
+        .collect();
+    served.sort();
+    let [(_, buyer), (_, holder)] = <[_; 2]>::try_from(served).expect("two served");
+    let (_, status) = queue_me(platform, voucher, &buyer).await;
+    let token = status["entry_token"].as_str().expect("a token").to_owned();
+    let (status, bought) = platform.order_with_entry(&platform.base, voucher, &buyer, &token).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{bought}");
+
+    let keys = platform.keys(voucher);
+    let mut lost: Vec<String> = keys.all().iter().map(|key| (*key).to_owned()).collect();
+    lost.extend([keys.room.clone(), keys.line.clone(), keys.places.clone(), keys.seen.clone(), keys.holds.clone()]);
+    let _: () = redis::cmd("DEL").arg(&lost).query_async(&mut platform.redis_connection().await).await.expect("DEL");
+    let id: seckill_core::VoucherId = voucher.parse().expect("voucher id");
+    let report = platform.reconcile(Mode::Write).await;
+    let room = report.vouchers.iter().find(|v| v.voucher_id == id).and_then(|v| v.outcome.room);
+    // As `seckill reconcile` prints it (cli/src/reconcile.rs).
+    assert_eq!(
+        room.map(|room| format!("{id}: {room}")),
+        Some(format!(
+            "{id}: room rebuilt from the log after its reveal: {EARLY} pre-queue places in the order revealed and \
+             0 later joins; 2 served (1 spent), 0 skipped"
+        ))
+    );
+
+    // The holder reads its turn again (a token under the rebuilt room's
+    // key) and buys with it; the buyer's entry stays spent.
+    let token = eventually(|| async {
+        let (_, status) = queue_me(platform, voucher, &holder).await;
+        (status["state"] == "your_turn").then(|| status["entry_token"].as_str().map(str::to_owned)).flatten()
+    })
+    .await;
+    let (status, body) = platform.order_with_entry(&platform.base, voucher, &holder, &token).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    let (_, status) = queue_me(platform, voucher, &buyer).await;
+    assert_eq!((&status["state"], &status["order_id"]), (&"your_turn".into(), &bought["order_id"]), "{status}");
+}
