@@ -120,7 +120,9 @@ async fn handle(
     let logged = tokio::time::timeout(payments.answer_within, read_back_and_log(&ingress, payments, &session, event.created))
         .await
         .unwrap_or_else(|_| {
-            ingress.metrics.produce_errors.inc();
+            // Either step may have been the slow one (the provider's read or
+            // the produce), so no produce error is counted here: the
+            // callback's `rejected` is.
             tracing::warn!(session = %session.id, within = ?payments.answer_within, "A payment callback could not be logged in time; the provider will retry.");
             Err(unlogged())
         });
