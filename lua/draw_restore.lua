@@ -36,8 +36,7 @@ local width = ({places = 4, holds = 2, room = 2})[step]
 if (#ARGV - 2) % width ~= 0 then
   return redis.error_reply("draw_restore.lua: " .. step .. " takes its ARGV in groups of " .. width)
 end
--- A rebuild that stops half way leaves its staging keys for this long only.
-local STAGING_MS = 3600000
+-- STAGING_MS, stage_holds and move_staged_in: staged_restore.lua.
 local ends = redis.call("HGET", KEYS[1], "ends_ms")
 if not ends then
   return "unknown"
@@ -63,21 +62,9 @@ if step == "places" then
     redis.call("PEXPIRE", KEYS[k], STAGING_MS)
   end
 elseif step == "holds" then
-  for i = 3, #ARGV, 2 do
-    redis.call("ZADD", KEYS[10], ARGV[i + 1], ARGV[i])
-  end
-  redis.call("PEXPIRE", KEYS[10], STAGING_MS)
+  stage_holds()
 else
-  -- The staged keys replace whatever the draw's own keys held (a staged key
-  -- that is absent had nothing: its own key goes too).
-  for k = 3, 6 do
-    if redis.call("EXISTS", KEYS[k + 4]) == 1 then
-      redis.call("RENAME", KEYS[k + 4], KEYS[k])
-      redis.call("PEXPIREAT", KEYS[k], expires)
-    else
-      redis.call("DEL", KEYS[k])
-    end
-  end
+  move_staged_in(expires)
   redis.call("HSET", KEYS[2], unpack(ARGV, 3))
   redis.call("PEXPIREAT", KEYS[2], expires)
 end

@@ -63,8 +63,7 @@ end
 if group and (#ARGV - 2) / group > 1000 then
   return redis.error_reply("queue_restore.lua: at most 1000 places or holds a call")
 end
--- A rebuild that stops half way leaves its staging keys for this long only.
-local STAGING_MS = 3600000
+-- STAGING_MS, stage_holds and move_staged_in: staged_restore.lua.
 local AFTER_START = 4503599627370496
 local ends = redis.call("HGET", KEYS[1], "ends_ms")
 if not ends then
@@ -91,25 +90,12 @@ if step == "places" then
   end
   return "written"
 elseif step == "holds" then
-  for i = 3, #ARGV, 2 do
-    redis.call("ZADD", KEYS[10], ARGV[i + 1], ARGV[i])
-  end
-  redis.call("PEXPIRE", KEYS[10], STAGING_MS)
+  stage_holds()
   return "written"
 end
 
--- The staged keys replace whatever the room's own keys held (what is left
--- of the lost room without its hash is not mixed in; a staged key that is
--- absent had nothing: its own key goes too).
 local expires = tonumber(ends) + tonumber(ARGV[2])
-for k = 3, 6 do
-  if redis.call("EXISTS", KEYS[k + 4]) == 1 then
-    redis.call("RENAME", KEYS[k + 4], KEYS[k])
-    redis.call("PEXPIREAT", KEYS[k], expires)
-  else
-    redis.call("DEL", KEYS[k])
-  end
-end
+move_staged_in(expires)
 local seq = 0
 local last = redis.call("ZRANGE", KEYS[3], "+inf", AFTER_START, "BYSCORE", "REV", "LIMIT", 0, 1, "WITHSCORES")
 if last[2] then

@@ -225,22 +225,15 @@ pub enum UpdateResult {
     UnknownVoucher,
 }
 
-/// The text of a script that uses the window clock: `lua/window_clock.lua`
-/// (local functions only) put before the script's own, so the clock is
-/// written once for the waiting room and the draw.
-macro_rules! with_window_clock {
-    ($script:literal) => {
-        concat!(include_str!("../../lua/window_clock.lua"), include_str!($script))
-    };
-}
-
-/// The text of a script that writes a new waiting room's hash:
-/// `lua/room_fields.lua` (a local function only) put before the script's
-/// own, so the fields a room is opened with are written once for opening
-/// and for rebuilding it.
-macro_rules! with_room_fields {
-    ($script:literal) => {
-        concat!(include_str!("../../lua/room_fields.lua"), include_str!($script))
+/// The text of a script of `lua/` with preludes of `lua/` put before its
+/// own: files of local functions only, so what several scripts share is
+/// written once (`window_clock.lua`: the waiting room's and the draw's
+/// window clock; `room_fields.lua`: the fields a room is opened with, for
+/// opening and rebuilding it; `staged_restore.lua`: the staging of both
+/// rebuilds).
+macro_rules! preluded {
+    ($($prelude:literal),+ => $script:literal) => {
+        concat!($(include_str!(concat!("../../lua/", $prelude)),)+ include_str!(concat!("../../lua/", $script)))
     };
 }
 
@@ -284,18 +277,18 @@ impl Scripts {
             transfer_settle: Script::new(include_str!("../../lua/transfer_settle.lua")),
             transfer_finish: Script::new(include_str!("../../lua/transfer_finish.lua")),
             freeze_transfers: Script::new(include_str!("../../lua/freeze_transfers.lua")),
-            queue_open: Script::new(with_room_fields!("../../lua/queue_open.lua")),
+            queue_open: Script::new(preluded!("room_fields.lua" => "queue_open.lua")),
             queue_join: Script::new(include_str!("../../lua/queue_join.lua")),
-            queue_advance: Script::new(with_window_clock!("../../lua/queue_advance.lua")),
+            queue_advance: Script::new(preluded!("window_clock.lua" => "queue_advance.lua")),
             queue_status: Script::new(include_str!("../../lua/queue_status.lua")),
             queue_seen: Script::new(include_str!("../../lua/queue_seen.lua")),
             draw_enter: Script::new(include_str!("../../lua/draw_enter.lua")),
-            draw_advance: Script::new(with_window_clock!("../../lua/draw_advance.lua")),
+            draw_advance: Script::new(preluded!("window_clock.lua" => "draw_advance.lua")),
             draw_status: Script::new(include_str!("../../lua/draw_status.lua")),
             challenge_rate: Script::new(include_str!("../../lua/challenge_rate.lua")),
-            draw_restore: Script::new(include_str!("../../lua/draw_restore.lua")),
+            draw_restore: Script::new(preluded!("staged_restore.lua" => "draw_restore.lua")),
             draw_beacon: Script::new(include_str!("../../lua/draw_beacon.lua")),
-            queue_restore: Script::new(with_room_fields!("../../lua/queue_restore.lua")),
+            queue_restore: Script::new(preluded!("room_fields.lua", "staged_restore.lua" => "queue_restore.lua")),
         }
     }
 

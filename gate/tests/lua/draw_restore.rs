@@ -212,7 +212,7 @@ async fn a_draw_opened_during_a_rebuild_is_not_mixed_with_it(h: &Harness) {
     // Redis lost the draw, not the voucher (restore.lua rebuilt it first).
     let _: () = redis::cmd("DEL").arg(&keys.room).query_async(&mut h.connection.clone()).await.expect("DEL");
     let staged = |key: &str| format!("{key}:restoring");
-    let script = redis::Script::new(include_str!("../../../lua/draw_restore.lua"));
+    let script = redis::Script::new(preluded!("staged_restore.lua" => "draw_restore.lua"));
     let step = |name: &str, args: Vec<String>| {
         let mut invocation = script.prepare_invoke();
         for key in [&keys.voucher, &keys.room, &keys.line, &keys.places, &keys.ranks, &keys.holds] {

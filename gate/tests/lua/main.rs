@@ -8,6 +8,15 @@
 // Test helpers are `pub(crate)` for the modules; nothing is exported.
 #![allow(unreachable_pub)]
 
+/// A script of `lua/` with its preludes before it, as the gate loads it
+/// (`gate/src/gate.rs`, `preluded!`), for the modules that run a script
+/// by hand.
+macro_rules! preluded {
+    ($($prelude:literal),+ => $script:literal) => {
+        concat!($(include_str!(concat!("../../../lua/", $prelude)),)+ include_str!(concat!("../../../lua/", $script)))
+    };
+}
+
 mod admin_requests;
 mod admission;
 mod beacon;

@@ -30,7 +30,7 @@ const EARLY: usize = MOST_PLACES_PER_RESTORE + 5;
 
 /// The script as the gate loads it: the room's fields, then the script.
 fn queue_restore() -> Script {
-    Script::new(concat!(include_str!("../../../lua/room_fields.lua"), include_str!("../../../lua/queue_restore.lua")))
+    Script::new(preluded!("room_fields.lua", "staged_restore.lua" => "queue_restore.lua"))
 }
 
 /// The first `places` step of a rebuild, run as the gate runs it; then its

@@ -6,35 +6,19 @@ use redis::Script;
 
 use crate::{unique_prefix, Harness};
 
-/// A script that uses the window clock, as the gate loads it: the clock's
-/// functions (`lua/window_clock.lua`) before the script.
-macro_rules! with_window_clock {
-    ($script:literal) => {
-        concat!(include_str!("../../../lua/window_clock.lua"), include_str!($script))
-    };
-}
-
-/// A script that writes a new room's hash, as the gate loads it: the room's
-/// fields (`lua/room_fields.lua`) before the script.
-macro_rules! with_room_fields {
-    ($script:literal) => {
-        concat!(include_str!("../../../lua/room_fields.lua"), include_str!($script))
-    };
-}
-
 /// A script's text, by file name, as the gate loads it.
 fn script(name: &str) -> Script {
     let text = match name {
         "admit.lua" => include_str!("../../../lua/admit.lua"),
         "freeze_transfers.lua" => include_str!("../../../lua/freeze_transfers.lua"),
         "load_voucher.lua" => include_str!("../../../lua/load_voucher.lua"),
-        "draw_advance.lua" => with_window_clock!("../../../lua/draw_advance.lua"),
+        "draw_advance.lua" => preluded!("window_clock.lua" => "draw_advance.lua"),
         "draw_enter.lua" => include_str!("../../../lua/draw_enter.lua"),
         "draw_status.lua" => include_str!("../../../lua/draw_status.lua"),
-        "queue_advance.lua" => with_window_clock!("../../../lua/queue_advance.lua"),
+        "queue_advance.lua" => preluded!("window_clock.lua" => "queue_advance.lua"),
         "queue_join.lua" => include_str!("../../../lua/queue_join.lua"),
-        "queue_open.lua" => with_room_fields!("../../../lua/queue_open.lua"),
-        "queue_restore.lua" => with_room_fields!("../../../lua/queue_restore.lua"),
+        "queue_open.lua" => preluded!("room_fields.lua" => "queue_open.lua"),
+        "queue_restore.lua" => preluded!("room_fields.lua", "staged_restore.lua" => "queue_restore.lua"),
         "release.lua" => include_str!("../../../lua/release.lua"),
         "remove_published.lua" => include_str!("../../../lua/remove_published.lua"),
         "restore.lua" => include_str!("../../../lua/restore.lua"),
