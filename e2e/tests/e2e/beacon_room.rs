@@ -16,6 +16,7 @@ use seckill_analytics::audit::audit_voucher;
 use seckill_analytics::sale::{read_sales, Selection};
 use seckill_core::beacon::{BeaconChain, BeaconRound};
 use seckill_core::event::Event;
+use seckill_core::Envelope;
 use seckill_core::{queue, UserId};
 use seckill_devstack::{BeaconSandbox, TempDir};
 use serde_json::{json, Value};
@@ -68,6 +69,33 @@ impl BeaconRoom {
         assert!(Utc::now() < begins, "the pre-queue was joined before the start (raise the start's margin)");
         Self { chain, platform, voucher, begins, sandbox, _dir: dir }
     }
+
+    /// The sales topic's records once the voucher has issued at least
+    /// `entries` entries (`of_voucher` picks and decodes the voucher's).
+    pub(crate) async fn once_issued(&self, entries: usize) -> Vec<seckill_kafka::OwnedMessage> {
+        let sales = seckill_core::topics::Topics::with_prefix(&self.platform.infra.namespace).sales;
+        self.platform.read_topic(&sales, |messages| served(&of_voucher(messages, &self.voucher)).len() >= entries).await
+    }
+}
+
+/// The places `records` served (`QueueEntryIssued`), and to whom, in log
+/// order.
+pub(crate) fn served(records: &[Envelope]) -> Vec<(u64, UserId)> {
+    records
+        .iter()
+        .filter_map(|e| match &e.event {
+            Event::QueueEntryIssued(issued) => Some((issued.place, issued.user_id.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Checks that each place `served` went to the user `line` (the round's
+/// shuffle of the pre-queue) puts there.
+pub(crate) fn assert_served_in_line_order(served: &[(u64, UserId)], line: &[UserId]) {
+    for (place, user) in served {
+        assert_eq!(&line[usize::try_from(*place).expect("small") - 1], user, "place {place}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -79,23 +107,12 @@ async fn a_waiting_room_waits_for_its_beacon_round_and_serves_the_pre_queue_by_i
     let http = reqwest::Client::new();
     // The voucher read shows the round the room will wait for.
     let (_, read) = platform.get(&format!("{}/api/v1/vouchers/{voucher}", platform.base)).await;
-    let room = &read["queue"];
-    assert_eq!(room["beacon_round"].as_u64(), Some(chain.first_round_after(begins)), "{read}");
-    assert_eq!(room["awaiting_beacon"], false, "the pre-queue is open: {read}");
+    let room_read = &read["queue"];
+    assert_eq!(room_read["beacon_round"].as_u64(), Some(chain.first_round_after(begins)), "{read}");
+    assert_eq!(room_read["awaiting_beacon"], false, "the pre-queue is open: {read}");
 
     // Served once the round is in: as many entries as units.
-    let sales = seckill_core::topics::Topics::with_prefix(&platform.infra.namespace).sales;
-    let records = platform
-        .read_topic(&sales, |messages| {
-            let issued = messages
-                .iter()
-                .filter_map(decode)
-                .filter(|e| e.event.voucher_id().to_string() == voucher)
-                .filter(|e| matches!(e.event, Event::QueueEntryIssued(_)))
-                .count();
-            issued >= STOCK as usize
-        })
-        .await;
+    let records = room.once_issued(STOCK as usize).await;
     let mine = of_voucher(&records, &voucher);
     let plan = mine
         .iter()
@@ -127,16 +144,7 @@ async fn a_waiting_room_waits_for_its_beacon_round_and_serves_the_pre_queue_by_i
     let users: Vec<UserId> = early.iter().map(|user| UserId::parse(user).expect("valid")).collect();
     assert_eq!(reveal.entries_hash, Some(queue::pre_queue_hash(&users)));
     let shuffled = queue::beacon_pre_queue_order(&reveal.seed, &users);
-    let served: Vec<(u64, UserId)> = mine
-        .iter()
-        .filter_map(|e| match &e.event {
-            Event::QueueEntryIssued(issued) => Some((issued.place, issued.user_id.clone())),
-            _ => None,
-        })
-        .collect();
-    for (place, user) in &served {
-        assert_eq!(&shuffled[usize::try_from(*place).expect("small") - 1], user, "place {place}");
-    }
+    assert_served_in_line_order(&served(&mine), &shuffled);
     // The first served holds an entry token, as queue/me tells it.
     let first = shuffled[0].as_str();
     let response = platform

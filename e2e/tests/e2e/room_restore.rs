@@ -11,7 +11,8 @@ use seckill_analytics::reconcile::{Mode, ReconcileReport};
 use seckill_core::event::Event;
 use seckill_core::UserId;
 
-use crate::beacon_room::BeaconRoom;
+use crate::beacon_draw::of_voucher;
+use crate::beacon_room::{assert_served_in_line_order, served, BeaconRoom};
 use crate::helpers::{eventually, Platform};
 
 /// A beacon waiting room Redis loses before its reveal: `reconcile`
@@ -51,14 +52,7 @@ async fn a_beacon_room_lost_before_its_reveal_is_rebuilt_and_reconcile_says_so()
     assert_eq!(room_line(&again), Some(format!("{id}: room kept: Redis still had it")));
 
     // The rebuilt room waits for its round, then serves by it.
-    let sales = seckill_core::topics::Topics::with_prefix(&platform.infra.namespace).sales;
-    let records = platform
-        .read_topic(&sales, |messages| {
-            let mine = crate::beacon_draw::of_voucher(messages, voucher);
-            mine.iter().filter(|e| matches!(e.event, Event::QueueEntryIssued(_))).count() >= 2
-        })
-        .await;
-    let mine = crate::beacon_draw::of_voucher(&records, voucher);
+    let mine = of_voucher(&room.once_issued(2).await, voucher);
     let reveal = mine
         .iter()
         .find_map(|e| match &e.event {
@@ -69,17 +63,9 @@ async fn a_beacon_room_lost_before_its_reveal_is_rebuilt_and_reconcile_says_so()
     let users: Vec<UserId> = early.iter().map(|user| UserId::parse(user).expect("valid")).collect();
     assert_eq!(reveal.entries_hash, Some(seckill_core::queue::pre_queue_hash(&users)), "the whole pre-queue back");
     let shuffled = seckill_core::queue::beacon_pre_queue_order(&reveal.seed, &users);
-    let served: Vec<(u64, UserId)> = mine
-        .iter()
-        .filter_map(|e| match &e.event {
-            Event::QueueEntryIssued(issued) => Some((issued.place, issued.user_id.clone())),
-            _ => None,
-        })
-        .collect();
+    let served = served(&mine);
     assert_eq!(served.len(), 2, "served once each: {served:?}");
-    for (place, user) in &served {
-        assert_eq!(&shuffled[usize::try_from(*place).expect("small") - 1], user, "place {place}");
-    }
+    assert_served_in_line_order(&served, &shuffled);
 }
 
 /// `GET …/queue/me` as `user`: its status and body.
@@ -106,19 +92,9 @@ async fn a_beacon_room_lost_while_serving_comes_back_where_it_stood() {
     let room = BeaconRoom::open(2, 5, 600, &early).await;
     let (platform, voucher) = (&room.platform, &room.voucher);
     // Two units, two entries; the first holder buys.
-    let sales = seckill_core::topics::Topics::with_prefix(&platform.infra.namespace).sales;
-    let records = platform
-        .read_topic(&sales, |messages| {
-            let mine = crate::beacon_draw::of_voucher(messages, voucher);
-            mine.iter().filter(|e| matches!(e.event, Event::QueueEntryIssued(_))).count() >= 2
-        })
-        .await;
-    let mut served: Vec<(u64, String)> = crate::beacon_draw::of_voucher(&records, voucher)
+    let mut served: Vec<(u64, String)> = served(&of_voucher(&room.once_issued(2).await, voucher))
         .into_iter()
-        .filter_map(|e| match e.event {
-            Event::QueueEntryIssued(issued) => Some((issued.place, issued.user_id.to_string())),
-            _ => None,
-        })
+        .map(|(place, user)| (place, user.to_string()))
         .collect();
     served.sort();
     let [(_, buyer), (_, holder)] = <[_; 2]>::try_from(served).expect("two served");
