@@ -14,11 +14,11 @@
 use seckill_core::draw;
 use seckill_core::event::{DrawSeedCommitted, Event, VoucherCreated, VoucherUpdated};
 use seckill_core::{queue, Envelope, UserId, VoucherId};
-use seckill_gate::{Admission, DrawRestored, Entered, EntryState, Ledger, Rejection, RestoreMode, RoomState};
+use seckill_gate::{Admission, DrawRestored, Entered, EntryState, Rejection, RestoreMode, RoomState};
 
 use crate::draw::{advance_until_quiet, draw_definition, enter_all, make_the_draw, open, order, set_room};
 use crate::room::envelopes;
-use crate::{on_single_and_cluster, user, Harness};
+use crate::{on_single_and_cluster, state_of, user, Harness};
 
 on_single_and_cluster!(
     single_only: [],
@@ -59,10 +59,7 @@ async fn lose(h: &Harness, voucher: VoucherId) {
 }
 
 async fn restored(h: &Harness, log: &[Envelope]) -> DrawRestored {
-    let mut ledger = Ledger::default();
-    log.iter().for_each(|envelope| ledger.apply(envelope));
-    let [state] = ledger.admissions().try_into().expect("one voucher");
-    let outcome = h.gate.restore(&state, RestoreMode::Write).await.expect("restores");
+    let outcome = h.gate.restore(&state_of(log), RestoreMode::Write).await.expect("restores");
     outcome.draw.expect("a draw-mode voucher's draw is restored")
 }
 

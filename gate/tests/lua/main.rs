@@ -42,9 +42,9 @@ mod windows;
 use chrono::{DateTime, Utc};
 use seckill_core::config::RedisConfig;
 use seckill_core::event::VoucherCreated;
-use seckill_core::{UserId, VoucherId};
+use seckill_core::{Envelope, UserId, VoucherId};
 use seckill_devstack::{shared_test_cluster, Redis, RedisPersistence, TempDir};
-use seckill_gate::{outbox_key, Gate, GateConnection};
+use seckill_gate::{outbox_key, Gate, GateConnection, Ledger, VoucherAdmission};
 
 pub(crate) struct Harness {
     pub(crate) gate: Gate,
@@ -163,6 +163,15 @@ pub(crate) fn definition(
 /// `definition` split into `shards` buckets.
 pub(crate) fn split(definition: VoucherCreated, shards: u32) -> VoucherCreated {
     VoucherCreated { shards, ..definition }
+}
+
+/// The one voucher's state `log` gives, folded as `seckill reconcile`
+/// folds the log: what a restore writes back.
+pub(crate) fn state_of(log: &[Envelope]) -> VoucherAdmission {
+    let mut ledger = Ledger::default();
+    log.iter().for_each(|envelope| ledger.apply(envelope));
+    let [state] = ledger.admissions().try_into().expect("one voucher");
+    state
 }
 
 pub(crate) async fn voucher(gate: &Gate, stock: u64, limit: u32) -> VoucherId {

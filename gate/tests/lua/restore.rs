@@ -10,9 +10,9 @@ use seckill_core::event::{
     CancelReason, Event, OrderAccepted, OrderCancelled, OrderCreated, VoucherCreated, VoucherUpdated,
 };
 use seckill_core::{Envelope, OrderId};
-use seckill_gate::{Admission, Gate, Ledger, RestoreAction, RestoreMode, VoucherAdmission};
+use seckill_gate::{Admission, Gate, RestoreAction, RestoreMode, VoucherAdmission};
 
-use crate::{definition, open_window, user, Harness};
+use crate::{definition, open_window, state_of, user, Harness};
 
 /// The log of a sale of 5 units, 2 per user: `a` holds 2 units, `b` holds 1
 /// and `c` cancelled theirs.
@@ -63,15 +63,6 @@ fn sale_log(window: (DateTime<Utc>, DateTime<Utc>)) -> SaleLog {
         })),
     ];
     SaleLog { definition, events, held_by_b: b }
-}
-
-fn state_of(events: &[Envelope]) -> VoucherAdmission {
-    let mut ledger = Ledger::default();
-    for event in events {
-        ledger.apply(event);
-    }
-    let [state] = ledger.admissions().try_into().expect("one voucher");
-    state
 }
 
 async fn bought(h: &Harness, gate: &Gate, state: &VoucherAdmission) -> HashMap<String, u64> {

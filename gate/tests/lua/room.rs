@@ -12,9 +12,9 @@ use futures::future::join_all;
 use seckill_core::event::{Event, OrderAccepted, QueueEntryIssued, VoucherCreated};
 use seckill_core::queue::{self, QueueSettings};
 use seckill_core::{Envelope, UserId, VoucherId};
-use seckill_gate::{Admission, Joined, Ledger, PlaceState, Presented, Rejection, RestoreMode, RoomState};
+use seckill_gate::{Admission, Joined, PlaceState, Presented, Rejection, RestoreMode, RoomState};
 
-use crate::{definition, on_single_and_cluster, user, Harness};
+use crate::{definition, on_single_and_cluster, state_of, user, Harness};
 
 on_single_and_cluster!(
     single_only: [],
@@ -320,9 +320,7 @@ async fn a_queue_voucher_redis_lost_is_restored_queue_mode_with_an_empty_room(h:
     {
         let _: () = redis::cmd("DEL").arg(key).query_async(&mut h.connection.clone()).await.expect("DEL");
     }
-    let mut ledger = Ledger::default();
-    ledger.apply(&Envelope::new(Event::VoucherCreated(definition.clone())));
-    let [state] = <[_; 1]>::try_from(ledger.admissions()).expect("one voucher");
+    let state = state_of(&[Envelope::new(Event::VoucherCreated(definition.clone()))]);
     h.gate.restore(&state, RestoreMode::Write).await.expect("restores");
     begin(h, voucher).await;
     let order = OrderAccepted::now(voucher, user("bob"), 1);

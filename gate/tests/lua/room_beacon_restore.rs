@@ -14,11 +14,11 @@ use chrono::Duration;
 use seckill_beacon::sandbox::Signer;
 use seckill_core::event::{Event, QueueSeedCommitted, VoucherCreated};
 use seckill_core::{queue, Envelope, UserId, VoucherId};
-use seckill_gate::{Joined, Ledger, RestoreAction, RestoreMode, RoomRestored, RoomState, MOST_PLACES_PER_ADVANCE};
+use seckill_gate::{Joined, RestoreAction, RestoreMode, RoomRestored, RoomState, MOST_PLACES_PER_ADVANCE};
 
 use crate::room::{advance_until_quiet, begin, envelopes, open};
 use crate::room_beacon::beacon_room;
-use crate::{on_single_and_cluster, user, Harness};
+use crate::{on_single_and_cluster, state_of, user, Harness};
 
 on_single_and_cluster!(single_only: [], both: [a_beacon_room_lost_while_keying_ends_with_the_places_its_round_determines]);
 
@@ -101,9 +101,7 @@ async fn a_beacon_room_lost_while_keying_ends_with_the_places_its_round_determin
     let log = the_log(h, &began, &seed).await;
     lose(h, voucher).await;
 
-    let mut ledger = Ledger::default();
-    log.iter().for_each(|envelope| ledger.apply(envelope));
-    let [state] = ledger.admissions().try_into().expect("one voucher");
+    let state = state_of(&log);
     let outcome = h.gate.restore(&state, RestoreMode::Write).await.expect("restores");
     assert_eq!(outcome.action, RestoreAction::Restored);
     assert_eq!(outcome.room, Some(RoomRestored::Rebuilt { pre_queue: count as u64, after_start: 1 }));

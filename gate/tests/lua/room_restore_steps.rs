@@ -12,13 +12,13 @@ use seckill_beacon::sandbox::Signer;
 use seckill_core::event::VoucherCreated;
 use seckill_core::{queue, UserId, VoucherId};
 use seckill_gate::{
-    Joined, Ledger, RestoreAction, RestoreMode, RoomRestored, RoomState, VoucherAdmission, MOST_PLACES_PER_RESTORE,
+    Joined, RestoreAction, RestoreMode, RoomRestored, RoomState, VoucherAdmission, MOST_PLACES_PER_RESTORE,
 };
 
 use crate::room::{advance_until_quiet, begin, open};
 use crate::room_beacon::beacon_room;
 use crate::room_beacon_restore::{line, lose, the_log, unkeyed};
-use crate::{on_single_and_cluster, user, Harness};
+use crate::{on_single_and_cluster, state_of, user, Harness};
 
 on_single_and_cluster!(single_only: [], both: [
     a_rebuild_interrupted_after_its_first_step_is_finished_by_the_next_restore,
@@ -82,9 +82,7 @@ async fn a_lost_room(h: &Harness, signer: &Signer) -> (VoucherCreated, VoucherAd
     assert_eq!(h.gate.join_queue(voucher, &late, None).await.expect("answers"), Joined::Placed { attempt: 1 });
     let log = the_log(h, &began, &seed).await;
     lose(h, voucher).await;
-    let mut ledger = Ledger::default();
-    log.iter().for_each(|envelope| ledger.apply(envelope));
-    let [state] = ledger.admissions().try_into().expect("one voucher");
+    let state = state_of(&log);
     // The voucher itself comes back first (restore.lua), as reconcile does.
     (definition, state, early, late)
 }

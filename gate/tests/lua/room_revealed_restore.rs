@@ -9,12 +9,12 @@
 use seckill_beacon::sandbox::Signer;
 use seckill_core::event::{Event, OrderAccepted, VoucherCreated};
 use seckill_core::UserId;
-use seckill_gate::{Admission, Joined, Ledger, PlaceState, RestoreAction, RestoreMode, RoomRestored, RoomState};
+use seckill_gate::{Admission, Joined, PlaceState, RestoreAction, RestoreMode, RoomRestored, RoomState};
 
 use crate::room::{advance_until_quiet, begin, envelopes, open, with_entry};
 use crate::room_beacon::beacon_room;
 use crate::room_beacon_restore::{line, lose, the_log};
-use crate::{on_single_and_cluster, user, Harness};
+use crate::{on_single_and_cluster, state_of, user, Harness};
 
 on_single_and_cluster!(single_only: [], both: [a_room_lost_while_serving_comes_back_where_it_stood]);
 
@@ -75,9 +75,7 @@ async fn a_room_lost_while_serving_comes_back_where_it_stood(h: &Harness) {
     let places_before = places(h, voucher, &everyone).await;
     let log = the_log(h, &began, &seed).await;
     lose(h, voucher).await;
-    let mut ledger = Ledger::default();
-    log.iter().for_each(|envelope| ledger.apply(envelope));
-    let [state] = ledger.admissions().try_into().expect("one voucher");
+    let state = state_of(&log);
     let outcome = h.gate.restore(&state, RestoreMode::Write).await.expect("restores");
     assert_eq!(outcome.action, RestoreAction::Restored);
     assert_eq!(
