@@ -66,10 +66,13 @@ async fn until_enabled(client: &Client, id: &str) -> fantoccini::elements::Eleme
     button
 }
 
-/// Signs the page in as `user`: their token pasted, as a login service would
-/// have issued it, until the page says who is buying.
+/// Signs the page in as `user` (in place of whoever was signed in): their
+/// token pasted, as a login service would have issued it, until the page
+/// says who is buying.
 async fn sign_in(client: &Client, user: &str) {
-    client.find(Locator::Id("token")).await.expect("#token").send_keys(&user_token(user)).await.expect("typed");
+    let field = client.find(Locator::Id("token")).await.expect("#token");
+    field.clear().await.expect("cleared");
+    field.send_keys(&user_token(user)).await.expect("typed");
     client.find(Locator::Id("save-identity")).await.expect("#save-identity").click().await.expect("clicked");
     assert_eq!(until_text(client, "who", |who| who == user).await, user);
 }
