@@ -31,16 +31,20 @@
 -- room:    ARGV[3] the seed, ARGV[4] a fresh token key, ARGV[5] opens_ms, ARGV[6] factor_percent,
 --          ARGV[7] entry_rate, ARGV[8] idle_ms, ARGV[9] token_ms, ARGV[10] the beacon round,
 --          ARGV[11] its chain (JSON): as queue_open.lua's open; then field/value pairs the room
---          holds beyond a new one's (a revealed room's: committed, revealed, cursor, …)
+--          holds beyond a new one's (a revealed room's: committed, revealed, cursor, …; a sealed
+--          room's: committed)
 --
--- Before the reveal the room comes back as queue_open.lua opens one
+-- Before the reveal a beacon room comes back as queue_open.lua opens one
 -- (room_fields.lua: a fresh seed, not committed: the ingresses log its
 -- commitment; a beacon room's shuffle does not use it), waiting for its
 -- round again (beacon_wait "1"): the ingresses fetch it again and
 -- queue_advance.lua hashes and keys the whole pre-queue afresh, so the
 -- places are those the round determines, whatever keying had done before
 -- the loss. Pre-queue places are back at -1 (unkeyed), the joins after the
--- start at 2^52 + seq (queue_join.lua). After the reveal the places come
+-- start at 2^52 + seq (queue_join.lua). A room without a beacon whose seed
+-- the log holds sealed comes back with that seed (ARGV[3]) and committed
+-- "1" (ARGV[12..]: its hash is in the log), its pre-queue places at the
+-- keys queue_join.lua gave them under it. After the reveal the places come
 -- back keyed in the round's order, those passed as served, spent or
 -- skipped, and the room revealed, its cursor past them (ARGV[12..]). The
 -- room's seq is the highest seq in its line, joined the line's count.

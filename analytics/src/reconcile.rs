@@ -119,10 +119,12 @@ pub async fn reconcile(
         Mode::Write => RestoreMode::Write,
     };
     for mut state in ledger.admissions() {
-        // A draw lost before its reveal keeps its seed if the log has it
-        // sealed and the key opens it.
+        // A draw, or a waiting room without a beacon, lost before its
+        // reveal keeps its seed if the log has it sealed and the key opens
+        // it.
         if let Some(key) = draw.seal_key() {
             state.draw_history.open_sealed_seed(state.voucher_id, key);
+            state.room_history.open_sealed_seed(state.voucher_id, key);
         }
         let outcome = gate.restore(&state, mode).await?;
         report.vouchers.push(VoucherReconciled { voucher_id: state.voucher_id, stock: state.stock, outcome });

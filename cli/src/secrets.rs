@@ -16,7 +16,8 @@ use seckill_core::config::Secret;
 pub(crate) const ADMIN_TOKEN_FILE: &str = "admin-token";
 /// The JWT signing secret's file in the data directory.
 pub(crate) const JWT_SECRET_FILE: &str = "jwt-secret";
-/// The key sealing draws' seeds into the log (`[draw] seal_key`).
+/// The key sealing draws' and waiting rooms' seeds into the log (`[draw]
+/// seal_key`).
 pub(crate) const DRAW_SEAL_KEY_FILE: &str = "draw-seal-key";
 
 /// The secret in `dir/name`, created with 32 random bytes (hex) if missing.

@@ -131,12 +131,15 @@ impl fmt::Debug for Secret {
     }
 }
 
-/// Draws: the operator's key that seals each draw's secret seed into its
-/// logged commitment (`crate::sealed_seed`), so that `seckill reconcile`
-/// rebuilds a draw Redis lost before its reveal with the seed it committed
-/// to. Every ingress and the reconciling tool need the same key; set it
-/// through `SECKILL_DRAW__SEAL_KEY`. Empty: seeds are not sealed, and such a
-/// draw comes back under a new seed (its log then shows two commitments).
+/// Draws and waiting rooms: the operator's key that seals each draw's and
+/// each waiting room's secret seed into its logged commitment
+/// (`crate::sealed_seed`), so that `seckill reconcile` rebuilds a draw or a
+/// room without a beacon that Redis lost before its reveal with the seed it
+/// committed to (the name predates rooms' use of it). Every ingress and the
+/// reconciling tool need the same key; set it through
+/// `SECKILL_DRAW__SEAL_KEY`. Empty: seeds are not sealed, and such a draw
+/// comes back under a new seed (its log then shows two commitments), such a
+/// room new and empty.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct DrawConfig {

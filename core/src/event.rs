@@ -447,6 +447,12 @@ pub struct QueueSeedCommitted {
     pub voucher_id: VoucherId,
     /// 64 lowercase hexadecimal digits.
     pub seed_hash: String,
+    /// The seed sealed under the operator's key (`seckill_core::sealed_seed`,
+    /// 64 hex digits), when the ingress has one: what rebuilds a room Redis
+    /// lost before its reveal with the same seed, so every pre-queue place
+    /// comes back where it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sealed_seed: Option<String>,
 }
 
 /// A place taken in a waiting room.
@@ -1042,7 +1048,10 @@ impl Event {
                 check(within_supported_years(f.decided_at), "decided_at must be in the years 1970 to 9999")?;
                 check(f.decided_at >= f.order.accepted_at, "decided_at precedes accepted_at")
             }
-            Self::QueueSeedCommitted(c) => check(queue::is_seed(&c.seed_hash), "seed_hash must be 64 hex digits"),
+            Self::QueueSeedCommitted(c) => {
+                check(queue::is_seed(&c.seed_hash), "seed_hash must be 64 hex digits")?;
+                check(c.sealed_seed.as_deref().is_none_or(queue::is_seed), "sealed_seed must be 64 hex digits")
+            }
             Self::QueueJoined(j) => {
                 check(within_supported_years(j.joined_at), "joined_at must be in the years 1970 to 9999")?;
                 check(j.attempt >= 1, "attempt starts at 1")?;

@@ -1,6 +1,7 @@
-//! A draw's secret seed, sealed into its logged commitment so that a draw
-//! Redis lost before its reveal can be rebuilt from the log with the very
-//! seed it committed to.
+//! A draw's or a waiting room's secret seed, sealed into its logged
+//! commitment (`DrawSeedCommitted`, `QueueSeedCommitted`) so that a draw or
+//! a room without a beacon that Redis lost before its reveal can be rebuilt
+//! from the log with the very seed it committed to.
 //!
 //! The seed is 32 bytes (64 hex digits, [`crate::queue::new_seed`]); sealed,
 //! it is those bytes XOR HMAC-SHA256(key, `seckill-draw-seed:<voucher>:<seed
@@ -10,7 +11,9 @@
 //! is checked against the commitment before it is trusted. Whoever holds
 //! the key could read a seed before its reveal, but only the operator does,
 //! who holds the seed in Redis anyway: sealing gives nobody a power over the
-//! draw they did not have.
+//! draw or the room they did not have. The pad's label says "draw" for both
+//! (one voucher has a draw or a room, never both; the label is kept as it
+//! was, so that draws' seeds sealed before still open).
 
 use hmac::{Hmac, Mac};
 use sha2::Sha256;

@@ -150,19 +150,19 @@ impl Ledger {
             | Event::PaymentReceived(_)
             | Event::CheckoutOpened(_)
             | Event::RefundRequested(_)
-            | Event::PaymentRefunded(_)
-            | Event::QueueSeedCommitted(_) => {}
-            Event::QueueJoined(_)
+            | Event::PaymentRefunded(_) => {}
+            Event::QueueSeedCommitted(_)
+            | Event::QueueJoined(_)
             | Event::QueueSeedRevealed(_)
             | Event::QueueEntryIssued(_)
             | Event::QueuePlaceExpired(_)
-            | Event::QueueEntryUsed(_) => fold.room.apply(&envelope.event),
+            | Event::QueueEntryUsed(_) => fold.room.apply(envelope.event_id, &envelope.event),
             // A restored draw's windows (and a restored room's entry tokens)
             // end where the log says: as granted, moved by the stalls
             // (lua/draw_restore.lua and lua/queue_restore.lua start the
             // window clock afresh, so the ends they are given include them).
             Event::WindowsExtended(_) => {
-                fold.room.apply(&envelope.event);
+                fold.room.apply(envelope.event_id, &envelope.event);
                 fold.draw.apply(envelope.event_id, &envelope.event);
             }
             Event::DrawSeedCommitted(_)

@@ -58,9 +58,10 @@ impl Gate {
             let orders: Vec<&OrderAccepted> = state.orders.iter().collect();
             let mut outcome = self.restore_bucket(&layout, 0, state, mode, state.stock, &orders).await?;
             // A queue-mode voucher admits only with entries: it needs its
-            // room (a Redis that lost the voucher lost the room too: a beacon
-            // room not revealed yet comes back from the log, any other is
-            // opened new, empty, and its seed committed by the ingresses).
+            // room (a Redis that lost the voucher lost the room too: it comes
+            // back from the log where the log can tell it, else it is opened
+            // new, empty, and its seed committed by the ingresses;
+            // `crate::room_restore`).
             // A draw-mode voucher's draw comes back from the log.
             if mode == RestoreMode::Write && outcome.action != RestoreAction::Expired {
                 if let Some(queue) = &state.queue {

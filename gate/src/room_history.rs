@@ -1,9 +1,11 @@
 //! A waiting room as the log tells it, for rebuilding a room Redis lost
-//! (`crate::Gate::restore`): who took a place before the start (the
-//! pre-queue), who took one after it with which seq (again, after a place
-//! was passed), the reveal, the entries issued, spent and lapsed, the places
-//! skipped, and the stalls that lengthened the entry tokens
-//! (`WindowsExtended`).
+//! (`crate::Gate::restore`): the seed's commitments, who took a place
+//! before the start (the pre-queue), who took one after it with which seq
+//! (again, after a place was passed), the reveal, the entries issued, spent
+//! and lapsed, the places skipped, and the stalls that lengthened the entry
+//! tokens (`WindowsExtended`). A commitment that holds its seed sealed under
+//! the operator's key (`seckill_core::sealed_seed`) gives it back to whoever
+//! holds the key ([`RoomHistory::open_sealed_seed`]).
 //!
 //! Folded like the rest of the [`crate::Ledger`]: records in any order and
 //! any number of times.
@@ -12,11 +14,22 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::{DateTime, Utc};
 use seckill_core::event::{Event, QueueEntryIssued, QueueSeedRevealed};
-use seckill_core::{OrderId, UserId};
+use seckill_core::{sealed_seed, OrderId, UserId, VoucherId};
+use uuid::Uuid;
 
 /// One waiting room's records, folded.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RoomHistory {
+    /// The sealed seeds logged with each commitment, by seed hash (a
+    /// commitment logged unsealed has none).
+    commitments: BTreeMap<String, BTreeSet<String>>,
+    /// The newest commitment (by event id) and its hash: the seed the room
+    /// last took joins under (an older one was lost with its places).
+    latest_commitment: Option<(Uuid, String)>,
+    /// The seed opened from the newest commitment's seal.
+    opened_seed: Option<String>,
+    /// A key was tried on the seal ([`RoomHistory::open_sealed_seed`]).
+    key_tried: bool,
     /// The users who joined before the start (first places only: a place
     /// is taken again only after one was passed, after the reveal).
     pub pre_queue: BTreeSet<UserId>,
@@ -42,8 +55,15 @@ pub struct RoomHistory {
 
 impl RoomHistory {
     /// Takes one record into account (others change nothing).
-    pub(crate) fn apply(&mut self, event: &Event) {
+    pub(crate) fn apply(&mut self, event_id: Uuid, event: &Event) {
         match event {
+            Event::QueueSeedCommitted(commitment) => {
+                let sealed = self.commitments.entry(commitment.seed_hash.clone()).or_default();
+                sealed.extend(commitment.sealed_seed.iter().cloned());
+                if self.latest_commitment.as_ref().is_none_or(|(id, _)| event_id > *id) {
+                    self.latest_commitment = Some((event_id, commitment.seed_hash.clone()));
+                }
+            }
             Event::QueueJoined(joined) if joined.attempt == 1 && joined.pre_queue => {
                 self.pre_queue.insert(joined.user_id.clone());
             }
@@ -74,6 +94,32 @@ impl RoomHistory {
             }
             _ => {}
         }
+    }
+
+    /// Opens the newest commitment's sealed seed with `key`; whether it did
+    /// (a seed whose SHA-256 is the commitment).
+    pub fn open_sealed_seed(&mut self, voucher: VoucherId, key: &[u8]) -> bool {
+        self.key_tried = true;
+        let Some((_, hash)) = &self.latest_commitment else { return false };
+        let sealed = self.commitments.get(hash).into_iter().flatten();
+        self.opened_seed = sealed.filter_map(|sealed| sealed_seed::unseal(key, voucher, hash, sealed)).next();
+        self.opened_seed.is_some()
+    }
+
+    /// The secret seed before its reveal, when it was opened.
+    pub fn opened_seed(&self) -> Option<&str> {
+        self.opened_seed.as_deref()
+    }
+
+    /// Whether the newest commitment holds its seed sealed.
+    pub fn sealed(&self) -> bool {
+        let sealed_under = |hash: &String| self.commitments.get(hash).is_some_and(|sealed| !sealed.is_empty());
+        self.latest_commitment.as_ref().is_some_and(|(_, hash)| sealed_under(hash))
+    }
+
+    /// Whether a key was tried on the seal.
+    pub fn key_tried(&self) -> bool {
+        self.key_tried
     }
 }
 
@@ -108,20 +154,54 @@ mod tests {
             joined(voucher, "a", false, Some(3), 2),
         ];
         let mut history = RoomHistory::default();
-        records.iter().for_each(|record| history.apply(record));
+        records.iter().for_each(|record| history.apply(Uuid::now_v7(), record));
         let pre: Vec<&str> = history.pre_queue.iter().map(UserId::as_str).collect();
         assert_eq!(pre, ["a", "b"]);
         let after: Vec<&str> = history.after_start.values().map(UserId::as_str).collect();
         assert_eq!(after, ["first", "late"], "a second place is not a join");
         assert_eq!(history.retaken.get(&3), Some(&(UserId::parse("a").expect("valid"), 2)), "it is a place retaken");
         assert!(!history.revealed);
-        history.apply(&Event::QueueSeedRevealed(QueueSeedRevealed {
-            voucher_id: voucher,
-            seed: "s".repeat(64),
-            pre_queued: 2,
-            beacon: None,
-            entries_hash: None,
-        }));
+        history.apply(
+            Uuid::now_v7(),
+            &Event::QueueSeedRevealed(QueueSeedRevealed {
+                voucher_id: voucher,
+                seed: "s".repeat(64),
+                pre_queued: 2,
+                beacon: None,
+                entries_hash: None,
+            }),
+        );
         assert!(history.revealed);
+    }
+
+    #[test]
+    fn the_newest_commitments_sealed_seed_opens_with_the_key() {
+        use seckill_core::event::QueueSeedCommitted;
+        use seckill_core::{queue, sealed_seed};
+
+        let voucher = VoucherId::generate();
+        let key = b"the operator's key, 32 characters".as_slice();
+        let (old, new) = (queue::new_seed(), queue::new_seed());
+        let committed = |seed: &str, sealed: bool| {
+            Event::QueueSeedCommitted(QueueSeedCommitted {
+                voucher_id: voucher,
+                seed_hash: queue::seed_commitment(seed),
+                sealed_seed: sealed.then(|| sealed_seed::seal(key, voucher, seed).expect("a seed")),
+            })
+        };
+        let mut history = RoomHistory::default();
+        history.apply(Uuid::now_v7(), &committed(&old, true));
+        let newest = Uuid::now_v7();
+        history.apply(newest, &committed(&new, false));
+        assert!(!history.sealed(), "the newest commitment is not sealed");
+        assert!(!history.key_tried());
+        assert!(!history.open_sealed_seed(voucher, key), "an older seal does not stand for the newest");
+        assert!(history.key_tried());
+        history.apply(newest, &committed(&new, true));
+        assert!(history.sealed());
+        assert!(!history.open_sealed_seed(voucher, b"another key"));
+        assert_eq!(history.opened_seed(), None);
+        assert!(history.open_sealed_seed(voucher, key));
+        assert_eq!(history.opened_seed(), Some(new.as_str()));
     }
 }

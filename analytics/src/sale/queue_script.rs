@@ -53,7 +53,10 @@ impl Script {
 
     pub(crate) fn commit(&mut self, seed: &str, ms: i64) -> Envelope {
         let seed_hash = queue::seed_commitment(seed);
-        self.sales_at(Event::QueueSeedCommitted(QueueSeedCommitted { voucher_id: self.voucher, seed_hash }), ms)
+        self.sales_at(
+            Event::QueueSeedCommitted(QueueSeedCommitted { voucher_id: self.voucher, seed_hash, sealed_seed: None }),
+            ms,
+        )
     }
 
     /// A first place: in the pre-queue without `seq`, else after the start.

@@ -57,7 +57,10 @@ pub(crate) fn broken_rule(envelope: &Envelope) -> Option<&'static str> {
             (r.amount <= MAX_AMOUNT, "amount <= MAX_AMOUNT"),
             (in_sale_years(r.refunded_at), "refunded_at is in 1970..=9999"),
         ]),
-        Event::QueueSeedCommitted(c) => rules.push((hex64(&c.seed_hash), "seed_hash is 64 lowercase hex digits")),
+        Event::QueueSeedCommitted(c) => {
+            rules.push((hex64(&c.seed_hash), "seed_hash is 64 lowercase hex digits"));
+            rules.push((c.sealed_seed.as_deref().is_none_or(hex64), "sealed_seed is 64 lowercase hex digits"));
+        }
         Event::QueueSeedRevealed(r) => rules.push((hex64(&r.seed), "seed is 64 lowercase hex digits")),
         Event::QueueJoined(j) => rules.extend([
             (in_sale_years(j.joined_at), "joined_at is in 1970..=9999"),

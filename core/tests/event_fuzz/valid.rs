@@ -318,10 +318,9 @@ fn seed() -> impl Strategy<Value = String> {
 pub(crate) fn queue_event() -> BoxedStrategy<Event> {
     let place = 1u64..=1_000_000_000;
     prop_oneof![
-        (voucher_id(), seed()).prop_map(|(voucher_id, seed_hash)| Event::QueueSeedCommitted(QueueSeedCommitted {
-            voucher_id,
-            seed_hash
-        })),
+        (voucher_id(), seed(), option::of(seed())).prop_map(|(voucher_id, seed_hash, sealed_seed)| {
+            Event::QueueSeedCommitted(QueueSeedCommitted { voucher_id, seed_hash, sealed_seed })
+        }),
         (voucher_id(), user_id(), instant(), option::of(1u64..(1 << 52)), 1u32..=1_000).prop_map(
             |(voucher_id, user_id, joined_at, seq, attempt)| {
                 Event::QueueJoined(QueueJoined {

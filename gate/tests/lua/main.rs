@@ -34,6 +34,7 @@ mod room_beacon_restore;
 mod room_expiry;
 mod room_restore_steps;
 mod room_revealed_restore;
+mod room_sealed_restore;
 mod settle;
 mod transfers;
 mod validation;

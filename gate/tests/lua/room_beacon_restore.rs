@@ -62,6 +62,7 @@ pub(crate) async fn the_log(h: &Harness, definition: &VoucherCreated, seed: &str
         Envelope::new(Event::QueueSeedCommitted(QueueSeedCommitted {
             voucher_id: definition.voucher_id,
             seed_hash: queue::seed_commitment(seed),
+            sealed_seed: None,
         })),
     ];
     log.extend(envelopes(h, definition.voucher_id).await);

@@ -57,7 +57,7 @@ pub(crate) struct Rooms {
     gate: Gate,
     producer: EventProducer,
     topics: Topics,
-    /// Seals each draw's seed into its logged commitment.
+    /// Seals each draw's and waiting room's seed into its logged commitment.
     draw: DrawConfig,
     rooms: Mutex<HashMap<VoucherId, Arc<RoomHandle>>>,
     /// Where draws' beacon rounds are fetched (None: no beacon configured).
@@ -208,15 +208,17 @@ impl Rooms {
     }
 
     /// Logs the commitment to `room`'s seed, then lets the room take joins.
-    /// Several ingresses may do so at once: they log the same hash. A
-    /// draw's seed goes into the log sealed too, when a key is set.
+    /// Several ingresses may do so at once: they log the same hash. The
+    /// seed goes into the log sealed too (a draw's and a waiting room's),
+    /// when a key is set: `seckill reconcile` rebuilds a room lost before
+    /// its reveal with it.
     async fn commit(&self, voucher: VoucherId, room: &Room) -> Result<(), RoomError> {
         let seed_hash = queue::seed_commitment(&room.seed);
+        let sealed_seed = self.draw.seal_key().and_then(|key| sealed_seed::seal(key, voucher, &room.seed));
         let commitment = Envelope::new(if room.draw {
-            let sealed_seed = self.draw.seal_key().and_then(|key| sealed_seed::seal(key, voucher, &room.seed));
             Event::DrawSeedCommitted(DrawSeedCommitted { voucher_id: voucher, seed_hash, sealed_seed })
         } else {
-            Event::QueueSeedCommitted(QueueSeedCommitted { voucher_id: voucher, seed_hash })
+            Event::QueueSeedCommitted(QueueSeedCommitted { voucher_id: voucher, seed_hash, sealed_seed })
         });
         self.producer.send(&self.topics.sales, &commitment).await.map_err(|e| RoomError::Log(e.to_string()))?;
         self.gate.seed_committed(voucher, &room.seed).await?;
