@@ -11,8 +11,14 @@
 //!
 //! [`shared_test_cluster`] starts one cluster per test process, stopped by
 //! a watchdog when the process exits; tests share it with a key prefix each.
+//!
+//! [`RedisCluster::start_on`] runs each node on a test host of its own
+//! (`crate::netns`), so a test can cut a node off the network as a failure
+//! would, rather than stop it. Every `redis-cli` call to such a cluster is
+//! bounded (`timeout`): a call to a node cut off would otherwise wait for
+//! TCP's own timeouts, minutes.
 
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -20,18 +26,27 @@ use std::time::{Duration, Instant};
 
 use crate::process::{find_binary, free_port, send_signal, Server};
 use crate::watchdog::Watchdog;
-use crate::{DevstackError, TempDir};
+use crate::{DevstackError, Host, TempDir};
 
 /// How long the cluster may take to agree on its configuration.
 const SETTLE: Duration = Duration::from_secs(30);
 /// How long a node may be unreachable before the others mark it failed
 /// (short: a test kills masters).
 const NODE_TIMEOUT_MS: u32 = 2_000;
+/// The longest a `redis-cli` call to a cluster on test hosts may take: a
+/// node answers within milliseconds, or it is cut off.
+const CALL_BOUND: Duration = Duration::from_secs(2);
 
 /// One node of the cluster.
 #[derive(Debug)]
 struct Node {
+    /// Unique within the cluster, hosted or not: the node's name in every
+    /// method.
     port: u16,
+    /// The address it listens on and announces.
+    ip: Ipv4Addr,
+    /// The test host it runs on (None: this machine's 127.0.0.1).
+    host: Option<Host>,
     /// None once killed.
     server: Option<Server>,
 }
@@ -42,6 +57,41 @@ pub struct RedisCluster {
     nodes: Vec<Node>,
     dir: PathBuf,
     cli: PathBuf,
+    /// Its nodes run on test hosts: every `redis-cli` call is bounded.
+    hosted: bool,
+}
+
+/// What `INFO replication` says of a node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Replication {
+    /// `role:master`.
+    pub master: bool,
+    /// Its replication offset: `master_repl_offset` on a master,
+    /// `slave_repl_offset` on a replica (what it has received).
+    pub offset: u64,
+    /// A replica's master (`master_host:master_port`), as ip and port.
+    pub following: Option<(Ipv4Addr, u16)>,
+    /// A replica's link to its master is up.
+    pub linked: bool,
+}
+
+impl Replication {
+    fn parse(info: &str) -> Self {
+        let field = |name: &str| {
+            info.lines().find_map(|line| Some(line.trim().strip_prefix(name)?.strip_prefix(':')?.to_owned()))
+        };
+        let master = field("role").as_deref() == Some("master");
+        let offset = if master { field("master_repl_offset") } else { field("slave_repl_offset") };
+        let following = field("master_host")
+            .and_then(|ip| ip.parse().ok())
+            .zip(field("master_port").and_then(|port| port.parse().ok()));
+        Self {
+            master,
+            offset: offset.and_then(|offset| offset.parse().ok()).unwrap_or(0),
+            following,
+            linked: field("master_link_status").as_deref() == Some("up"),
+        }
+    }
 }
 
 impl RedisCluster {
@@ -49,31 +99,40 @@ impl RedisCluster {
     /// and waits until every node reports `cluster_state:ok`, every slot is
     /// served and the nodes agree on who serves it.
     pub fn start(dir: &Path, masters: usize, replicas: usize) -> Result<Self, DevstackError> {
+        let count = masters * (1 + replicas);
+        Self::start_nodes(dir, masters, replicas, &vec![None; count])
+    }
+
+    /// As [`start`](Self::start), each node on a test host of its own
+    /// (`hosts`: one per node, `masters × (1 + replicas)`), listening on
+    /// the host's address and announcing it to the others and the clients.
+    pub fn start_on(hosts: &[Host], dir: &Path, masters: usize, replicas: usize) -> Result<Self, DevstackError> {
+        let count = masters * (1 + replicas);
+        if hosts.len() != count {
+            return Err(DevstackError::Setup(format!(
+                "{masters} masters with {replicas} replicas each need {count} test hosts, not {}",
+                hosts.len()
+            )));
+        }
+        let hosts: Vec<Option<Host>> = hosts.iter().cloned().map(Some).collect();
+        Self::start_nodes(dir, masters, replicas, &hosts)
+    }
+
+    /// Starts a node per entry of `hosts` (None: on 127.0.0.1), joins them
+    /// and waits until the cluster is settled.
+    fn start_nodes(dir: &Path, masters: usize, replicas: usize, hosts: &[Option<Host>]) -> Result<Self, DevstackError> {
         let server = find_binary("redis-server").ok_or_else(|| DevstackError::NotInstalled("redis-server".into()))?;
         let cli = find_binary("redis-cli").ok_or_else(|| DevstackError::NotInstalled("redis-cli".into()))?;
         let mut nodes = Vec::new();
-        for _ in 0..masters * (1 + replicas) {
-            let port = free_port();
-            let node_dir = dir.join(format!("node-{port}"));
-            std::fs::create_dir_all(&node_dir)
-                .map_err(|source| DevstackError::Spawn { what: "a Redis Cluster node".into(), source })?;
-            let mut command = Command::new(&server);
-            command
-                .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--daemonize", "no"])
-                .args(["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"])
-                .args(["--cluster-node-timeout", &NODE_TIMEOUT_MS.to_string()])
-                .args(["--save", "", "--appendonly", "no", "--protected-mode", "yes"])
-                .args(["--dir", &node_dir.to_string_lossy()]);
-            let addr = SocketAddr::from(([127, 0, 0, 1], port));
-            let server =
-                Server::start("a Redis Cluster node", command, &node_dir, "redis", addr, crate::redis::READY_WITHIN)?;
-            nodes.push(Node { port, server: Some(server) });
+        for host in hosts {
+            nodes.push(start_node(&server, dir, host.as_ref())?);
         }
-        let cluster = Self { nodes, dir: dir.to_owned(), cli };
+        let hosted = hosts.iter().any(Option::is_some);
+        let cluster = Self { nodes, dir: dir.to_owned(), cli, hosted };
         let mut create = vec!["--cluster".to_owned(), "create".to_owned()];
-        create.extend(cluster.nodes.iter().map(|node| format!("127.0.0.1:{}", node.port)));
+        create.extend(cluster.nodes.iter().map(|node| format!("{}:{}", node.ip, node.port)));
         create.extend(["--cluster-replicas".to_owned(), replicas.to_string(), "--cluster-yes".to_owned()]);
-        cluster.cli_args(&create)?;
+        cluster.cli_args(&create, SETTLE)?;
         cluster.wait_settled(masters * (1 + replicas))?;
         if replicas > 0 {
             cluster.wait_replicas_linked()?;
@@ -81,9 +140,34 @@ impl RedisCluster {
         Ok(cluster)
     }
 
-    /// `redis://127.0.0.1:PORT` of every node alive: the seed nodes.
+    /// `redis://IP:PORT` of every node alive: the seed nodes.
     pub fn seed_urls(&self) -> Vec<String> {
-        self.alive().map(|port| format!("redis://127.0.0.1:{port}")).collect()
+        self.nodes
+            .iter()
+            .filter(|node| node.server.is_some())
+            .map(|node| format!("redis://{}:{}", node.ip, node.port))
+            .collect()
+    }
+
+    /// The test host the node on `port` runs on (None: not on one, or no
+    /// such node).
+    pub fn host_of(&self, port: u16) -> Option<&Host> {
+        self.node(port)?.host.as_ref()
+    }
+
+    fn node(&self, port: u16) -> Option<&Node> {
+        self.nodes.iter().find(|node| node.port == port)
+    }
+
+    /// The address of the node on `port` (127.0.0.1 unless on a host).
+    fn ip(&self, port: u16) -> Ipv4Addr {
+        self.node(port).map_or(Ipv4Addr::LOCALHOST, |node| node.ip)
+    }
+
+    /// The port of the node listening at `ip`:`port`, if it is one of
+    /// this cluster's (how a replica names its master).
+    pub fn port_at(&self, ip: Ipv4Addr, port: u16) -> Option<u16> {
+        self.nodes.iter().find(|node| node.ip == ip && node.port == port).map(|node| node.port)
     }
 
     /// The ports of the nodes alive.
@@ -97,7 +181,7 @@ impl RedisCluster {
 
     /// The process id of the node on `port`, while it runs.
     pub fn pid(&self, port: u16) -> Option<u32> {
-        self.nodes.iter().find(|node| node.port == port)?.server.as_ref()?.pid()
+        self.node(port)?.server.as_ref()?.pid()
     }
 
     /// The ports of the masters serving slots, as the node on the first
@@ -117,6 +201,31 @@ impl RedisCluster {
             .find(|node| node.slots.iter().any(|(first, last)| (*first..=*last).contains(&slot)))
             .map(|node| node.port)
             .ok_or_else(|| DevstackError::Setup(format!("no master serves slot {slot}")))
+    }
+
+    /// The port of the master serving `slot` as the node on `from` sees it
+    /// (a node on the majority's side of a partition, say).
+    pub fn master_of_seen_from(&self, from: u16, slot: u16) -> Result<Option<u16>, DevstackError> {
+        let nodes = self.cluster_nodes_from(from)?;
+        let serving = |node: &&NodeLine| node.serves && node.slots.iter().any(|(a, b)| (*a..=*b).contains(&slot));
+        Ok(nodes.iter().find(serving).map(|node| node.port))
+    }
+
+    /// The ports of every replica of the master on `master`.
+    pub fn replicas_of(&self, master: u16) -> Result<Vec<u16>, DevstackError> {
+        let nodes = self.cluster_nodes()?;
+        let Some(id) = nodes.iter().find(|node| node.port == master).map(|node| node.id.clone()) else {
+            return Ok(Vec::new());
+        };
+        let mut replicas: Vec<u16> =
+            nodes.iter().filter(|node| node.master_id.as_deref() == Some(id.as_str())).map(|node| node.port).collect();
+        replicas.sort_unstable();
+        Ok(replicas)
+    }
+
+    /// What `INFO replication` of the node on `port` says.
+    pub fn replication(&self, port: u16) -> Result<Replication, DevstackError> {
+        Ok(Replication::parse(&self.cli(port, &["INFO", "replication"])?))
     }
 
     /// The port of a replica of the master on `master`, if it has one.
@@ -220,8 +329,8 @@ impl RedisCluster {
             let keys = self.cli(from, &["CLUSTER", "GETKEYSINSLOT", &slot_arg, "1"])?;
             let Some(key) = keys.lines().map(str::trim).find(|line| !line.is_empty()) else { break };
             let key = key.to_owned();
-            let to_port = to.to_string();
-            self.cli(from, &["MIGRATE", "127.0.0.1", &to_port, "", "0", "5000", "KEYS", &key])?;
+            let (to_ip, to_port) = (self.ip(to).to_string(), to.to_string());
+            self.cli(from, &["MIGRATE", &to_ip, &to_port, "", "0", "5000", "KEYS", &key])?;
         }
         for port in self.masters()? {
             self.cli(port, &["CLUSTER", "SETSLOT", &slot_arg, "NODE", &to_id])?;
@@ -236,18 +345,30 @@ impl RedisCluster {
         Err(DevstackError::Setup(format!("slot {slot} was not seen at port {to} by every node within {SETTLE:?}")))
     }
 
-    /// Runs `redis-cli -p PORT ARGS…` and returns its output, trimmed.
+    /// Runs `redis-cli -p PORT ARGS…` (with `-h IP` for a node on a test
+    /// host) and returns its output, trimmed.
     pub fn cli(&self, port: u16, args: &[&str]) -> Result<String, DevstackError> {
-        let mut all = vec!["-p".to_owned(), port.to_string()];
+        let mut all = Vec::new();
+        if self.hosted {
+            all.extend(["-h".to_owned(), self.ip(port).to_string()]);
+        }
+        all.extend(["-p".to_owned(), port.to_string()]);
         all.extend(args.iter().map(|arg| (*arg).to_owned()));
-        self.cli_args(&all)
+        self.cli_args(&all, CALL_BOUND)
     }
 
-    fn cli_args(&self, args: &[String]) -> Result<String, DevstackError> {
-        let output = Command::new(&self.cli)
-            .args(args)
-            .output()
-            .map_err(|source| DevstackError::Spawn { what: "redis-cli".into(), source })?;
+    /// `redis-cli ARGS…`; on a hosted cluster killed after `bound` (and
+    /// then an error), since a node cut off never answers.
+    fn cli_args(&self, args: &[String], bound: Duration) -> Result<String, DevstackError> {
+        let mut command = if self.hosted {
+            let mut command = Command::new("timeout");
+            command.arg(format!("{}", bound.as_secs_f64())).arg(&self.cli);
+            command
+        } else {
+            Command::new(&self.cli)
+        };
+        let output =
+            command.args(args).output().map_err(|source| DevstackError::Spawn { what: "redis-cli".into(), source })?;
         let stdout = String::from_utf8_lossy(&output.stdout).trim().to_owned();
         let failed = !output.status.success() || stdout.starts_with("ERR") || stdout.starts_with("(error)");
         if failed {
@@ -277,9 +398,10 @@ impl RedisCluster {
                 })
             });
             let first = self.alive().next().unwrap_or_default();
+            let check = ["--cluster".into(), "check".into(), format!("{}:{first}", self.ip(first))];
             let agreed = ready
                 && self
-                    .cli_args(&["--cluster".into(), "check".into(), format!("127.0.0.1:{first}")])
+                    .cli_args(&check, SETTLE)
                     .is_ok_and(|report| report.contains("All nodes agree about slots configuration"));
             if agreed {
                 return Ok(());
@@ -327,6 +449,38 @@ impl RedisCluster {
     fn pids(&self) -> Vec<u32> {
         self.nodes.iter().filter_map(|node| node.server.as_ref()?.pid()).collect()
     }
+}
+
+/// Starts a node with its data in a directory of its own under `dir`, on
+/// `host` (listening on its address, announcing it, open to the other
+/// hosts) or on 127.0.0.1.
+fn start_node(server: &Path, dir: &Path, host: Option<&Host>) -> Result<Node, DevstackError> {
+    // Unique on hosts too, though each has its ports to itself: the port
+    // names the node.
+    let port = free_port();
+    let node_dir = dir.join(format!("node-{port}"));
+    std::fs::create_dir_all(&node_dir)
+        .map_err(|source| DevstackError::Spawn { what: "a Redis Cluster node".into(), source })?;
+    let ip = host.map_or(Ipv4Addr::LOCALHOST, Host::ip);
+    let mut command = host.map_or_else(|| Command::new(server), |host| host.command(server));
+    command
+        .args(["--port", &port.to_string(), "--bind", &ip.to_string(), "--daemonize", "no"])
+        .args(["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"])
+        .args(["--cluster-node-timeout", &NODE_TIMEOUT_MS.to_string()])
+        .args(["--save", "", "--appendonly", "no"])
+        .args(["--dir", &node_dir.to_string_lossy()]);
+    let what = "a Redis Cluster node";
+    let Some(host) = host else {
+        command.args(["--protected-mode", "yes"]);
+        let addr = SocketAddr::from((ip, port));
+        let server = Server::start(what, command, &node_dir, "redis", addr, crate::redis::READY_WITHIN)?;
+        return Ok(Node { port, ip, host: None, server: Some(server) });
+    };
+    // Its clients and peers are on other hosts, never on its loopback.
+    command.args(["--protected-mode", "no", "--cluster-announce-ip", &ip.to_string()]);
+    let mut server = Server::spawn(what, command, &node_dir, "redis")?;
+    host.wait_listening(&mut server, port, crate::redis::READY_WITHIN)?;
+    Ok(Node { port, ip, host: Some(host.clone()), server: Some(server) })
 }
 
 fn serves(nodes: &[NodeLine], port: u16, slot: u16) -> bool {
@@ -390,4 +544,31 @@ pub fn shared_test_cluster() -> Result<&'static RedisCluster, DevstackError> {
         .as_ref()
         .map(|(cluster, _, _)| cluster)
         .map_err(|error| DevstackError::Setup(format!("the tests' Redis Cluster: {error}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replication_is_read_from_info_as_redis_7_writes_it() {
+        let master = "# Replication\r\nrole:master\r\nconnected_slaves:2\r\nmaster_repl_offset:1553910\r\n";
+        assert_eq!(
+            Replication::parse(master),
+            Replication { master: true, offset: 1_553_910, following: None, linked: false }
+        );
+        let replica = "# Replication\r\nrole:slave\r\nmaster_host:10.200.3.4\r\nmaster_port:11845\r\n\
+                       master_link_status:up\r\nslave_repl_offset:1589638\r\nmaster_repl_offset:1589638\r\n";
+        assert_eq!(
+            Replication::parse(replica),
+            Replication {
+                master: false,
+                offset: 1_589_638,
+                following: Some((Ipv4Addr::new(10, 200, 3, 4), 11_845)),
+                linked: true
+            }
+        );
+        let cut_off = replica.replace("master_link_status:up", "master_link_status:down");
+        assert!(!Replication::parse(&cut_off).linked);
+    }
 }

@@ -499,9 +499,37 @@ where
     }
 }
 
-async fn redis(cluster: &Cluster) -> Option<redis::aio::MultiplexedConnection> {
-    let client = redis::Client::open(cluster.redis.url()).ok()?;
-    client.get_multiplexed_async_connection().await.ok()
+/// A connection to the platform's Redis: the one server, or its cluster
+/// (each call routed to the master of its key's slot).
+enum Connection {
+    Single(redis::aio::MultiplexedConnection),
+    Cluster(seckill_gate::GateConnection),
+}
+
+impl Connection {
+    async fn query<T: redis::FromRedisValue>(&mut self, command: &redis::Cmd) -> redis::RedisResult<T> {
+        match self {
+            Self::Single(connection) => command.query_async(connection).await,
+            Self::Cluster(connection) => command.query_async(connection).await,
+        }
+    }
+}
+
+async fn redis(cluster: &Cluster) -> Option<Connection> {
+    match &cluster.redis {
+        crate::cluster::Gate::Single(redis) => {
+            let client = redis::Client::open(redis.url()).ok()?;
+            client.get_multiplexed_async_connection().await.ok().map(Connection::Single)
+        }
+        crate::cluster::Gate::Cluster(nodes) => {
+            let config = seckill_core::config::RedisConfig::cluster(nodes.seed_urls(), &cluster.namespace);
+            // The services' own bound on a call: a node cut off fails the
+            // call, as it fails theirs.
+            let connection =
+                seckill_gate::GateConnection::open_when_ready(&config, Duration::from_secs(2), Duration::ZERO);
+            connection.await.ok().map(Connection::Cluster)
+        }
+    }
 }
 
 fn keys(cluster: &Cluster, voucher: &str) -> Option<seckill_gate::VoucherKeys> {
@@ -510,20 +538,31 @@ fn keys(cluster: &Cluster, voucher: &str) -> Option<seckill_gate::VoucherKeys> {
 
 async fn redis_remaining(cluster: &Cluster, voucher: &str) -> Option<u64> {
     let key = keys(cluster, voucher)?.voucher;
-    redis::cmd("HGET").arg(key).arg("remaining").query_async(&mut redis(cluster).await?).await.ok()
+    redis(cluster).await?.query(redis::cmd("HGET").arg(key).arg("remaining")).await.ok()
 }
 
 async fn redis_bought(cluster: &Cluster, voucher: &str) -> HashMap<String, u64> {
     let key = keys(cluster, voucher).expect("a voucher id").bought;
     let mut connection = redis(cluster).await.expect("Redis answers");
-    let bought: HashMap<String, u64> =
-        redis::cmd("HGETALL").arg(key).query_async(&mut connection).await.expect("HGETALL");
+    let bought: HashMap<String, u64> = connection.query(redis::cmd("HGETALL").arg(key)).await.expect("HGETALL");
     bought.into_iter().filter(|(_, units)| *units > 0).collect()
 }
 
+/// How many orders wait in the outbox: the one stream of a single Redis,
+/// or every bucket's own on a cluster (on each master).
 pub async fn outbox_len(cluster: &Cluster) -> Option<u64> {
-    let key = seckill_gate::outbox_key(&cluster.namespace);
-    redis::cmd("XLEN").arg(key).query_async(&mut redis(cluster).await?).await.ok()
+    let mut connection = redis(cluster).await?;
+    let streams = match &connection {
+        Connection::Single(_) => vec![seckill_gate::outbox_key(&cluster.namespace)],
+        Connection::Cluster(nodes) => {
+            nodes.scan(&format!("{}:{{v:*}}:outbox", cluster.namespace), "stream").await.ok()?
+        }
+    };
+    let mut len = 0;
+    for stream in streams {
+        len += connection.query::<u64>(redis::cmd("XLEN").arg(stream)).await.ok()?;
+    }
+    Some(len)
 }
 
 /// Both topics from the beginning, until every promised order is decided,

@@ -1,15 +1,16 @@
-//! The platform as separate processes: Redis with an append-only file,
-//! Apache Kafka (the test run's broker, or brokers of the cluster's own for
-//! tests that stop, kill or freeze them), and `seckill serve <service>` for
-//! each service and for the payment provider's sandbox, all on 127.0.0.1
-//! with names of their own.
+//! The platform as separate processes: Redis with an append-only file (or
+//! a Redis Cluster, for the partitions lane's failover), Apache Kafka (the
+//! test run's broker, or brokers of the cluster's own for tests that stop,
+//! kill or freeze them), and `seckill serve <service>` for each service and
+//! for the payment provider's sandbox, all on 127.0.0.1 with names of their
+//! own.
 
 use std::process::Command;
 use std::time::Duration;
 
 use seckill_devstack::{
-    free_port, test_kafka, unique_namespace, Kafka, KafkaSettings, Redis, RedisPersistence, Server, TempDir,
-    TEST_ADMIN_TOKEN, TEST_JWT_SECRET,
+    free_port, test_kafka, unique_namespace, Kafka, KafkaSettings, Redis, RedisCluster, RedisPersistence, Server,
+    TempDir, TEST_ADMIN_TOKEN, TEST_JWT_SECRET,
 };
 
 /// One of the platform's services.
@@ -38,6 +39,65 @@ impl Service {
 pub const SANDBOX_KEY: &str = "sk_test_faults";
 pub const SANDBOX_SECRET: &str = "whsec_faults";
 
+/// The Redis the platform's gate runs on.
+pub enum Gate {
+    /// One Redis (`redis.url`), as every fault test has it.
+    Single(Redis),
+    /// A Redis Cluster (`redis.cluster_nodes`), its nodes with replicas:
+    /// the ingress answers `202` only once a replica has the admission
+    /// (`redis.replica_acks = "on"`).
+    Cluster(RedisCluster),
+}
+
+impl Gate {
+    /// The one Redis. The faults that stop, kill or flush it are faults
+    /// of a single Redis: asked of a cluster, the test itself is wrong.
+    pub fn single(&mut self) -> &mut Redis {
+        match self {
+            Self::Single(redis) => redis,
+            Self::Cluster(_) => panic!("this fault is on a single Redis; the platform runs on a Redis Cluster"),
+        }
+    }
+
+    /// The Redis Cluster, when the platform runs on one.
+    #[allow(dead_code)] // By the partitions lane, which shares this file.
+    pub fn cluster(&self) -> Option<&RedisCluster> {
+        match self {
+            Self::Single(_) => None,
+            Self::Cluster(cluster) => Some(cluster),
+        }
+    }
+
+    /// Stops the one Redis gracefully.
+    pub fn stop(&mut self) {
+        self.single().stop();
+    }
+
+    /// Kills the one Redis at once (SIGKILL).
+    pub fn kill(&mut self) {
+        self.single().kill();
+    }
+
+    /// Starts the stopped one Redis again on its port and data.
+    pub fn start_again(&mut self) -> Result<(), seckill_devstack::DevstackError> {
+        self.single().start_again()
+    }
+
+    /// The services' settings that say where Redis is.
+    fn env(&self) -> Vec<(String, String)> {
+        match self {
+            Self::Single(redis) => vec![("SECKILL_REDIS__URL".to_owned(), redis.url())],
+            Self::Cluster(cluster) => {
+                let seeds: Vec<String> = cluster.seed_urls().iter().map(|url| format!("{url:?}")).collect();
+                vec![
+                    ("SECKILL_REDIS__CLUSTER_NODES".to_owned(), format!("[{}]", seeds.join(","))),
+                    ("SECKILL_REDIS__REPLICA_ACKS".to_owned(), "on".to_owned()),
+                ]
+            }
+        }
+    }
+}
+
 /// The cluster's own Kafka: to start as settings say, or started.
 enum OwnKafka {
     Start(KafkaSettings),
@@ -50,7 +110,7 @@ pub struct Cluster {
     processor: Option<Server>,
     projector: Option<Server>,
     payments: Option<Server>,
-    pub redis: Redis,
+    pub redis: Gate,
     /// The cluster's own Kafka, for tests that stop, kill or freeze it;
     /// None: the test run's broker, shared by name.
     pub kafka: Option<Kafka>,
@@ -84,7 +144,15 @@ impl Cluster {
     /// As [`start`](Self::start), on `redis` (one on a test host, say).
     #[allow(dead_code)] // By the partitions lane, which shares this file.
     pub fn start_on_redis(redis: Redis) -> Self {
-        Self::start_with(None, Some(redis), Vec::new())
+        Self::start_with(None, Some(Gate::Single(redis)), Vec::new())
+    }
+
+    /// As [`start`](Self::start), on the Redis Cluster `redis` (its nodes
+    /// on test hosts, say), the ingress waiting for a replica's
+    /// acknowledgement before each `202`.
+    #[allow(dead_code)] // By the partitions lane, which shares this file.
+    pub fn start_on_redis_cluster(redis: RedisCluster) -> Self {
+        Self::start_with(None, Some(Gate::Cluster(redis)), Vec::new())
     }
 
     /// The platform on `kafka` and `redis` (on test hosts, say), its
@@ -92,7 +160,7 @@ impl Cluster {
     /// from its first start (a store it must not change later).
     #[allow(dead_code)] // By the partitions lane, which shares this file.
     pub fn start_on_hosts(kafka: Kafka, redis: Redis, processor_env: Vec<(String, String)>) -> Self {
-        Self::start_with(Some(OwnKafka::Started(kafka)), Some(redis), processor_env)
+        Self::start_with(Some(OwnKafka::Started(kafka)), Some(Gate::Single(redis)), processor_env)
     }
 
     /// As [`start_on_own_kafka`](Self::start_on_own_kafka), on `kafka`
@@ -113,12 +181,14 @@ impl Cluster {
         self.kafka.as_mut().expect("a cluster started on a Kafka of its own")
     }
 
-    fn start_with(own_kafka: Option<OwnKafka>, redis: Option<Redis>, processor_env: Vec<(String, String)>) -> Self {
+    fn start_with(own_kafka: Option<OwnKafka>, redis: Option<Gate>, processor_env: Vec<(String, String)>) -> Self {
         let dir = TempDir::new().expect("test dir");
         let namespace = unique_namespace("f");
         let redis = redis.unwrap_or_else(|| {
-            Redis::start(&dir.path().join("redis"), 0, RedisPersistence::AppendOnly)
-                .expect("redis starts (run scripts/setup)")
+            Gate::Single(
+                Redis::start(&dir.path().join("redis"), 0, RedisPersistence::AppendOnly)
+                    .expect("redis starts (run scripts/setup)"),
+            )
         });
         let kafka = own_kafka.map(|own| match own {
             OwnKafka::Start(settings) => {
@@ -243,7 +313,8 @@ impl Cluster {
 
     /// Loses every key Redis holds, as a disk failure without a replica would.
     pub async fn flush_redis(&self) {
-        let client = redis::Client::open(self.redis.url()).expect("url");
+        let Gate::Single(redis) = &self.redis else { panic!("a flush is a fault of a single Redis") };
+        let client = redis::Client::open(redis.url()).expect("url");
         let mut connection = client.get_multiplexed_async_connection().await.expect("redis connects");
         redis::cmd("FLUSHALL").query_async::<()>(&mut connection).await.expect("FLUSHALL");
     }
@@ -275,7 +346,7 @@ impl Cluster {
             ("SECKILL_KAFKA__REPLICATION".to_owned(), self.replication.to_string()),
         ];
         if service != Service::Projector {
-            env.push(("SECKILL_REDIS__URL".to_owned(), self.redis.url()));
+            env.extend(self.redis.env());
             env.push(("SECKILL_REDIS__KEY_PREFIX".to_owned(), ns.clone()));
             env.push(("SECKILL_PAYMENTS__BASE_URL".to_owned(), self.url(Service::Payments)));
             env.push(("SECKILL_PAYMENTS__API_KEY".to_owned(), SANDBOX_KEY.to_owned()));

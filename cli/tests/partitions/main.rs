@@ -17,6 +17,7 @@ mod alerts;
 mod buyers;
 mod hosts;
 mod kafka_link;
+mod redis_cluster;
 mod redis_link;
 mod zombie;
 
