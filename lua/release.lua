@@ -37,6 +37,12 @@
 -- arrives late is refused instead of taking units for an order that is
 -- over.
 --
+-- The caller may follow this call with WAIT (gate/src/replica_acks.rs): the
+-- release counts once a replica has it. A repeat (the first call's answer
+-- was not acknowledged) that finds the order released writes the released
+-- set's expiry again, so that a WAIT on a Redis after 7.0, which covers a
+-- connection's writes only, still covers the first call's write.
+--
 -- A voucher missing from Redis (it lost its data, and reconcile has not
 -- restored it yet) gets no units, but the order is still recorded as
 -- released: a restore whose read of the log came before this release then
@@ -54,9 +60,8 @@ end
 -- voucher hash. Its end is unknown here, so the mark expires ARGV[5] ms
 -- from now: past any restore that could need it.
 if redis.call("EXISTS", KEYS[1]) == 0 then
-  if redis.call("SADD", KEYS[4], ARGV[3]) == 1 then
-    redis.call("PEXPIRE", KEYS[4], tonumber(ARGV[5]))
-  end
+  redis.call("SADD", KEYS[4], ARGV[3])
+  redis.call("PEXPIRE", KEYS[4], tonumber(ARGV[5]))
   return 0
 end
 -- Admitted, but not as this user's order of this quantity: the caller is
@@ -66,11 +71,14 @@ local admitted = recorded == ARGV[1] .. "|" .. ARGV[2]
 if recorded and recorded ~= "fenced" and not admitted then
   return 0
 end
-if redis.call("SADD", KEYS[4], ARGV[3]) == 0 then
+local expires = tonumber(redis.call("HGET", KEYS[1], "ends_ms")) + tonumber(ARGV[5])
+local first = redis.call("SADD", KEYS[4], ARGV[3]) == 1
+-- Written on a repeat too, the same value: the write a WAIT behind this
+-- call covers (below).
+redis.call("PEXPIREAT", KEYS[4], expires)
+if not first then
   return 0
 end
-local expires = tonumber(redis.call("HGET", KEYS[1], "ends_ms")) + tonumber(ARGV[5])
-redis.call("PEXPIREAT", KEYS[4], expires)
 if not admitted then
   if not recorded then
     redis.call("HSET", KEYS[6], ARGV[3], "fenced")

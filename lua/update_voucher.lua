@@ -86,6 +86,11 @@ if redis.call("EXISTS", KEYS[1]) == 0 then
   return {"unknown_voucher", "", "", "", "", "", "", ""}
 end
 if redis.call("SADD", KEYS[2], ARGV[1]) == 0 then
+  -- Written again, the same value: the caller may follow this call with
+  -- WAIT (gate/src/replica_acks.rs), which on a Redis after 7.0 covers a
+  -- connection's writes only; a repeat of an update whose first answer no
+  -- replica acknowledged must still wait for the first call's write.
+  redis.call("HSET", KEYS[1], "stock", redis.call("HGET", KEYS[1], "stock"))
   return state("repeated", "")
 end
 local current = redis.call("HMGET", KEYS[1], "stock", "voucher_stock", "shards")

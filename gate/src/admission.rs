@@ -372,7 +372,17 @@ impl Gate {
             .arg(order.to_string())
             .arg(retry.map(RetryKey::field).unwrap_or_default())
             .arg(self.ended_sale_ttl_ms);
-        let released: i64 = self.invoke("release", &invocation).await?;
+        // A release is a promise too: the follower stores its offset once
+        // this answers, and nothing gives the units back again. A master
+        // cut off from its peers still takes the call alone until a replica
+        // is promoted without it, so when the replica wait is on an answer
+        // no replica acknowledged is an error, and the caller asks again
+        // (release.lua acts once, and writes its record again for the wait).
+        let (released, acknowledged): (i64, bool) =
+            self.invoke_acknowledged("release", layout.slot(layout.home(user)), &invocation).await?;
+        if !acknowledged {
+            return Err(unacknowledged(format!("release.lua for order {order}")));
+        }
         Ok(released == 1)
     }
 
@@ -381,6 +391,13 @@ impl Gate {
     pub(crate) async fn layout_or_single(&self, voucher: VoucherId) -> redis::RedisResult<Arc<Layout>> {
         Ok(self.layout(voucher).await?.unwrap_or_else(|| Arc::new(Layout::new(voucher, 1))))
     }
+}
+
+/// The error of a call (`what`) no replica acknowledged in time: its
+/// effect may stand on the master alone, so the caller asks again rather
+/// than count on it.
+pub(crate) fn unacknowledged(what: String) -> redis::RedisError {
+    redis::RedisError::from((redis::ErrorKind::Client, "no replica acknowledged the call in time", what))
 }
 
 /// The `DrawWinUsed` record of `order` without its rank: `admit.lua` knows

@@ -18,6 +18,7 @@ use seckill_core::event::{VoucherCreated, VoucherUpdated};
 use seckill_core::VoucherId;
 use uuid::Uuid;
 
+use crate::admission::unacknowledged;
 use crate::gate::{millis, unexpected};
 use crate::layout::{share, Layout};
 use crate::{Gate, GateVoucher, Holders, UpdateResult};
@@ -73,7 +74,8 @@ impl Gate {
             return Ok(UpdateResult::UnknownVoucher);
         };
         let buckets = (0..layout.shards()).map(|bucket| self.update_bucket(&layout, bucket, update_id, update));
-        let replies = self.timed("update_voucher", try_join_all(buckets)).await?;
+        // Each bucket's call is timed on its own (`invoke_acknowledged`).
+        let replies = try_join_all(buckets).await?;
         let Some(first) = replies.first().filter(|reply| reply.0 != "unknown_voucher") else {
             return Ok(UpdateResult::UnknownVoucher);
         };
@@ -108,8 +110,8 @@ impl Gate {
         let keys = layout.keys(&self.prefix, bucket);
         let paused = update.paused.map(|paused| if paused { "1" } else { "0" }).unwrap_or_default();
         let ends_ms = update.ends_at.map(|at| at.timestamp_millis().to_string()).unwrap_or_default();
-        self.scripts
-            .update_voucher
+        let mut invocation = self.scripts.update_voucher.prepare_invoke();
+        invocation
             .key(&keys.voucher)
             .key(&keys.updates)
             .key(&keys.bought)
@@ -134,9 +136,16 @@ impl Gate {
             .arg(share(update.add_stock, layout.shards(), bucket))
             .arg(self.ended_sale_ttl_ms)
             .arg(update.add_stock)
-            .arg(bucket)
-            .invoke_async(&mut self.redis.clone())
-            .await
+            .arg(bucket);
+        // An update is a promise (the admin's answer, the follower's
+        // offset): when the replica wait is on, one no replica acknowledged
+        // is an error and is asked again (the script applies it once).
+        let (reply, acknowledged) =
+            self.invoke_acknowledged("update_voucher", layout.slot(bucket), &invocation).await?;
+        if !acknowledged {
+            return Err(unacknowledged(format!("update_voucher.lua for update {update_id}")));
+        }
+        Ok(reply)
     }
 
     /// The voucher as the gate holds it, every bucket together (None: not

@@ -72,7 +72,10 @@ impl App {
         store: Arc<dyn StockStore>,
         registry: Registry,
     ) -> Result<Self, ProcessorError> {
-        let gate = Gate::connect(&config.redis).await?;
+        // The gate follower's releases wait for a replica as the ingress's
+        // admissions do (`replica_acks`): its offsets are stored only once
+        // what it gave back would survive the master's loss.
+        let gate = Gate::connect(&config.redis).await?.with_replica_acks(&config.redis).await?;
         let metrics = ConsumerMetrics::register(&registry, "processor");
         let processor_metrics = ProcessorMetrics::register(&registry, "processor");
         register_start_time(&registry, "processor");

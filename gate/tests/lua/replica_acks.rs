@@ -4,7 +4,8 @@
 //! replica frozen or gone the answer is "unacknowledged" within about the
 //! timeout, naming the order; `auto` waits for nothing on a Redis without
 //! replicas; a burst shares its waits; on a cluster the wait goes to the
-//! bucket's own master.
+//! bucket's own master; the processor's releases and the admin's updates
+//! count only once a replica has them.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -240,6 +241,51 @@ async fn a_repeated_call_or_a_replay_is_promised_only_once_the_replica_has_the_f
         Admission::Replayed { order: keyed.order_id, quantity: Some(1) }
     );
     assert_eq!(gate.settle(v, &first.user_id, first.order_id).await.expect("settles"), Settlement::Admitted);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_or_an_update_no_replica_acknowledged_fails_and_its_repeat_acts_once() {
+    let pair = Pair::start();
+    let config = pair.config(ReplicaAcks::Auto, SHORT_WAIT);
+    let (gate, _) = acknowledging_gate(&config).await;
+    let v = voucher(&gate, 10, 1).await;
+    let bought = order(v, "returns-it");
+    assert!(matches!(gate.admit_order(&bought, None).await.expect("admits"), Admission::Admitted { .. }));
+    replicated(&pair).await;
+
+    // The replica frozen: the units go back on the master alone, which a
+    // promoted replica would not have. The follower must not take that
+    // for done (it would store its offset, and nothing would release the
+    // order again): it is an error, and the follower asks again.
+    pair.replica.pause();
+    let release = || gate.release(v, &bought.user_id, 1, bought.order_id, None);
+    let refused = release().await.expect_err("no replica acknowledged it");
+    assert!(refused.to_string().contains("no replica acknowledged"), "{refused}");
+    assert!(refused.to_string().contains(&bought.order_id.to_string()), "names the order: {refused}");
+    assert_eq!(gate.remaining(v).await.expect("reads"), Some(10), "given back on the master");
+    let update = seckill_core::event::VoucherUpdated { voucher_id: v, paused: Some(true), ends_at: None, add_stock: 5 };
+    let update_id = uuid::Uuid::now_v7();
+    let refused = gate.update_voucher(update_id, &update).await.expect_err("no replica acknowledged it");
+    assert!(refused.to_string().contains(&update_id.to_string()), "names the update: {refused}");
+
+    // Asked again once the replica is back: acknowledged, and each acted
+    // once (the units went back once, the stock was added once).
+    pair.replica.resume();
+    assert!(!release().await.expect("acknowledged"), "released before: nothing more goes back");
+    assert!(matches!(
+        gate.update_voucher(update_id, &update).await.expect("acknowledged"),
+        seckill_gate::UpdateResult::Repeated(_)
+    ));
+    assert_eq!(gate.remaining(v).await.expect("reads"), Some(15));
+    let mut replica = connection(&pair.replica.url()).await;
+    let keys = gate.keys(v);
+    let on_replica: (Option<u64>, Option<String>) = redis::cmd("HMGET")
+        .arg(&keys.voucher)
+        .arg(&["remaining", "paused"])
+        .query_async(&mut replica)
+        .await
+        .expect("HMGET");
+    assert_eq!(on_replica, (Some(15), Some("1".to_owned())), "the replica has both, as answered");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
