@@ -73,6 +73,10 @@ pub(crate) struct ReplayArgs {
     /// Write here instead of stdout.
     #[arg(long, short, value_name = "FILE")]
     output: Option<PathBuf>,
+    /// Decode records on this many threads. Default: the machine's cores,
+    /// at most four; 1 leaves the other cores to the services beside it.
+    #[arg(long, value_name = "N")]
+    threads: Option<std::num::NonZeroUsize>,
     /// A TOML config with the `[kafka]` section (the ingress's will do);
     /// `SECKILL_*` environment variables override it.
     #[arg(long, env = "SECKILL_CONFIG")]
@@ -126,6 +130,7 @@ pub(crate) async fn run(args: ReplayArgs) -> anyhow::Result<()> {
         filter: Filter { types: args.types, voucher: args.voucher, user: args.user },
         format: args.format.0,
         progress: std::io::stderr().is_terminal(),
+        decode_threads: args.threads,
         ..ReplayOptions::default()
     };
     if !args.topics.is_empty() {

@@ -6,8 +6,8 @@
 //! resolved per partition when the replay starts: a start time becomes an
 //! offset through `offsets_for_times`, and the default end is the high
 //! watermark at that moment, so a replay of a busy topic still ends. Memory
-//! is bounded by librdkafka's prefetch queue: records are written as they
-//! arrive and never collected.
+//! is bounded by librdkafka's prefetch queue and one batch of records being
+//! decoded on several threads (`decode`); nothing else is collected.
 //!
 //! ```no_run
 //! # fn main() -> Result<(), seckill_analytics::replay::ReplayError> {
@@ -19,11 +19,13 @@
 //! ```
 
 mod bounds;
+mod decode;
 mod output;
 mod progress;
 mod scan;
 
 use std::io::Write;
+use std::num::NonZeroUsize;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
@@ -183,6 +185,9 @@ pub struct ReplayOptions {
     pub format: Format,
     /// Draw a progress bar on stderr (only sensible on a terminal).
     pub progress: bool,
+    /// Threads that decode records; None: the machine's cores, at most
+    /// four. One leaves the other cores to whatever shares the machine.
+    pub decode_threads: Option<NonZeroUsize>,
 }
 
 impl ReplayOptions {
@@ -201,6 +206,7 @@ impl Default for ReplayOptions {
             filter: Filter::default(),
             format: Format::JsonLines,
             progress: false,
+            decode_threads: None,
         }
     }
 }
@@ -251,9 +257,26 @@ pub fn replay(
     let started = Instant::now();
     let mut output = Output::new(out, options.format, &options.filter)?;
     let mut summary = Summary::default();
+    // Following, each record is written as it comes; otherwise records
+    // are decoded a batch at a time on several threads.
+    let threads = options.decode_threads.map_or_else(decode::most_threads, NonZeroUsize::get);
+    let (batch, threads) = if options.end == End::Follow { (1, 1) } else { (decode::BATCH, threads) };
+    let mut records = Vec::with_capacity(batch);
+    let mut write = |records: &mut Vec<decode::Read>| -> Result<(), ReplayError> {
+        let decoded = decode::decode_all(records, threads);
+        for (read, decoded) in records.drain(..).zip(decoded) {
+            output.record(&read.message, read.topic == LogTopic::DeadLetters, decoded, &mut summary)?;
+        }
+        Ok(())
+    };
     scan(kafka, &options.read_options(), stop, |topic, message| {
-        output.record(message, topic == LogTopic::DeadLetters, &mut summary)
+        records.push(decode::Read { topic, message: message.detach() });
+        if records.len() >= batch {
+            write(&mut records)?;
+        }
+        Ok(())
     })?;
+    write(&mut records)?;
     output.finish()?;
     summary.elapsed = started.elapsed();
     Ok(summary)

@@ -61,18 +61,20 @@ impl<'f, W: Write> Output<'f, W> {
         Ok(Self { out, format, filter })
     }
 
-    /// Handles one record and counts what became of it.
+    /// Handles one record, whose payload decoded as `decoded` (None: not
+    /// an event), and counts what became of it.
     pub(super) fn record<M: Message>(
         &mut self,
         message: &M,
         dead_letter: bool,
+        decoded: Option<Envelope>,
         summary: &mut Summary,
     ) -> Result<(), ReplayError> {
         if dead_letter {
-            return self.dead_letter(message, summary);
+            return self.dead_letter(message, decoded, summary);
         }
         let payload = message.payload().unwrap_or_default();
-        let Ok(envelope) = Envelope::decode(payload) else {
+        let Some(envelope) = decoded else {
             summary.undecodable += 1;
             return Ok(());
         };
@@ -91,10 +93,14 @@ impl<'f, W: Write> Output<'f, W> {
         Ok(())
     }
 
-    fn dead_letter<M: Message>(&mut self, message: &M, summary: &mut Summary) -> Result<(), ReplayError> {
+    fn dead_letter<M: Message>(
+        &mut self,
+        message: &M,
+        parked: Option<Envelope>,
+        summary: &mut Summary,
+    ) -> Result<(), ReplayError> {
         // Dead letters are raw bytes; filters look at the parked event
         // when it is one, and an undecodable one matches only no filter.
-        let parked = message.payload().and_then(|payload| Envelope::decode(payload).ok());
         if !self.filter.is_empty() && !parked.as_ref().is_some_and(|envelope| self.filter.matches(envelope)) {
             summary.skipped += 1;
             return Ok(());
