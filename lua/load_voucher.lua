@@ -50,6 +50,11 @@ if not ends or not ttl or ttl < 1 then
   return redis.error_reply("load_voucher.lua: ends_ms and the TTL must be numbers, the TTL at least 1")
 end
 if redis.call("EXISTS", KEYS[1]) == 1 then
+  -- Written again, the same value: the caller may follow this call with
+  -- WAIT (gate/src/replica_acks.rs), which on a Redis after 7.0 covers a
+  -- connection's writes only; a repeat of a load whose first answer no
+  -- replica acknowledged must still wait for the first call's write.
+  redis.call("HSET", KEYS[1], "stock", redis.call("HGET", KEYS[1], "stock"))
   return 0
 end
 local clock = redis.call("TIME")

@@ -45,9 +45,8 @@ impl Gate {
 
     async fn load_bucket(&self, layout: &Layout, bucket: u32, definition: &VoucherCreated) -> redis::RedisResult<bool> {
         let keys = layout.keys(&self.prefix, bucket);
-        let loaded: i64 = self
-            .scripts
-            .load_voucher
+        let mut invocation = self.scripts.load_voucher.prepare_invoke();
+        invocation
             .key(keys.all().as_slice())
             .key(&keys.newest_end)
             .arg(share(definition.stock, layout.shards(), bucket))
@@ -61,9 +60,17 @@ impl Gate {
             .arg(definition.price)
             .arg(definition.currency.as_ref().map(|c| c.as_str()).unwrap_or_default())
             .arg(definition.mode())
-            .arg(definition.challenge_bits)
-            .invoke_async(&mut self.redis.clone())
-            .await?;
+            .arg(definition.challenge_bits);
+        // As an update (below): the follower stores its offset, the admin
+        // is answered, only once a replica has the voucher when the wait is on.
+        let (loaded, acknowledged): (i64, bool) =
+            self.invoke_acknowledged("load_voucher", layout.slot(bucket), &invocation).await?;
+        if !acknowledged {
+            return Err(unacknowledged(format!(
+                "load_voucher.lua for voucher {} bucket {bucket}",
+                definition.voucher_id
+            )));
+        }
         Ok(loaded == 1)
     }
 

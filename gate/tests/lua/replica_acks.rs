@@ -4,8 +4,8 @@
 //! replica frozen or gone the answer is "unacknowledged" within about the
 //! timeout, naming the order; `auto` waits for nothing on a Redis without
 //! replicas; a burst shares its waits; on a cluster the wait goes to the
-//! bucket's own master; the processor's releases and the admin's updates
-//! count only once a replica has them.
+//! bucket's own master; the processor's releases, the admin's updates and
+//! the definitions loaded count only once a replica has them.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -244,7 +244,7 @@ async fn a_repeated_call_or_a_replay_is_promised_only_once_the_replica_has_the_f
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_release_or_an_update_no_replica_acknowledged_fails_and_its_repeat_acts_once() {
+async fn a_release_an_update_or_a_load_no_replica_acknowledged_fails_and_its_repeat_acts_once() {
     let pair = Pair::start();
     let config = pair.config(ReplicaAcks::Auto, SHORT_WAIT);
     let (gate, _) = acknowledging_gate(&config).await;
@@ -286,6 +286,19 @@ async fn a_release_or_an_update_no_replica_acknowledged_fails_and_its_repeat_act
         .await
         .expect("HMGET");
     assert_eq!(on_replica, (Some(15), Some("1".to_owned())), "the replica has both, as answered");
+
+    // A voucher's definition, loaded by the follower for an ingress that
+    // logged it and died: the same.
+    pair.replica.pause();
+    let definition = crate::definition(10, 1, crate::open_window());
+    let refused = gate.load_voucher(&definition).await.expect_err("no replica acknowledged it");
+    assert!(refused.to_string().contains(&definition.voucher_id.to_string()), "names the voucher: {refused}");
+    pair.replica.resume();
+    assert!(!gate.load_voucher(&definition).await.expect("acknowledged"), "loaded before: loaded once");
+    let keys = gate.keys(definition.voucher_id);
+    let stock: Option<u64> =
+        redis::cmd("HGET").arg(&keys.voucher).arg("stock").query_async(&mut replica).await.expect("HGET");
+    assert_eq!(stock, Some(10), "on the replica");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
