@@ -28,6 +28,7 @@ use crate::borrowers::Borrowed;
 use crate::connection::through_moving_slots;
 use crate::gate::{encoded_without, unexpected};
 use crate::layout::Layout;
+use crate::replica_acks::Durable;
 use crate::{Admission, Gate, Rejection, RetryKey, Settlement};
 
 /// How many times one request borrows units (or finds them borrowed by
@@ -199,6 +200,30 @@ impl Gate {
         let slot = self.redis.is_cluster().then_some(slot);
         let acknowledged = self.timed(script, acks.invoke(slot, invocation)).await?;
         Ok((T::from_redis_value(acknowledged.value)?, acknowledged.by_replica))
+    }
+
+    /// Runs a call the log's follower counts on (`release.lua`,
+    /// `update_voucher.lua`, `load_voucher.lua`) in the bucket on `slot`,
+    /// routed by `key`: when the wait is on, an answer whose master has
+    /// replicas, none of which acknowledged it, is an error naming `what`
+    /// (the caller asks again); one from a master with no replica connected
+    /// stands (see `ReplicaAcks::invoke_durable`).
+    pub(crate) async fn invoke_durable<T: redis::FromRedisValue>(
+        &self,
+        script: &'static str,
+        (slot, key): (u16, &str),
+        invocation: &redis::ScriptInvocation<'_>,
+        what: impl FnOnce() -> String,
+    ) -> redis::RedisResult<T> {
+        let Some(acks) = self.acks.as_ref().filter(|acks| acks.is_on()) else {
+            return self.invoke(script, invocation).await;
+        };
+        let slot = self.redis.is_cluster().then_some(slot);
+        let (value, durable) = self.timed(script, acks.invoke_durable(slot, key, invocation)).await?;
+        if durable == Durable::Unacknowledged {
+            return Err(unacknowledged(what()));
+        }
+        Ok(T::from_redis_value(value)?)
     }
 
     /// One `admit.lua` call in `bucket` of `layout`.
@@ -376,13 +401,15 @@ impl Gate {
         // this answers, and nothing gives the units back again. A master
         // cut off from its peers still takes the call alone until a replica
         // is promoted without it, so when the replica wait is on an answer
-        // no replica acknowledged is an error, and the caller asks again
-        // (release.lua acts once, and writes its record again for the wait).
-        let (released, acknowledged): (i64, bool) =
-            self.invoke_acknowledged("release", layout.slot(layout.home(user)), &invocation).await?;
-        if !acknowledged {
-            return Err(unacknowledged(format!("release.lua for order {order}")));
-        }
+        // its silent replicas did not acknowledge is an error, and the
+        // caller asks again (release.lua acts once, and writes its record
+        // again for the wait).
+        let bucket = layout.home(user);
+        let released: i64 = self
+            .invoke_durable("release", (layout.slot(bucket), &keys.voucher), &invocation, || {
+                format!("release.lua for order {order}")
+            })
+            .await?;
         Ok(released == 1)
     }
 
@@ -396,7 +423,7 @@ impl Gate {
 /// The error of a call (`what`) no replica acknowledged in time: its
 /// effect may stand on the master alone, so the caller asks again rather
 /// than count on it.
-pub(crate) fn unacknowledged(what: String) -> redis::RedisError {
+fn unacknowledged(what: String) -> redis::RedisError {
     redis::RedisError::from((redis::ErrorKind::Client, "no replica acknowledged the call in time", what))
 }
 

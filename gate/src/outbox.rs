@@ -32,6 +32,18 @@
 //! acknowledgements and claims go on against wherever it is; nothing pending
 //! is dropped on the way.
 //!
+//! **Only what a replica has.** Where Redis has replicas (`replica_acks`
+//! not `off`), a relay publishes entries only once a replica has them: after
+//! a read it asks the master for its replicas (`ROLE`) and, if it has any,
+//! waits for one (`WAIT 1`) before publishing. A master cut off from its
+//! replicas (and soon replaced by one of them) keeps taking admissions and
+//! room joins alone; published, they would reach the log while the promoted
+//! replica never had them: orders nobody was promised (their callers got
+//! `503`s), and places whose numbers the new master gives to others. Entries
+//! not acknowledged stay pending, and are claimed and checked again once
+//! idle; a master that has no replica connected at all is published from
+//! at once (nothing can be promoted without its writes).
+//!
 //! Claiming walks each stream's pending entries page by page (XAUTOCLAIM's
 //! cursor), so a long list of entries that are not idle yet is not rescanned
 //! from its head every time. Consumers of relays that are gone are removed
@@ -44,9 +56,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::future::join_all;
+use redis::aio::ConnectionLike;
 use redis::streams::{StreamAutoClaimReply, StreamId, StreamReadReply};
 use redis::{Script, Value};
-use seckill_core::config::RedisConfig;
+use seckill_core::config::{RedisConfig, ReplicaAcks};
 use tokio::sync::Notify;
 
 use crate::keys::{bucket_outbox_pattern, outbox_key, voucher_of_outbox};
@@ -142,6 +155,9 @@ pub struct Outbox {
     retire_consumers: Arc<Script>,
     retire_outbox: Arc<Script>,
     remove_published: Arc<Script>,
+    /// How long to wait for a replica before publishing (None: the wait
+    /// is off, `replica_acks = "off"`).
+    replica_wait: Option<Duration>,
 }
 
 impl std::fmt::Debug for Outbox {
@@ -179,6 +195,8 @@ impl Outbox {
             retire_consumers: Arc::new(Script::new(RETIRE_CONSUMERS)),
             retire_outbox: Arc::new(Script::new(RETIRE_OUTBOX)),
             remove_published: Arc::new(Script::new(REMOVE_PUBLISHED)),
+            replica_wait: (config.replica_acks != ReplicaAcks::Off)
+                .then(|| Duration::from_millis(config.replica_ack_timeout_ms)),
         };
         outbox.discover().await?;
         outbox.ensure_group().await?;
@@ -379,7 +397,37 @@ impl Outbox {
         }
         let reply: Option<StreamReadReply> =
             read.arg("STREAMS").arg(stream).arg(">").query_async(&mut self.redis.clone()).await?;
-        Ok(entries_of(reply))
+        self.replicated(stream, entries_of(reply)).await
+    }
+
+    /// `entries`, read from `stream`, if its master's replicas have them
+    /// (or it has none); else nothing, the entries left pending to be
+    /// claimed and checked again once idle.
+    async fn replicated(&self, stream: &str, entries: Vec<OutboxEntry>) -> redis::RedisResult<Vec<OutboxEntry>> {
+        let Some(wait) = self.replica_wait.filter(|_| !entries.is_empty()) else {
+            return Ok(entries);
+        };
+        // Each pipeline starts with a read of the stream: it goes to the
+        // stream's master, on the connection that read the entries, and on
+        // Redis 7.0 it is the command the WAIT covers up to.
+        let mut role = redis::pipe();
+        role.cmd("EXISTS").arg(stream).cmd("ROLE");
+        let replies = self.redis.clone().req_packed_commands(&role, 0, 2).await?;
+        if crate::replica_acks::replicas_in_role(replies.last()) == 0 {
+            return Ok(entries);
+        }
+        let mut acknowledged = redis::pipe();
+        acknowledged.cmd("EXISTS").arg(stream).cmd("WAIT").arg(1).arg(wait.as_millis() as u64);
+        let replies = self.redis.clone().req_packed_commands(&acknowledged, 0, 2).await?;
+        if matches!(replies.last(), Some(&Value::Int(acks)) if acks >= 1) {
+            return Ok(entries);
+        }
+        tracing::warn!(
+            stream,
+            entries = entries.len(),
+            "No replica acknowledged outbox entries: not published, claimed again once idle."
+        );
+        Ok(Vec::new())
     }
 
     fn hint(&self, stream: &str) {
@@ -424,7 +472,8 @@ impl Outbox {
                 Err(error) => return Err(error),
             };
             lock(&self.claim_cursors).insert(stream.clone(), reply.next_stream_id);
-            claimed.extend(reply.claimed.into_iter().filter_map(|id| entry(&stream, id)));
+            let entries = reply.claimed.into_iter().filter_map(|id| entry(&stream, id)).collect();
+            claimed.extend(self.replicated(&stream, entries).await?);
         }
         Ok(claimed)
     }

@@ -98,6 +98,10 @@ pub(crate) struct ReplicaAcks {
     metrics: OnceLock<AdmissionMetrics>,
     /// When a timed-out wait was last logged.
     said_timeout: Mutex<Option<Instant>>,
+    /// Slots (None on a single Redis) whose master was found with no
+    /// replica connected, and when: a durable call there does not wait
+    /// (`invoke_durable`) until [`LOOK_EVERY`] has passed.
+    alone: Mutex<HashMap<Option<u16>, Instant>>,
 }
 
 impl std::fmt::Debug for ReplicaAcks {
@@ -149,6 +153,7 @@ impl ReplicaAcks {
             queues: Mutex::new(HashMap::new()),
             metrics: OnceLock::new(),
             said_timeout: Mutex::new(None),
+            alone: Mutex::default(),
         });
         if let Some(metrics) = metrics {
             acks.report_to(metrics);
@@ -323,6 +328,90 @@ impl ReplicaAcks {
     }
 }
 
+/// What a durable call's wait came to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Durable {
+    /// A replica has it.
+    Replicated,
+    /// The master had no replica connected: nothing could have
+    /// acknowledged it, and no replica can be promoted without it.
+    Alone,
+    /// Replicas are connected, but none acknowledged it in time: it may be
+    /// lost if one of them is promoted (the master is cut off from them).
+    Unacknowledged,
+}
+
+impl ReplicaAcks {
+    /// Runs `invocation` (a call the log's follower counts on: a release, an
+    /// update, a definition) in the bucket on `slot`, routed by `key` (one
+    /// of the call's keys), and says whether it would survive the master's
+    /// loss.
+    ///
+    /// Unlike an admission, such a call is not refused on a master without
+    /// a replica: there it is as safe as it can be (no replica can be
+    /// promoted without it), and refusing it would stop the follower, for
+    /// every voucher behind it, until a replica joins (a master killed, its
+    /// only replica promoted). A master whose replicas are connected but
+    /// silent (it is cut off from them) is what the wait is for. A master
+    /// found alone is not waited on again for [`LOOK_EVERY`], so the
+    /// follower does not pay the wait's timeout for each call.
+    pub(crate) async fn invoke_durable(
+        self: &Arc<Self>,
+        slot: Option<u16>,
+        key: &str,
+        invocation: &ScriptInvocation<'_>,
+    ) -> RedisResult<(Value, Durable)> {
+        let recently_alone = lock(&self.alone).get(&slot).is_some_and(|at| at.elapsed() < LOOK_EVERY);
+        if recently_alone {
+            let value = through_moving_slots(|| {
+                let mut lane = self.lane.clone();
+                async move { invocation.invoke_async(&mut lane).await }
+            })
+            .await?;
+            return Ok((value, Durable::Alone));
+        }
+        let acknowledged = self.invoke(slot, invocation).await?;
+        if acknowledged.by_replica {
+            lock(&self.alone).remove(&slot);
+            return Ok((acknowledged.value, Durable::Replicated));
+        }
+        if self.replicas_of_master_of(key).await? > 0 {
+            return Ok((acknowledged.value, Durable::Unacknowledged));
+        }
+        if lock(&self.alone).insert(slot, Instant::now()).is_none() {
+            tracing::warn!(
+                ?slot,
+                "A Redis master has no replica connected: the log's follower writes to it without waiting."
+            );
+        }
+        Ok((acknowledged.value, Durable::Alone))
+    }
+
+    /// Replicas connected to the master that holds `key` (`ROLE`, sent in
+    /// one pipeline behind a read of `key`, which routes it there).
+    async fn replicas_of_master_of(&self, key: &str) -> RedisResult<usize> {
+        let mut pipeline = redis::pipe();
+        pipeline.cmd("EXISTS").arg(key).cmd("ROLE");
+        let replies = self.lane.clone().req_packed_commands(&pipeline, 0, 2).await?;
+        Ok(replicas_in_role(replies.last()))
+    }
+}
+
+/// The replicas a `ROLE` answer lists (a master's third element); a
+/// replica's or an unreadable answer counts as one, so that nothing is
+/// taken for alone that is not known to be.
+pub(crate) fn replicas_in_role(role: Option<&Value>) -> usize {
+    match role {
+        Some(Value::Array(items)) => match (items.first(), items.get(2)) {
+            (Some(Value::BulkString(kind)), Some(Value::Array(replicas))) if kind.as_slice() == b"master" => {
+                replicas.len()
+            }
+            _ => 1,
+        },
+        _ => 1,
+    }
+}
+
 /// The `EVALSHA` command of `invocation` (the crate builds it only into a
 /// pipeline, as its one command).
 fn evalsha(invocation: &ScriptInvocation<'_>) -> Cmd {
@@ -351,6 +440,23 @@ mod tests {
         assert_eq!(connected_replicas(master), 2);
         assert_eq!(connected_replicas("# Replication\r\nrole:master\r\nconnected_slaves:0\r\n"), 0);
         assert_eq!(connected_replicas("# Replication\r\nrole:slave\r\n"), 0);
+    }
+
+    #[test]
+    fn replicas_are_counted_in_a_role_answer() {
+        let master = |replicas: Vec<Value>| {
+            Value::Array(vec![Value::BulkString(b"master".to_vec()), Value::Int(10), Value::Array(replicas)])
+        };
+        let replica = Value::Array(vec![
+            Value::BulkString(b"10.0.0.2".to_vec()),
+            Value::BulkString(b"7001".to_vec()),
+            Value::BulkString(b"10".to_vec()),
+        ]);
+        assert_eq!(replicas_in_role(Some(&master(vec![replica.clone(), replica]))), 2);
+        assert_eq!(replicas_in_role(Some(&master(Vec::new()))), 0);
+        let slave = Value::Array(vec![Value::BulkString(b"slave".to_vec()), Value::BulkString(b"10.0.0.1".to_vec())]);
+        assert_eq!(replicas_in_role(Some(&slave)), 1, "not a master: not known to be alone");
+        assert_eq!(replicas_in_role(None), 1);
     }
 
     #[test]

@@ -18,7 +18,6 @@ use seckill_core::event::{VoucherCreated, VoucherUpdated};
 use seckill_core::VoucherId;
 use uuid::Uuid;
 
-use crate::admission::unacknowledged;
 use crate::gate::{millis, unexpected};
 use crate::layout::{share, Layout};
 use crate::{Gate, GateVoucher, Holders, UpdateResult};
@@ -63,14 +62,11 @@ impl Gate {
             .arg(definition.challenge_bits);
         // As an update (below): the follower stores its offset, the admin
         // is answered, only once a replica has the voucher when the wait is on.
-        let (loaded, acknowledged): (i64, bool) =
-            self.invoke_acknowledged("load_voucher", layout.slot(bucket), &invocation).await?;
-        if !acknowledged {
-            return Err(unacknowledged(format!(
-                "load_voucher.lua for voucher {} bucket {bucket}",
-                definition.voucher_id
-            )));
-        }
+        let loaded: i64 = self
+            .invoke_durable("load_voucher", (layout.slot(bucket), &keys.voucher), &invocation, || {
+                format!("load_voucher.lua for voucher {} bucket {bucket}", definition.voucher_id)
+            })
+            .await?;
         Ok(loaded == 1)
     }
 
@@ -81,7 +77,7 @@ impl Gate {
             return Ok(UpdateResult::UnknownVoucher);
         };
         let buckets = (0..layout.shards()).map(|bucket| self.update_bucket(&layout, bucket, update_id, update));
-        // Each bucket's call is timed on its own (`invoke_acknowledged`).
+        // Each bucket's call is timed on its own (`invoke_durable`).
         let replies = try_join_all(buckets).await?;
         let Some(first) = replies.first().filter(|reply| reply.0 != "unknown_voucher") else {
             return Ok(UpdateResult::UnknownVoucher);
@@ -145,14 +141,13 @@ impl Gate {
             .arg(update.add_stock)
             .arg(bucket);
         // An update is a promise (the admin's answer, the follower's
-        // offset): when the replica wait is on, one no replica acknowledged
-        // is an error and is asked again (the script applies it once).
-        let (reply, acknowledged) =
-            self.invoke_acknowledged("update_voucher", layout.slot(bucket), &invocation).await?;
-        if !acknowledged {
-            return Err(unacknowledged(format!("update_voucher.lua for update {update_id}")));
-        }
-        Ok(reply)
+        // offset): when the replica wait is on, one the master's replicas
+        // did not acknowledge is an error and is asked again (the script
+        // applies it once).
+        self.invoke_durable("update_voucher", (layout.slot(bucket), &keys.voucher), &invocation, || {
+            format!("update_voucher.lua for update {update_id}")
+        })
+        .await
     }
 
     /// The voucher as the gate holds it, every bucket together (None: not

@@ -1,6 +1,7 @@
 //! The relays' housekeeping of the outbox against a real Redis: claiming
-//! walks the pending entries page by page, and consumers of relays that are
-//! gone leave the group once nothing is pending for them.
+//! walks the pending entries page by page, consumers of relays that are
+//! gone leave the group once nothing is pending for them, and where Redis
+//! has a replica only what it has is published.
 //!
 //! Idle times are set with `XCLAIM … IDLE`, as Redis allows, instead of
 //! waiting for them to pass.
@@ -127,6 +128,50 @@ async fn claiming_continues_past_a_head_of_entries_that_are_not_idle() {
         again.extend(ids_of(&claimer.claim_idle(Duration::from_secs(60), 10).await.expect("claims")));
     }
     assert_eq!(again, head[..3].to_vec());
+}
+
+/// Where Redis has a replica, a relay publishes only what the replica has:
+/// entries written while it is frozen (a master cut off from it) are left
+/// pending, claimed once the replica has them; a master with no replica at
+/// all is published from at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relay_publishes_only_what_a_replica_has_or_a_master_alone_wrote() {
+    let dir = TempDir::new().expect("temp dir");
+    let master = Redis::start(&dir.path().join("master"), 0, RedisPersistence::None).expect("the master starts");
+    let mut replica = Redis::start_replica(&dir.path().join("replica"), &master).expect("the replica starts");
+    let prefix = format!("outbox{}", &uuid::Uuid::now_v7().simple().to_string()[20..]);
+    let config = RedisConfig { replica_ack_timeout_ms: 200, ..RedisConfig::new(master.url(), prefix.clone()) };
+    let connection =
+        redis::Client::open(master.url()).expect("url").get_connection_manager().await.expect("redis connects");
+    let harness = Harness { stream: outbox_key(&prefix), config, connection, _redis: master, _dir: dir };
+    let relay = harness.relay("r1").await;
+
+    let replicated = harness.append(2).await;
+    assert_eq!(ids_of(&relay.read_new(10, BLOCK).await.expect("reads")), replicated, "the replica has them");
+
+    replica.pause();
+    let alone = harness.append(3).await;
+    let started = Instant::now();
+    assert!(relay.read_new(10, BLOCK).await.expect("reads").is_empty(), "not published: the replica lacks them");
+    assert!(started.elapsed() >= Duration::from_millis(200), "after the wait: {:?}", started.elapsed());
+    assert_eq!(harness.consumers().await, [("r1".to_owned(), 5)], "left pending, beside the two not removed yet");
+
+    replica.resume();
+    let claimed = relay.claim_idle(Duration::ZERO, 10).await.expect("claims");
+    assert_eq!(ids_of(&claimed), [replicated, alone].concat(), "claimed once the replica has them");
+
+    // No replica at all: nothing can be promoted without these.
+    replica.kill();
+    let master_alone = loop {
+        let role: redis::Value = redis::cmd("ROLE").query_async(&mut harness.connection.clone()).await.expect("ROLE");
+        if matches!(&role, redis::Value::Array(items) if matches!(items.get(2), Some(redis::Value::Array(r)) if r.is_empty()))
+        {
+            break harness.append(1).await;
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "the master still lists its replica");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(ids_of(&relay.read_new(10, BLOCK).await.expect("reads")), master_alone);
 }
 
 #[tokio::test]

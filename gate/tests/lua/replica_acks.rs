@@ -5,7 +5,8 @@
 //! timeout, naming the order; `auto` waits for nothing on a Redis without
 //! replicas; a burst shares its waits; on a cluster the wait goes to the
 //! bucket's own master; the processor's releases, the admin's updates and
-//! the definitions loaded count only once a replica has them.
+//! the definitions loaded count only once a replica has them, unless the
+//! master has no replica left to lose them to.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -299,6 +300,27 @@ async fn a_release_an_update_or_a_load_no_replica_acknowledged_fails_and_its_rep
     let stock: Option<u64> =
         redis::cmd("HGET").arg(&keys.voucher).arg("stock").query_async(&mut replica).await.expect("HGET");
     assert_eq!(stock, Some(10), "on the replica");
+
+    // The replica gone (killed, as when a master dies and its only replica
+    // is promoted): nothing can acknowledge, and nothing can be promoted
+    // without the write. The follower must go on: the release stands.
+    // (On the voucher loaded last: the first is paused by now.)
+    let other = order(definition.voucher_id, "returns-it-too");
+    assert!(matches!(gate.admit_order(&other, None).await.expect("answers"), Admission::Admitted { .. }));
+    let mut pair = pair;
+    pair.replica.kill();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while replication_offset(&pair.master.url(), "connected_slaves").await != Some(0) {
+        assert!(Instant::now() < deadline, "the master still counts its replica");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(gate.release(other.voucher_id, &other.user_id, 1, other.order_id, None).await.expect("stands alone"));
+    // Not waited on again for a while: the next call is answered at once.
+    let started = Instant::now();
+    let update =
+        seckill_core::event::VoucherUpdated { voucher_id: v, paused: Some(false), ends_at: None, add_stock: 0 };
+    assert!(gate.update_voucher(uuid::Uuid::now_v7(), &update).await.is_ok());
+    assert!(started.elapsed() < SHORT_WAIT, "no wait on a master known alone: {:?}", started.elapsed());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
