@@ -78,6 +78,18 @@ impl Harness {
             .expect("XCLAIM");
     }
 
+    /// The replicas the master lists (`ROLE`).
+    async fn replicas(&self) -> usize {
+        let role: redis::Value = redis::cmd("ROLE").query_async(&mut self.connection.clone()).await.expect("ROLE");
+        match role {
+            redis::Value::Array(items) => match items.get(2) {
+                Some(redis::Value::Array(replicas)) => replicas.len(),
+                _ => 0,
+            },
+            _ => 0,
+        }
+    }
+
     /// The group's consumers: name → pending entries.
     async fn consumers(&self) -> Vec<(String, usize)> {
         let reply: redis::streams::StreamInfoConsumersReply = redis::cmd("XINFO")
@@ -145,6 +157,13 @@ async fn a_relay_publishes_only_what_a_replica_has_or_a_master_alone_wrote() {
         redis::Client::open(master.url()).expect("url").get_connection_manager().await.expect("redis connects");
     let harness = Harness { stream: outbox_key(&prefix), config, connection, _redis: master, _dir: dir };
     let relay = harness.relay("r1").await;
+    // Until the master lists its replica (it connects and syncs after it
+    // starts): before that the master is alone, and published from at once.
+    let started = Instant::now();
+    while harness.replicas().await != 1 {
+        assert!(started.elapsed() < Duration::from_secs(10), "the replica never connected");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 
     let replicated = harness.append(2).await;
     assert_eq!(ids_of(&relay.read_new(10, BLOCK).await.expect("reads")), replicated, "the replica has them");
@@ -162,15 +181,12 @@ async fn a_relay_publishes_only_what_a_replica_has_or_a_master_alone_wrote() {
 
     // No replica at all: nothing can be promoted without these.
     replica.kill();
-    let master_alone = loop {
-        let role: redis::Value = redis::cmd("ROLE").query_async(&mut harness.connection.clone()).await.expect("ROLE");
-        if matches!(&role, redis::Value::Array(items) if matches!(items.get(2), Some(redis::Value::Array(r)) if r.is_empty()))
-        {
-            break harness.append(1).await;
-        }
+    let started = Instant::now();
+    while harness.replicas().await != 0 {
         assert!(started.elapsed() < Duration::from_secs(10), "the master still lists its replica");
         tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    }
+    let master_alone = harness.append(1).await;
     assert_eq!(ids_of(&relay.read_new(10, BLOCK).await.expect("reads")), master_alone);
 }
 
