@@ -17,19 +17,16 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::{DateTime, Duration, Utc};
 use seckill_core::event::{DrawRanked, DrawSeedRevealed, DrawWinUsed, DrawWinnerPromoted, DrawWinnersSelected, Event};
-use seckill_core::{sealed_seed, UserId, VoucherId};
+use seckill_core::{UserId, VoucherId};
 use uuid::Uuid;
+
+use crate::seed_commitments::SeedCommitments;
 
 /// One draw's records, folded.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct DrawHistory {
-    /// The seed commitments logged (SHA-256 hashes), each with the sealed
-    /// seeds logged with it (several ingresses may log one commitment).
-    pub commitments: BTreeMap<String, BTreeSet<String>>,
-    /// The newest commitment, by event id: the draw's seed as Redis had it.
-    latest_commitment: Option<(Uuid, String)>,
-    /// The seed opened from its sealed commitment.
-    opened_seed: Option<String>,
+    /// The seed's commitments, and its seed once opened from one.
+    pub commitments: SeedCommitments,
     /// Entries by seq (the first user logged with each).
     pub entries: BTreeMap<u64, UserId>,
     reveal: Option<(Uuid, DrawSeedRevealed)>,
@@ -50,11 +47,7 @@ impl DrawHistory {
     pub(crate) fn apply(&mut self, event_id: Uuid, event: &Event) {
         match event {
             Event::DrawSeedCommitted(commitment) => {
-                let sealed = self.commitments.entry(commitment.seed_hash.clone()).or_default();
-                sealed.extend(commitment.sealed_seed.iter().cloned());
-                if self.latest_commitment.as_ref().is_none_or(|(id, _)| event_id > *id) {
-                    self.latest_commitment = Some((event_id, commitment.seed_hash.clone()));
-                }
+                self.commitments.record(event_id, &commitment.seed_hash, commitment.sealed_seed.as_ref());
             }
             Event::DrawEntered(entered) => {
                 self.entries.entry(entered.seq).or_insert_with(|| entered.user_id.clone());
@@ -85,15 +78,12 @@ impl DrawHistory {
     /// Opens the newest commitment's sealed seed with `key`; whether it did
     /// (a seed whose SHA-256 is the commitment).
     pub fn open_sealed_seed(&mut self, voucher: VoucherId, key: &[u8]) -> bool {
-        let Some((_, hash)) = &self.latest_commitment else { return false };
-        let sealed = self.commitments.get(hash).into_iter().flatten();
-        self.opened_seed = sealed.filter_map(|sealed| sealed_seed::unseal(key, voucher, hash, sealed)).next();
-        self.opened_seed.is_some()
+        self.commitments.open(voucher, key)
     }
 
     /// The secret seed before its reveal, when it was opened.
     pub fn opened_seed(&self) -> Option<&str> {
-        self.opened_seed.as_deref()
+        self.commitments.opened()
     }
 
     /// The reveal: the seed, the entry count and the list's hash.

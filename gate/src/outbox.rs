@@ -63,6 +63,7 @@ use seckill_core::config::{RedisConfig, ReplicaAcks};
 use tokio::sync::Notify;
 
 use crate::keys::{bucket_outbox_pattern, outbox_key, voucher_of_outbox};
+use crate::replica_acks::replicas_of_master_of;
 use crate::GateConnection;
 
 /// The consumer group every relay joins.
@@ -410,10 +411,7 @@ impl Outbox {
         // Each pipeline starts with a read of the stream: it goes to the
         // stream's master, on the connection that read the entries, and on
         // Redis 7.0 it is the command the WAIT covers up to.
-        let mut role = redis::pipe();
-        role.cmd("EXISTS").arg(stream).cmd("ROLE");
-        let replies = self.redis.clone().req_packed_commands(&role, 0, 2).await?;
-        if crate::replica_acks::replicas_in_role(replies.last()) == 0 {
+        if replicas_of_master_of(&self.redis, stream).await? == 0 {
             return Ok(entries);
         }
         let mut acknowledged = redis::pipe();

@@ -375,7 +375,7 @@ impl ReplicaAcks {
             lock(&self.alone).remove(&slot);
             return Ok((acknowledged.value, Durable::Replicated));
         }
-        if self.replicas_of_master_of(key).await? > 0 {
+        if replicas_of_master_of(&self.lane, key).await? > 0 {
             return Ok((acknowledged.value, Durable::Unacknowledged));
         }
         if lock(&self.alone).insert(slot, Instant::now()).is_none() {
@@ -386,21 +386,22 @@ impl ReplicaAcks {
         }
         Ok((acknowledged.value, Durable::Alone))
     }
+}
 
-    /// Replicas connected to the master that holds `key` (`ROLE`, sent in
-    /// one pipeline behind a read of `key`, which routes it there).
-    async fn replicas_of_master_of(&self, key: &str) -> RedisResult<usize> {
-        let mut pipeline = redis::pipe();
-        pipeline.cmd("EXISTS").arg(key).cmd("ROLE");
-        let replies = self.lane.clone().req_packed_commands(&pipeline, 0, 2).await?;
-        Ok(replicas_in_role(replies.last()))
-    }
+/// Replicas connected to the master that holds `key`, asked over
+/// `connection` (`ROLE`, sent in one pipeline behind a read of `key`, which
+/// routes it there on a cluster).
+pub(crate) async fn replicas_of_master_of(connection: &GateConnection, key: &str) -> RedisResult<usize> {
+    let mut pipeline = redis::pipe();
+    pipeline.cmd("EXISTS").arg(key).cmd("ROLE");
+    let replies = connection.clone().req_packed_commands(&pipeline, 0, 2).await?;
+    Ok(replicas_in_role(replies.last()))
 }
 
 /// The replicas a `ROLE` answer lists (a master's third element); a
 /// replica's or an unreadable answer counts as one, so that nothing is
 /// taken for alone that is not known to be.
-pub(crate) fn replicas_in_role(role: Option<&Value>) -> usize {
+fn replicas_in_role(role: Option<&Value>) -> usize {
     match role {
         Some(Value::Array(items)) => match (items.first(), items.get(2)) {
             (Some(Value::BulkString(kind)), Some(Value::Array(replicas))) if kind.as_slice() == b"master" => {

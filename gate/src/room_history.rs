@@ -14,22 +14,16 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::{DateTime, Utc};
 use seckill_core::event::{Event, QueueEntryIssued, QueueSeedRevealed};
-use seckill_core::{sealed_seed, OrderId, UserId, VoucherId};
+use seckill_core::{OrderId, UserId, VoucherId};
 use uuid::Uuid;
+
+use crate::seed_commitments::SeedCommitments;
 
 /// One waiting room's records, folded.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RoomHistory {
-    /// The sealed seeds logged with each commitment, by seed hash (a
-    /// commitment logged unsealed has none).
-    commitments: BTreeMap<String, BTreeSet<String>>,
-    /// The newest commitment (by event id) and its hash: the seed the room
-    /// last took joins under (an older one was lost with its places).
-    latest_commitment: Option<(Uuid, String)>,
-    /// The seed opened from the newest commitment's seal.
-    opened_seed: Option<String>,
-    /// A key was tried on the seal ([`RoomHistory::open_sealed_seed`]).
-    key_tried: bool,
+    /// The seed's commitments, and its seed once opened from one.
+    commitments: SeedCommitments,
     /// The users who joined before the start (first places only: a place
     /// is taken again only after one was passed, after the reveal).
     pub pre_queue: BTreeSet<UserId>,
@@ -58,11 +52,7 @@ impl RoomHistory {
     pub(crate) fn apply(&mut self, event_id: Uuid, event: &Event) {
         match event {
             Event::QueueSeedCommitted(commitment) => {
-                let sealed = self.commitments.entry(commitment.seed_hash.clone()).or_default();
-                sealed.extend(commitment.sealed_seed.iter().cloned());
-                if self.latest_commitment.as_ref().is_none_or(|(id, _)| event_id > *id) {
-                    self.latest_commitment = Some((event_id, commitment.seed_hash.clone()));
-                }
+                self.commitments.record(event_id, &commitment.seed_hash, commitment.sealed_seed.as_ref());
             }
             Event::QueueJoined(joined) if joined.attempt == 1 && joined.pre_queue => {
                 self.pre_queue.insert(joined.user_id.clone());
@@ -99,27 +89,22 @@ impl RoomHistory {
     /// Opens the newest commitment's sealed seed with `key`; whether it did
     /// (a seed whose SHA-256 is the commitment).
     pub fn open_sealed_seed(&mut self, voucher: VoucherId, key: &[u8]) -> bool {
-        self.key_tried = true;
-        let Some((_, hash)) = &self.latest_commitment else { return false };
-        let sealed = self.commitments.get(hash).into_iter().flatten();
-        self.opened_seed = sealed.filter_map(|sealed| sealed_seed::unseal(key, voucher, hash, sealed)).next();
-        self.opened_seed.is_some()
+        self.commitments.open(voucher, key)
     }
 
     /// The secret seed before its reveal, when it was opened.
     pub fn opened_seed(&self) -> Option<&str> {
-        self.opened_seed.as_deref()
+        self.commitments.opened()
     }
 
     /// Whether the newest commitment holds its seed sealed.
     pub fn sealed(&self) -> bool {
-        let sealed_under = |hash: &String| self.commitments.get(hash).is_some_and(|sealed| !sealed.is_empty());
-        self.latest_commitment.as_ref().is_some_and(|(_, hash)| sealed_under(hash))
+        self.commitments.newest_sealed()
     }
 
     /// Whether a key was tried on the seal.
     pub fn key_tried(&self) -> bool {
-        self.key_tried
+        self.commitments.key_tried()
     }
 }
 
