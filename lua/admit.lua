@@ -13,7 +13,10 @@
 --                                              shards (buckets of the voucher; absent: 1),
 --                                              mode ("queue": an entry token is required; "draw": a win),
 --                                              challenge_bits (a proof of work is required when above 0)
---                                              lost_ms, stalled_ms (the window clock: queue_advance.lua)
+--                                              lost_ms, stalled_ms, alive_ms (the window clock:
+--                                              window_clock.lua, read by window_time.lua, which the
+--                                              gate puts before this script); stalled_ms is written
+--                                              when a window is spent on an outage not yet logged
 -- KEYS[2]  bought hash   <prefix>:{t}:bought   user id -> units admitted to that user
 -- KEYS[3]  orders hash   <prefix>:{t}:orders   user id -> the user's latest admitted order id
 -- KEYS[4]  retries hash  <prefix>:{t}:retries  "<user id>|<Idempotency-Key>" -> order id
@@ -134,7 +137,7 @@ end
 -- included): each redis.call is a round through the server's command path.
 local voucher = redis.call("HMGET", KEYS[1],
   "remaining", "begins_ms", "ends_ms", "limit", "paused", "keys_expire_ms", "shards", "price", "currency", "mode",
-  "challenge_bits", "lost_ms", "stalled_ms")
+  "challenge_bits", "lost_ms", "stalled_ms", "alive_ms")
 if not voucher[1] then
   return {"unknown_voucher", ""}
 end
@@ -284,11 +287,12 @@ end
 -- Their ends are on the window clock of queue_advance.lua and
 -- draw_advance.lua, which stands still while ordering is impossible (the
 -- sale paused, the outbox full, no ingress reaching Redis): window time is
--- Redis time less lost_ms, frozen at stalled_ms during a stall. An end is
--- answered in Redis time, as it stands now.
+-- Redis time less lost_ms, frozen at stalled_ms during a stall, and from
+-- the last advance call on when none came for longer than the ticks' slack
+-- (window_time.lua). An end is answered in Redis time, as it stands now.
 local place
 local entry = ARGV[10]
-local window_now = (tonumber(voucher[13] or "") or now_ms) - (tonumber(voucher[12] or "0") or 0)
+local window_now, window_stall = window_time(voucher[12], voucher[13], voucher[14], now_ms)
 local function as_redis_time(ends)
   return string.format("%d", tonumber(ends) + now_ms - window_now)
 end
@@ -368,6 +372,12 @@ if place then
     used = string.sub(used, 1, -2) .. string.format(',"rank":%s}', entry)
   end
   redis.call("XADD", KEYS[6], "*", "key", ARGV[6], "record", used)
+  if window_stall and not voucher[13] then
+    -- Spent on an outage's time that no advance call has logged yet: marked,
+    -- so the next call logs it (window_clock.lua) though this window is no
+    -- longer open, and every later order is judged on the same clock.
+    redis.call("HSET", KEYS[1], "stalled_ms", string.format("%d", window_stall))
+  end
 end
 -- Each key expires with the sale, wherever PATCH moved its end. The
 -- voucher hash remembers (keys_expire_ms) the time the bought, orders and

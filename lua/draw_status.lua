@@ -14,17 +14,7 @@ end
 local clock = redis.call("TIME")
 local now_ms = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 local room = redis.call("HMGET", KEYS[1], "phase", "cursor", "selected", "entries", "entries_ms", "draw_ms",
-  "purchase_ms", "lost_ms", "stalled_ms")
--- A win's or a token's end is kept on the window clock (draw_advance.lua,
--- queue_advance.lua): shown in Redis time, as it stands now.
-local function in_redis_time(place, lost, stalled)
-  local head, ends = string.match(place, "^(%d+|s|%d*|)(%d+)$")
-  if not head then
-    return place
-  end
-  local window_now = (tonumber(stalled or "") or now_ms) - (tonumber(lost or "0") or 0)
-  return head .. string.format("%d", tonumber(ends) + now_ms - window_now)
-end
-local place = in_redis_time(redis.call("HGET", KEYS[2], ARGV[1]) or "", room[8], room[9])
+  "purchase_ms", "lost_ms", "stalled_ms", "alive_ms")
+local place = shown_in_redis_time(redis.call("HGET", KEYS[2], ARGV[1]) or "", room[8], room[9], room[10], now_ms)
 return {place, room[1] or "", room[2] or "0", room[3] or "", room[4] or "0", tostring(now_ms), room[5] or "0",
   room[6] or "0", room[7] or "0"}

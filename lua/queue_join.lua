@@ -60,9 +60,9 @@ local place = redis.call("HGET", KEYS[4], ARGV[1])
 local attempt = 1
 if place then
   local held, state, _, extra = string.match(place, "^(%d+)|(%a)|(%d*)|(.*)$")
-  -- A token's expiry is on queue_advance.lua's window clock (the room's lost_ms, stalled_ms).
-  local window_clock = redis.call("HMGET", KEYS[2], "lost_ms", "stalled_ms")
-  local window_now = (tonumber(window_clock[2] or "") or now_ms) - (tonumber(window_clock[1] or "0") or 0)
+  -- A token's expiry is on the window clock (window_time.lua, which the gate puts before this script).
+  local window_clock = redis.call("HMGET", KEYS[2], "lost_ms", "stalled_ms", "alive_ms")
+  local window_now = window_time(window_clock[1], window_clock[2], window_clock[3], now_ms)
   local lapsed = state == "x" or state == "u" or (state == "s" and tonumber(extra) <= window_now)
   if not lapsed then
     return {"held", held, state}

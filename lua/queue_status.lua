@@ -17,24 +17,15 @@ if #KEYS ~= 4 or #ARGV ~= 1 then
 end
 local clock = redis.call("TIME")
 local now_ms = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
-local room = redis.call("HMGET", KEYS[1], "cursor", "revealed", "lost_ms", "stalled_ms")
+local room = redis.call("HMGET", KEYS[1], "cursor", "revealed", "lost_ms", "stalled_ms", "alive_ms")
 local place = redis.call("HGET", KEYS[3], ARGV[1])
 if not place then
   return {"", -1, room[1] or "0", room[2] or "0", tostring(now_ms)}
-end
--- A win's or a token's end is kept on the window clock (draw_advance.lua,
--- queue_advance.lua): shown in Redis time, as it stands now.
-local function in_redis_time(place, lost, stalled)
-  local head, ends = string.match(place, "^(%d+|s|%d*|)(%d+)$")
-  if not head then
-    return place
-  end
-  local window_now = (tonumber(stalled or "") or now_ms) - (tonumber(lost or "0") or 0)
-  return head .. string.format("%d", tonumber(ends) + now_ms - window_now)
 end
 local attempt, state = string.match(place, "^(%d+)|(%a)")
 if state == "w" then
   redis.call("HSET", KEYS[4], ARGV[1], tostring(now_ms))
 end
 local rank = redis.call("ZRANK", KEYS[2], ARGV[1] .. "|" .. attempt) or -1
-return {in_redis_time(place, room[3], room[4]), rank, room[1] or "0", room[2] or "0", tostring(now_ms)}
+local shown = shown_in_redis_time(place, room[3], room[4], room[5], now_ms)
+return {shown, rank, room[1] or "0", room[2] or "0", tostring(now_ms)}

@@ -1,8 +1,9 @@
 -- window_clock.lua: the window clock of draw_advance.lua and queue_advance.lua,
--- written once. It is no script of its own: the gate puts this text before
--- each of those two when it loads them (gate/src/gate.rs), so it reads no
--- KEYS or ARGV and only defines local functions; each script's contract and
--- arity check stay at the top of its own file and run first.
+-- written once. It is no script of its own: the gate puts this text, after
+-- window_time.lua (TICK_SLACK_MS, window_time), before each of those two when
+-- it loads them (gate/src/gate.rs), so it reads no KEYS or ARGV and only
+-- defines local functions; each script's contract and arity check stay at the
+-- top of its own file and run first.
 --
 -- A window (a draw's purchase window, a waiting room's entry token) holds its
 -- length of time during which an order could be placed. Window ends are kept
@@ -55,8 +56,6 @@ end
 -- emit(kind, fields): the script's outbox writer. A gap since the last call
 -- (alive_ms) longer than TICK_SLACK_MS is taken up here as an outage.
 local function window_clock(voucher_key, room_key, holds_key, saved, now_ms, emit)
-  -- Ten ticks of one ingress (above).
-  local TICK_SLACK_MS = 1000
   local clock = {
     lost = tonumber(saved[1] or "0") or 0,
     stalled = tonumber(saved[2] or ""),
@@ -72,8 +71,15 @@ local function window_clock(voucher_key, room_key, holds_key, saved, now_ms, emi
   local function open_at(ms)
     return redis.call("ZCOUNT", holds_key, "(" .. string.format("%d", ms - clock.lost), "+inf") > 0
   end
-  if not clock.stalled and alive and now_ms - alive > TICK_SLACK_MS and open_at(alive) then
-    clock.stalled, clock.reason = alive, "outage"
+  if not clock.stalled and alive and now_ms - alive > TICK_SLACK_MS then
+    -- admit.lua marks the voucher hash (stalled_ms) when it let an order
+    -- spend a window on this outage's time before any call logged it: that
+    -- window is no longer open, and the outage must be logged all the same.
+    local judged = redis.call("HEXISTS", voucher_key, "stalled_ms") == 1
+    if judged or open_at(alive) then
+      clock.stalled, clock.reason = alive, "outage"
+    end
+    was_stalled = was_stalled or judged
   end
   -- Starts a stall for `reason` unless one runs; only while a window is open.
   function clock.stall(reason)
@@ -90,12 +96,12 @@ local function window_clock(voucher_key, room_key, holds_key, saved, now_ms, emi
       clock.stalled, clock.reason = nil, nil
     end
   end
-  -- Keeps the clock in the room and, for admit.lua, in the voucher hash.
+  -- Keeps the clock in the room and, for admit.lua, in the voucher hash
+  -- (alive_ms there too: admit.lua counts an outage before the next call
+  -- logs it, window_time.lua).
   function clock.keep()
     redis.call("HSET", room_key, "lost_ms", clock.lost, "alive_ms", now_ms)
-    if clock.lost > 0 then
-      redis.call("HSET", voucher_key, "lost_ms", clock.lost)
-    end
+    redis.call("HSET", voucher_key, "lost_ms", clock.lost, "alive_ms", now_ms)
     if clock.stalled then
       redis.call("HSET", room_key, "stalled_ms", clock.stalled, "stall_reason", clock.reason)
       redis.call("HSET", voucher_key, "stalled_ms", clock.stalled)

@@ -227,8 +227,9 @@ pub enum UpdateResult {
 
 /// The text of a script of `lua/` with preludes of `lua/` put before its
 /// own: files of local functions only, so what several scripts share is
-/// written once (`window_clock.lua`: the waiting room's and the draw's
-/// window clock; `room_fields.lua`: the fields a room is opened with, for
+/// written once (`window_time.lua`: reading the window clock, for the
+/// scripts that judge or show a window; `window_clock.lua`: keeping it, for
+/// the waiting room's and the draw's advance; `room_fields.lua`: the fields a room is opened with, for
 /// opening and rebuilding it; `staged_restore.lua`: the staging of both
 /// rebuilds).
 macro_rules! preluded {
@@ -267,7 +268,7 @@ pub(crate) struct Scripts {
 impl Scripts {
     fn new() -> Self {
         Self {
-            admit: Script::new(include_str!("../../lua/admit.lua")),
+            admit: Script::new(preluded!("window_time.lua" => "admit.lua")),
             load_voucher: Script::new(include_str!("../../lua/load_voucher.lua")),
             release: Script::new(include_str!("../../lua/release.lua")),
             restore: Script::new(include_str!("../../lua/restore.lua")),
@@ -278,13 +279,13 @@ impl Scripts {
             transfer_finish: Script::new(include_str!("../../lua/transfer_finish.lua")),
             freeze_transfers: Script::new(include_str!("../../lua/freeze_transfers.lua")),
             queue_open: Script::new(preluded!("room_fields.lua" => "queue_open.lua")),
-            queue_join: Script::new(include_str!("../../lua/queue_join.lua")),
-            queue_advance: Script::new(preluded!("window_clock.lua" => "queue_advance.lua")),
-            queue_status: Script::new(include_str!("../../lua/queue_status.lua")),
+            queue_join: Script::new(preluded!("window_time.lua" => "queue_join.lua")),
+            queue_advance: Script::new(preluded!("window_time.lua", "window_clock.lua" => "queue_advance.lua")),
+            queue_status: Script::new(preluded!("window_time.lua" => "queue_status.lua")),
             queue_seen: Script::new(include_str!("../../lua/queue_seen.lua")),
             draw_enter: Script::new(include_str!("../../lua/draw_enter.lua")),
-            draw_advance: Script::new(preluded!("window_clock.lua" => "draw_advance.lua")),
-            draw_status: Script::new(include_str!("../../lua/draw_status.lua")),
+            draw_advance: Script::new(preluded!("window_time.lua", "window_clock.lua" => "draw_advance.lua")),
+            draw_status: Script::new(preluded!("window_time.lua" => "draw_status.lua")),
             challenge_rate: Script::new(include_str!("../../lua/challenge_rate.lua")),
             draw_restore: Script::new(preluded!("staged_restore.lua" => "draw_restore.lua")),
             draw_beacon: Script::new(include_str!("../../lua/draw_beacon.lua")),

@@ -9,14 +9,14 @@ use crate::{unique_prefix, Harness};
 /// A script's text, by file name, as the gate loads it.
 fn script(name: &str) -> Script {
     let text = match name {
-        "admit.lua" => include_str!("../../../lua/admit.lua"),
+        "admit.lua" => preluded!("window_time.lua" => "admit.lua"),
         "freeze_transfers.lua" => include_str!("../../../lua/freeze_transfers.lua"),
         "load_voucher.lua" => include_str!("../../../lua/load_voucher.lua"),
-        "draw_advance.lua" => preluded!("window_clock.lua" => "draw_advance.lua"),
+        "draw_advance.lua" => preluded!("window_time.lua", "window_clock.lua" => "draw_advance.lua"),
         "draw_enter.lua" => include_str!("../../../lua/draw_enter.lua"),
-        "draw_status.lua" => include_str!("../../../lua/draw_status.lua"),
-        "queue_advance.lua" => preluded!("window_clock.lua" => "queue_advance.lua"),
-        "queue_join.lua" => include_str!("../../../lua/queue_join.lua"),
+        "draw_status.lua" => preluded!("window_time.lua" => "draw_status.lua"),
+        "queue_advance.lua" => preluded!("window_time.lua", "window_clock.lua" => "queue_advance.lua"),
+        "queue_join.lua" => preluded!("window_time.lua" => "queue_join.lua"),
         "queue_open.lua" => preluded!("room_fields.lua" => "queue_open.lua"),
         "queue_restore.lua" => preluded!("room_fields.lua", "staged_restore.lua" => "queue_restore.lua"),
         "release.lua" => include_str!("../../../lua/release.lua"),

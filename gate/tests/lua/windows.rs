@@ -32,6 +32,8 @@ on_single_and_cluster!(
         a_stall_between_the_steps_of_a_large_draw_keeps_every_window,
         an_outage_longer_than_the_window_keeps_the_windows,
         an_outage_of_two_seconds_keeps_an_entry_token,
+        the_first_order_after_an_outage_is_judged_with_it_before_any_call_logs_it,
+        the_first_token_spent_after_an_outage_is_judged_with_it_before_any_call_logs_it,
         ticks_late_within_the_slack_extend_no_token,
         ticks_late_within_the_slack_extend_no_window,
     ],
@@ -235,6 +237,34 @@ async fn an_outage_of_two_seconds_keeps_an_entry_token(h: &Harness) {
     let [stall] = stalls(h, voucher).await.try_into().expect("one stall logged");
     assert_eq!(stall.reason, StallReason::Outage);
     assert!(length(&stall) >= chrono::Duration::milliseconds(2_000), "counted whole, from the last call: {stall:?}");
+}
+
+/// The first order after an outage can reach Redis before any advance call
+/// has logged the outage (the orders of a storm come before the next tick):
+/// it is judged on the clock the log will show, which stood still from the
+/// last call.
+async fn the_first_order_after_an_outage_is_judged_with_it_before_any_call_logs_it(h: &Harness) {
+    let (voucher, ranked) = drawn(h, 1, 3, 1_000).await;
+    assert_eq!(advance_until_quiet(h, voucher).await.cursor, 1);
+    sleep_ms(2_000).await;
+    assert_eq!(order(h, voucher, &ranked[0]).await, Admission::Admitted { remaining: 0 });
+    assert!(stalls(h, voucher).await.is_empty(), "no call has logged the outage yet");
+    assert_eq!(advance_until_quiet(h, voucher).await.cursor, 1, "nobody promoted");
+    let [stall] = stalls(h, voucher).await.try_into().expect("the next call logged the outage");
+    assert_eq!(stall.reason, StallReason::Outage);
+    assert!(length(&stall) >= chrono::Duration::milliseconds(2_000), "counted from the last call: {stall:?}");
+}
+
+/// The same for a waiting room's entry token.
+async fn the_first_token_spent_after_an_outage_is_judged_with_it_before_any_call_logs_it(h: &Harness) {
+    let (voucher, (first, entry), next) = one_entry_served(h, 1_000).await;
+    sleep_ms(2_000).await;
+    assert_eq!(admit_with(h, voucher, &first, entry).await, Admission::Admitted { remaining: 0 });
+    room::advance_until_quiet(h, voucher).await;
+    assert!(served(h, voucher, &[&next]).await.is_empty(), "nobody else was served");
+    let [stall] = stalls(h, voucher).await.try_into().expect("the next call logged the outage");
+    assert_eq!(stall.reason, StallReason::Outage);
+    assert!(length(&stall) >= chrono::Duration::milliseconds(2_000), "counted from the last call: {stall:?}");
 }
 
 /// Waits 700 ms, a call seven ticks late but within the slack; whether
