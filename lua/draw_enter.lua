@@ -20,7 +20,8 @@
 --
 -- Returns {code, detail}:
 --   {"entered", seq}              a new entry (its record is in the outbox)
---   {"held", seq}                 the user entered before: nothing changed (no solution is spent)
+--   {"held", seq}                 the user entered before: nothing changed (no solution is spent; the
+--                                 entry is written again, the same)
 --   {"unknown_voucher", ""}       no such voucher, or not a draw
 --   {"not_open", opens_ms}        before entries open, or before the seed is committed in the log
 --   {"closed", draw_ms}           entries closed (the draw was made)
@@ -43,6 +44,10 @@ if voucher[1] ~= "draw" or not room[2] then
 end
 local held = redis.call("HGET", KEYS[4], ARGV[1])
 if held then
+  -- The same value written again: a replica's acknowledgement of this call
+  -- (gate/src/replica_acks.rs) then covers the entry, whichever connection
+  -- first wrote it.
+  redis.call("HSET", KEYS[4], ARGV[1], held)
   return {"held", string.match(held, "^%d+|%a|(%d*)|") or ""}
 end
 local clock = redis.call("TIME")

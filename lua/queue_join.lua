@@ -22,7 +22,7 @@
 -- Returns {code, attempt, state}:
 --   {"joined", attempt, "w"}      a new place (the record is in the outbox)
 --   {"held", attempt, state}      the user holds a place already (waiting, or served and not lapsed):
---                                 nothing changed
+--                                 nothing changed (the place is written again, the same)
 --   {"unknown_voucher", "", ""}   no such voucher, or not a queue-mode one
 --   {"not_open", opens_ms, ""}    before the room opens, or before its seed is committed in the log
 --   {"ended", ends_ms, ""}        after the sale
@@ -65,6 +65,10 @@ if place then
   local window_now = window_time(window_clock[1], window_clock[2], window_clock[3], now_ms)
   local lapsed = state == "x" or state == "u" or (state == "s" and tonumber(extra) <= window_now)
   if not lapsed then
+    -- The same value written again: a replica's acknowledgement of this
+    -- call (gate/src/replica_acks.rs) then covers the place, whichever
+    -- connection first wrote it.
+    redis.call("HSET", KEYS[4], ARGV[1], place)
     return {"held", held, state}
   end
   attempt = tonumber(held) + 1

@@ -27,6 +27,11 @@ pub enum Entered {
     New { seq: u64 },
     /// The user entered before; nothing changed.
     Held,
+    /// A new entry (`entered`) or the one held, that no Redis replica
+    /// acknowledged in time (`redis.replica_acks`): it may be lost with the
+    /// master, so it is no promise. Entering again answers `Held` once a
+    /// replica has it, or enters anew if it was lost.
+    Unacknowledged { entered: bool },
     /// The outbox is full (the log is down); nothing changed.
     Backlogged,
     /// No draw-mode voucher of that id.
@@ -148,15 +153,21 @@ impl Gate {
             .arg(proof.map(|proof| proof.nonce.as_str()).unwrap_or_default())
             .arg(proof.map_or(0, |proof| proof.bits))
             .arg(proof.map_or(0, |proof| proof.expires_ms));
-        let (code, detail): (String, String) =
-            self.timed("draw_enter", invocation.invoke_async(&mut self.redis.clone())).await?;
+        // An entry is a promise, as an admission is: behind a replica's
+        // acknowledgement where Redis has replicas.
+        let ((code, detail), acknowledged): ((String, String), bool) =
+            self.invoke_acknowledged("draw_enter", Gate::room_slot(voucher), &invocation).await?;
         let number = |text: &str| text.parse::<u64>().ok();
         let bits = || detail.parse().unwrap_or_default();
         Ok(match code.as_str() {
             "entered" => {
                 self.touch_outbox(&outbox);
+                if !acknowledged {
+                    return Ok(Entered::Unacknowledged { entered: true });
+                }
                 Entered::New { seq: number(&detail).unwrap_or_default() }
             }
+            "held" if !acknowledged => Entered::Unacknowledged { entered: false },
             "held" => Entered::Held,
             "backlog_full" => Entered::Backlogged,
             "unknown_voucher" => Entered::UnknownVoucher,

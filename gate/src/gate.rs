@@ -24,8 +24,8 @@ use seckill_core::{OrderId, VoucherId};
 
 use crate::borrowers::Borrowers;
 pub(crate) use crate::connection::unexpected;
-use crate::keys::outbox_key;
-use crate::layout::{Layout, Layouts};
+use crate::keys::{outbox_key, voucher_tag};
+use crate::layout::{self, Layout, Layouts};
 use crate::outbox::OutboxHints;
 use crate::replica_acks::{ReplicaAcks, LOOK_EVERY};
 use crate::{GateConnection, VoucherKeys};
@@ -453,6 +453,12 @@ impl Gate {
     /// not split into buckets).
     pub fn keys(&self, voucher: VoucherId) -> VoucherKeys {
         VoucherKeys::new(&self.prefix, voucher)
+    }
+
+    /// The Redis Cluster slot of `voucher`'s bucket 0, where its room or
+    /// draw is.
+    pub(crate) fn room_slot(voucher: VoucherId) -> u16 {
+        layout::slot(voucher_tag(voucher).as_bytes())
     }
 
     /// The one outbox of a single Redis (None on a cluster).

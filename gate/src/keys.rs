@@ -87,7 +87,7 @@ impl VoucherKeys {
     /// The keys of `voucher` (its bucket 0, the only one of a voucher not
     /// split into buckets) under `prefix`.
     pub fn new(prefix: &str, voucher: VoucherId) -> Self {
-        Self::tagged(prefix, &format!("v:{voucher}"))
+        Self::tagged(prefix, &voucher_tag(voucher))
     }
 
     /// The keys under `prefix` and the hash tag `{tag}`.
@@ -134,6 +134,12 @@ pub(crate) fn bucket_outbox_pattern(prefix: &str) -> String {
 /// same slot), if `outbox` is a bucket's outbox.
 pub(crate) fn voucher_of_outbox(outbox: &str) -> Option<String> {
     outbox.strip_suffix(":outbox").map(|base| format!("{base}:voucher"))
+}
+
+/// The hash tag of `voucher`'s keys (of its bucket 0, the only one of a
+/// voucher not split into buckets, and of its room or draw).
+pub(crate) fn voucher_tag(voucher: VoucherId) -> String {
+    format!("v:{voucher}")
 }
 
 /// The record of an admitted order, readable by its id alone until the log

@@ -28,7 +28,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use seckill_core::{UserId, VoucherId};
 
-use crate::keys::VoucherKeys;
+use crate::keys::{voucher_tag, VoucherKeys};
 
 /// Redis Cluster's number of hash slots.
 const SLOTS: u32 = 16_384;
@@ -64,7 +64,7 @@ impl Layout {
     /// The buckets of `voucher` split `shards` ways (at least one).
     pub fn new(voucher: VoucherId, shards: u32) -> Self {
         let shards = shards.max(1);
-        let first = format!("v:{voucher}");
+        let first = voucher_tag(voucher);
         let first_slot = u32::from(slot(first.as_bytes()));
         let mut tags = vec![first];
         for bucket in 1..shards {

@@ -52,6 +52,11 @@ pub enum Joined {
     Placed { attempt: u32 },
     /// The user holds a place already; nothing changed.
     Held { attempt: u32 },
+    /// A new place (`placed`) or the one held, that no Redis replica
+    /// acknowledged in time (`redis.replica_acks`): it may be lost with the
+    /// master, so it is no promise. Joining again answers `Held` once a
+    /// replica has it, or takes a place anew if it was lost.
+    Unacknowledged { placed: bool },
     /// The outbox is full (the log is down); nothing changed.
     Backlogged,
     /// No queue-mode voucher of that id.
@@ -342,15 +347,21 @@ impl Gate {
             .arg(proof.map(|proof| proof.nonce.as_str()).unwrap_or_default())
             .arg(proof.map_or(0, |proof| proof.bits))
             .arg(proof.map_or(0, |proof| proof.expires_ms));
-        let (code, detail, _state): (String, String, String) =
-            self.timed("queue_join", invocation.invoke_async(&mut self.redis.clone())).await?;
+        // A place is a promise, as an admission is: behind a replica's
+        // acknowledgement where Redis has replicas.
+        let ((code, detail, _state), acknowledged): ((String, String, String), bool) =
+            self.invoke_acknowledged("queue_join", Gate::room_slot(voucher), &invocation).await?;
         let number = |text: &str| text.parse::<u32>().unwrap_or(1);
         let bits = || detail.parse().unwrap_or_default();
         Ok(match code.as_str() {
             "joined" => {
                 self.touch_outbox(&outbox);
+                if !acknowledged {
+                    return Ok(Joined::Unacknowledged { placed: true });
+                }
                 Joined::Placed { attempt: number(&detail) }
             }
+            "held" if !acknowledged => Joined::Unacknowledged { placed: false },
             "held" => Joined::Held { attempt: number(&detail) },
             "backlog_full" => Joined::Backlogged,
             "unknown_voucher" => Joined::UnknownVoucher,

@@ -10,9 +10,9 @@ use prometheus::{IntCounter, IntCounterVec, IntGauge, Registry};
 use super::{opts, register};
 
 /// Every outcome of `seckill_queue_joins_total`.
-pub const JOIN_OUTCOMES: [&str; 3] = ["placed", "held", "refused"];
+pub const JOIN_OUTCOMES: [&str; 4] = ["placed", "held", "unacknowledged", "refused"];
 /// Every outcome of `seckill_draw_entries_total`.
-pub const ENTRY_OUTCOMES: [&str; 3] = ["entered", "held", "refused"];
+pub const ENTRY_OUTCOMES: [&str; 4] = ["entered", "held", "unacknowledged", "refused"];
 
 /// The waiting rooms' metrics.
 #[derive(Clone, Debug)]

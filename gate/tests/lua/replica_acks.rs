@@ -6,7 +6,8 @@
 //! replicas; a burst shares its waits; on a cluster the wait goes to the
 //! bucket's own master; the processor's releases, the admin's updates and
 //! the definitions loaded count only once a replica has them, unless the
-//! master has no replica left to lose them to.
+//! master has no replica left to lose them to; a waiting room's place and a
+//! draw's entry are promised only once a replica has them.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -19,9 +20,9 @@ use seckill_core::event::OrderAccepted;
 use seckill_core::metrics::AdmissionMetrics;
 use seckill_core::{OrderId, VoucherId};
 use seckill_devstack::{Redis, RedisCluster, RedisPersistence, TempDir};
-use seckill_gate::{Admission, Gate, RetryKey, Settlement, VoucherKeys};
+use seckill_gate::{Admission, Entered, Gate, GateConnection, Joined, RetryKey, Settlement, VoucherKeys};
 
-use crate::{unique_prefix, user, voucher};
+use crate::{unique_prefix, user, voucher, Harness};
 
 /// The wait's timeout in the tests that expect it to run out.
 const SHORT_WAIT: Duration = Duration::from_millis(300);
@@ -321,6 +322,69 @@ async fn a_release_an_update_or_a_load_no_replica_acknowledged_fails_and_its_rep
         seckill_core::event::VoucherUpdated { voucher_id: v, paused: Some(false), ends_at: None, add_stock: 0 };
     assert!(gate.update_voucher(uuid::Uuid::now_v7(), &update).await.is_ok());
     assert!(started.elapsed() < SHORT_WAIT, "no wait on a master known alone: {:?}", started.elapsed());
+}
+
+/// Whether `replica` has `user`'s place or entry in the places hash of `keys`.
+async fn replica_has_place(replica: &mut redis::aio::MultiplexedConnection, keys: &VoucherKeys, user: &str) -> bool {
+    let place: Option<String> =
+        redis::cmd("HGET").arg(&keys.places).arg(user).query_async(replica).await.expect("HGET");
+    place.is_some()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_place_or_a_draw_entry_is_promised_only_once_a_replica_has_it() {
+    let pair = Pair::start();
+    let config = pair.config(ReplicaAcks::On, SHORT_WAIT);
+    let (gate, _) = acknowledging_gate(&config).await;
+    let own = GateConnection::open(&config, Duration::from_secs(5)).await.expect("connects");
+    let h = Harness { gate, config: config.clone(), connection: own, _redis: None };
+    let plain = Gate::connect(&config).await.expect("connects");
+    let room = crate::room::queue_definition(10, 1, 100);
+    crate::room::open(&h, &room).await;
+    let draw = crate::draw::draw_definition(10, 1);
+    crate::draw::open(&h, &draw).await;
+    let (room_keys, draw_keys) = (h.gate.keys(room.voucher_id), h.gate.keys(draw.voucher_id));
+    let mut replica = connection(&pair.replica.url()).await;
+    replicated(&pair).await;
+
+    // While the replica keeps up: promised, and on the replica when answered.
+    let ann = user("ann");
+    assert_eq!(h.gate.join_queue(room.voucher_id, &ann, None).await.expect("joins"), Joined::Placed { attempt: 1 });
+    assert!(replica_has_place(&mut replica, &room_keys, ann.as_str()).await);
+    assert_eq!(h.gate.enter_draw(draw.voucher_id, &ann, None).await.expect("enters"), Entered::New { seq: 1 });
+    assert!(replica_has_place(&mut replica, &draw_keys, ann.as_str()).await);
+
+    // The replica frozen: a new place or entry is no promise, nor is
+    // joining or entering again while the replica still lacks it.
+    pair.replica.pause();
+    let bob = user("bob");
+    let joined = h.gate.join_queue(room.voucher_id, &bob, None).await.expect("answers");
+    assert_eq!(joined, Joined::Unacknowledged { placed: true });
+    let entered = h.gate.enter_draw(draw.voucher_id, &bob, None).await.expect("answers");
+    assert_eq!(entered, Entered::Unacknowledged { entered: true });
+    let joined = h.gate.join_queue(room.voucher_id, &bob, None).await.expect("answers");
+    assert_eq!(joined, Joined::Unacknowledged { placed: false });
+    let entered = h.gate.enter_draw(draw.voucher_id, &bob, None).await.expect("answers");
+    assert_eq!(entered, Entered::Unacknowledged { entered: false });
+    // Taken over a gate that does not wait (another ingress's connection):
+    // the waiting gate's repeat must still cover it.
+    let cy = user("cy");
+    assert_eq!(plain.join_queue(room.voucher_id, &cy, None).await.expect("joins"), Joined::Placed { attempt: 1 });
+    assert_eq!(plain.enter_draw(draw.voucher_id, &cy, None).await.expect("enters"), Entered::New { seq: 3 });
+    let joined = h.gate.join_queue(room.voucher_id, &cy, None).await.expect("answers");
+    assert_eq!(joined, Joined::Unacknowledged { placed: false });
+    let entered = h.gate.enter_draw(draw.voucher_id, &cy, None).await.expect("answers");
+    assert_eq!(entered, Entered::Unacknowledged { entered: false });
+
+    // The replica back: joining and entering again are promises now.
+    pair.replica.resume();
+    for holder in [&bob, &cy] {
+        let joined = h.gate.join_queue(room.voucher_id, holder, None).await.expect("answers");
+        assert!(matches!(joined, Joined::Held { attempt: 1 }), "{joined:?}");
+        assert!(replica_has_place(&mut replica, &room_keys, holder.as_str()).await);
+        assert_eq!(h.gate.enter_draw(draw.voucher_id, holder, None).await.expect("answers"), Entered::Held);
+        assert!(replica_has_place(&mut replica, &draw_keys, holder.as_str()).await);
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

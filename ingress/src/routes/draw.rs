@@ -43,18 +43,26 @@ async fn handle(
         tracing::warn!(%error, %voucher, "An entry could not reach the draw.");
         ApiError::unavailable("the draw could not be reached; nothing changed, retry")
     })?;
-    if proof.is_some() && matches!(entered, Entered::New { .. }) {
+    if proof.is_some() && matches!(entered, Entered::New { .. } | Entered::Unacknowledged { entered: true }) {
         ingress.challenges.spent(voucher);
     }
     let outcome = match entered {
         Entered::New { .. } => "entered",
         Entered::Held => "held",
+        Entered::Unacknowledged { .. } => "unacknowledged",
         _ => "refused",
     };
     ingress.rooms.metrics.entries.with_label_values(&[outcome]).inc();
     let status = match entered {
         Entered::New { .. } => StatusCode::CREATED,
         Entered::Held => StatusCode::OK,
+        Entered::Unacknowledged { .. } => {
+            return Err(ApiError::unavailable(
+                "no Redis replica acknowledged the entry in time, so it may be lost: enter again (an entry held \
+                 answers 200)",
+            )
+            .into())
+        }
         Entered::Backlogged => {
             return Err(ApiError::unavailable("the event log is not keeping up; nothing changed, retry later").into())
         }

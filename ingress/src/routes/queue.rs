@@ -49,18 +49,26 @@ async fn handle(
         tracing::warn!(%error, %voucher, "A join could not reach the waiting room.");
         ApiError::unavailable("the waiting room could not be reached; nothing changed, retry")
     })?;
-    if proof.is_some() && matches!(joined, Joined::Placed { .. }) {
+    if proof.is_some() && matches!(joined, Joined::Placed { .. } | Joined::Unacknowledged { placed: true }) {
         ingress.challenges.spent(voucher);
     }
     let outcome = match joined {
         Joined::Placed { .. } => "placed",
         Joined::Held { .. } => "held",
+        Joined::Unacknowledged { .. } => "unacknowledged",
         _ => "refused",
     };
     ingress.rooms.metrics.joins.with_label_values(&[outcome]).inc();
     let status = match joined {
         Joined::Placed { .. } => StatusCode::CREATED,
         Joined::Held { .. } => StatusCode::OK,
+        Joined::Unacknowledged { .. } => {
+            return Err(ApiError::unavailable(
+                "no Redis replica acknowledged the place in time, so it may be lost: join again (a place held \
+                 answers 200)",
+            )
+            .into())
+        }
         Joined::Backlogged => {
             return Err(ApiError::unavailable("the event log is not keeping up; nothing changed, retry later").into())
         }
