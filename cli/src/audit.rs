@@ -73,8 +73,31 @@ pub(crate) async fn run(args: AuditArgs) -> anyhow::Result<()> {
     crate::verdict::conclude(audit(&args).await, args.json, "audit")
 }
 
+/// How often `--live` reads the log and the live stores before a failure
+/// stands, and the pause between reads.
+const LIVE_READS: u32 = 3;
+const LIVE_PAUSE: std::time::Duration = std::time::Duration::from_secs(1);
+
 async fn audit(args: &AuditArgs) -> anyhow::Result<Audit> {
     let config: ToolConfig = config::load(args.config.as_deref()).context("loading the config")?;
+    // The log is read first, then each live store, so a running platform
+    // can move in between: a hold that expires after the log was read has
+    // its unit back in the processor's stock before the log shows the
+    // cancellation. A live failure is therefore read again, log first, and
+    // stands only when every read finds one; a real divergence persists.
+    let mut reads = 1;
+    loop {
+        let audit = audit_once(args, &config).await?;
+        if audit.pass || !args.live || reads == LIVE_READS {
+            return Ok(audit);
+        }
+        tracing::info!(reads, "The live stores disagree with the log; reading both again in case they moved.");
+        reads += 1;
+        tokio::time::sleep(LIVE_PAUSE).await;
+    }
+}
+
+async fn audit_once(args: &AuditArgs, config: &ToolConfig) -> anyhow::Result<Audit> {
     let read = read_sales(&config.kafka, &args.selection.selection(usize::MAX))
         .await
         .context("reading the sales and orders topics")?;
