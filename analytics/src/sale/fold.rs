@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use chrono::{DateTime, Utc};
 use seckill_core::event::{
     CancelReason, FailReason, OrderAccepted, PaymentSource, RefundReason, VoucherCreated, WindowsExtended,
+    MAX_CHECKOUTS,
 };
 use seckill_core::ids::{OrderId, UserId, VoucherId};
 use seckill_core::money::Currency;
@@ -184,6 +185,12 @@ pub struct VoucherLog {
     /// [`VoucherLog::cancellation_decided_at`] for the one the processor
     /// acted on).
     pub cancel_requests: HashMap<OrderId, BTreeMap<Position, CancelReason>>,
+    /// The checkout sessions each expiry request says it settled (the
+    /// sweeper's `settled_checkouts`), by the request's position.
+    expiry_settled: HashMap<OrderId, BTreeMap<Position, Vec<String>>>,
+    /// Each order's checkout sessions (`CheckoutOpened`, on the sales topic
+    /// as the requests are) by where each first appeared.
+    checkouts: HashMap<OrderId, BTreeMap<Position, String>>,
     /// Every payment the log mentions, by the provider's payment id.
     pub payments: BTreeMap<String, PaymentLog>,
     /// The payment ids each order's payments go by.
@@ -326,6 +333,8 @@ impl VoucherLog {
             updates: BTreeMap::new(),
             orders: HashMap::new(),
             cancel_requests: HashMap::new(),
+            expiry_settled: HashMap::new(),
+            checkouts: HashMap::new(),
             payments: BTreeMap::new(),
             payments_of: HashMap::new(),
             queue: QueueLog::default(),
@@ -381,6 +390,9 @@ impl VoucherLog {
             Event::CancelRequested(request) => {
                 let reason = request.reason.unwrap_or(CancelReason::Requested);
                 self.cancel_requests.entry(request.order_id).or_default().insert(position, reason);
+                if let (CancelReason::Expired, Some(settled)) = (reason, &request.settled_checkouts) {
+                    self.expiry_settled.entry(request.order_id).or_default().insert(position, settled.clone());
+                }
             }
             Event::ConfirmRequested(_) => {}
             Event::QueueSeedCommitted(_)
@@ -408,8 +420,19 @@ impl VoucherLog {
                     .or_insert(incoming);
             }
             // The checkouts a buyer was sent to: the provider's business
-            // until one is paid (`PaymentReceived`).
-            Event::CheckoutOpened(_) => {}
+            // until one is paid (`PaymentReceived`); kept only to tell
+            // which expiry request the processor acted on.
+            Event::CheckoutOpened(opened) => {
+                let sessions = self.checkouts.entry(opened.order_id).or_default();
+                if let Some(kept) = sessions.iter().find(|(_, id)| **id == opened.session_id).map(|(at, _)| *at) {
+                    if position < kept {
+                        sessions.remove(&kept);
+                        sessions.insert(position, opened.session_id.clone());
+                    }
+                } else {
+                    sessions.insert(position, opened.session_id.clone());
+                }
+            }
             Event::PaymentReceived(received) => {
                 let payment = self.payment(&received.payment_id, received.order_id);
                 payment.amount = received.amount;
@@ -503,7 +526,8 @@ impl VoucherLog {
     /// Where, in the processor's reading of the sales topic, it decided the
     /// cancellation of `order` that gave `reason`: the first request with
     /// that reason (an earlier one it ignored, e.g. an expiry of a
-    /// paid order, did not cancel it), and no earlier than the order's
+    /// paid order, did not cancel it) that it did not refuse for a checkout
+    /// its sweeper had not settled, and no earlier than the order's
     /// acceptance: a request that reached the log before its order (sent
     /// right after the `202`, it overtook the order through the outbox)
     /// waited and was decided right after the order. None when neither the
@@ -511,7 +535,9 @@ impl VoucherLog {
     pub fn cancellation_decided_at(&self, order_id: &OrderId, reason: CancelReason) -> Option<Position> {
         let order = self.orders.get(order_id);
         let requests = self.cancel_requests.get(order_id);
-        let same_reason = requests.and_then(|requests| requests.iter().find(|(_, asked)| **asked == reason));
+        let same_reason = requests.and_then(|requests| {
+            requests.iter().find(|(at, asked)| **asked == reason && !self.expiry_refused(order_id, **at))
+        });
         let same_reason = same_reason.map(|(position, _)| *position);
         // An unpaid order also expires with a payment made after its
         // pay_by: decided where that payment was reported.
@@ -523,6 +549,20 @@ impl VoucherLog {
         };
         let accepted = order.and_then(|order| order.accepted);
         request.map(|request| accepted.map_or(request, |accepted| request.max(accepted)))
+    }
+
+    /// Whether the expiry request of `order_id` at `at` was one the
+    /// processor ignored because its sweeper had not settled every checkout
+    /// session the log held for the order by then (`decision::cancel`,
+    /// "unsettled_checkout"; the sweeper asks again later, and that request
+    /// is the one that cancels). The processor keeps an order's first
+    /// [`MAX_CHECKOUTS`] sessions, so only those count.
+    fn expiry_refused(&self, order_id: &OrderId, at: Position) -> bool {
+        let Some(settled) = self.expiry_settled.get(order_id).and_then(|requests| requests.get(&at)) else {
+            return false;
+        };
+        let sessions = self.checkouts.get(order_id).into_iter().flatten();
+        sessions.take(MAX_CHECKOUTS).filter(|(opened, _)| **opened < at).any(|(_, id)| !settled.contains(id))
     }
 
     /// Where the first payment of `order_id` refunded as late was reported.

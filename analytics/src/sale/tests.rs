@@ -1,7 +1,8 @@
 //! The fold, the books and the timeline of scripted sales.
 
 use chrono::{DateTime, Utc};
-use seckill_core::event::CancelReason;
+use seckill_core::event::{CancelReason, OrderRequest};
+use seckill_core::Event;
 
 use super::script::{at, busy_sale, ms, Script};
 use super::*;
@@ -73,6 +74,62 @@ fn units_left_follow_the_processor_order_not_the_clocks() {
     sale.left += 4;
     assert_eq!(sale.log.books().units_left, Some(6));
     assert_eq!(sale.left, 6);
+}
+
+#[test]
+fn an_expiry_refused_for_an_unsettled_checkout_does_not_place_the_cancellation() {
+    // The sweeper's first expiry request settled no session, but the log
+    // held one by then: the processor ignored it. Another order took a
+    // unit; the sweeper's second request, with the session settled,
+    // cancelled the first order. The last change is that cancellation.
+    let mut sale = Script::new(3, 1, 0);
+    let a = sale.accept("a", 1, 0);
+    sale.decide(&a, 1);
+    let checkout = |sale: &mut Script| {
+        sale.sales(Event::CheckoutOpened(seckill_core::event::CheckoutOpened {
+            order_id: a.order_id,
+            voucher_id: sale.voucher,
+            session_id: "cs_test_1".to_owned(),
+            opened_at: at(2),
+            expires_at: at(1_800_002),
+        }))
+    };
+    checkout(&mut sale);
+    let expiry = |sale: &mut Script, settled: Vec<String>, ms: i64| {
+        sale.sales(Event::CancelRequested(OrderRequest {
+            order_id: a.order_id,
+            voucher_id: sale.voucher,
+            reason: Some(CancelReason::Expired),
+            requested_at: at(ms),
+            settled_checkouts: Some(settled),
+        }))
+    };
+    expiry(&mut sale, Vec::new(), 10);
+    let b = sale.accept("b", 1, 11);
+    sale.decide(&b, 12);
+    expiry(&mut sale, vec!["cs_test_1".to_owned()], 40);
+    sale.cancelled(&a, 41, CancelReason::Expired);
+    let books = sale.log.books();
+    assert_eq!(sale.left, 2);
+    assert_eq!((books.units_sold, books.units_left), (1, Some(2)), "{books:?}");
+    assert_eq!((books.returned_units, books.resold_units, books.fresh_left), (1, 0, 1));
+
+    // A checkout opened after the first request was not the processor's
+    // to see: that request cancelled.
+    let mut early = Script::new(3, 1, 0);
+    let c = early.accept("c", 1, 0);
+    early.decide(&c, 1);
+    early.sales(Event::CancelRequested(OrderRequest {
+        order_id: c.order_id,
+        voucher_id: early.voucher,
+        reason: Some(CancelReason::Expired),
+        requested_at: at(10),
+        settled_checkouts: Some(Vec::new()),
+    }));
+    early.cancelled(&c, 11, CancelReason::Expired);
+    let d = early.accept("d", 1, 12);
+    early.decide(&d, 13);
+    assert_eq!(early.log.books().units_left, Some(2));
 }
 
 #[test]
