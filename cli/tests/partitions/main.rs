@@ -15,10 +15,12 @@
 
 mod alerts;
 mod buyers;
+mod emulated_link;
 mod hosts;
 mod kafka_link;
 mod redis_cluster;
 mod redis_link;
+mod slow_links;
 mod zombie;
 
 // The fault suite's platform, load and checker, shared rather than copied;

@@ -10,7 +10,7 @@
 //! connections that outlive a short cut carry on, as they do when a real
 //! network heals. (`htb`, `pfifo` and `u32` are what the kernels here
 //! have; `prio`, `netem` and the drop action are not in every one, so
-//! delay and random loss are not offered.)
+//! delay and random loss are the link emulator's, [`super::emulated`].)
 
 use super::{run, Host, NetError};
 
@@ -86,11 +86,15 @@ impl Host {
         Ok(())
     }
 
-    /// Removes every cut: the host's link is whole again.
+    /// Removes every cut, and an emulated host's impairment: the host's
+    /// link is whole again.
     pub fn heal(&self) -> Result<(), NetError> {
         for end in [End::Inner, End::Outer] {
             // Fails when there is no filter to delete: nothing to undo.
             let _ = self.tc(end, &["filter", "del", "parent", "1:"]);
+        }
+        if self.is_emulated() {
+            self.clear_impairment()?;
         }
         tracing::info!(host = self.label, "Healed a test host.");
         Ok(())

@@ -16,6 +16,11 @@
 //! pulled cable or a dead switch port does, so TCP waits for its timeouts
 //! rather than being refused), [`Host::heal`] undoes them.
 //!
+//! A host made by [`TestNet::emulated_host`] instead has its link go
+//! through a user-space link emulator ([`emulated`]), which
+//! [`Host::impair`] slows and makes lossy as `netem` would; the kernels
+//! here have no `netem`. Opt-in: veth hosts pay nothing for it.
+//!
 //! Everything is removed when the [`TestNet`] is dropped, a panicking test
 //! too. A run killed outright (SIGKILL) leaves its namespaces and links
 //! behind: their names carry the creating process's id ([`names`]), and
@@ -25,15 +30,19 @@
 //! [`NetError::NotPermitted`], which a test reports as skipped, never as a
 //! pass.
 
+mod emulated;
 mod fault;
 mod names;
 
 use std::net::Ipv4Addr;
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::process::Server;
+
+pub use emulated::Impairment;
 
 /// Why the test's network could not be made.
 #[derive(Debug, thiserror::Error)]
@@ -47,6 +56,9 @@ pub enum NetError {
     Command { command: String, stderr: String },
     #[error("no free 10.X.Y.0/24 for a test network")]
     NoSubnet,
+    /// Only an emulated host's link can be slowed or made lossy.
+    #[error("test host {0} is not emulated (made by `TestNet::host`, not `emulated_host`)")]
+    NotEmulated(String),
 }
 
 /// Runs `ip`/`tc` with `args`; its stderr as the error.
@@ -75,6 +87,8 @@ pub struct TestNet {
     /// The first three octets of the /24.
     subnet: [u8; 3],
     hosts: Vec<Host>,
+    /// The link emulator, once an emulated host asked for it.
+    emulator: Option<Arc<emulated::Emulator>>,
 }
 
 /// One test host: a network namespace with one address on the bridge.
@@ -86,9 +100,11 @@ pub struct Host {
     netns: String,
     /// Its address on the bridge.
     ip: Ipv4Addr,
-    /// The veth end in the root namespace, on the bridge; the end inside
-    /// the namespace is `eth0`.
+    /// The veth end (or TAP device) in the root namespace, on the bridge;
+    /// the end inside the namespace is `eth0`.
     outer: String,
+    /// The emulator its link goes through; None for a veth pair.
+    emulator: Option<Arc<emulated::Emulator>>,
 }
 
 impl TestNet {
@@ -107,7 +123,7 @@ impl TestNet {
         }
         run("ip", &["netns", "del", &probe])?;
         let subnet = free_subnet()?;
-        let net = Self { tag, subnet, hosts: Vec::new() };
+        let net = Self { tag, subnet, hosts: Vec::new(), emulator: None };
         let bridge = net.bridge();
         run("ip", &["link", "add", &bridge, "type", "bridge"])?;
         run("ip", &["addr", "add", &format!("{}/24", net.root_ip()), "dev", &bridge])?;
@@ -128,25 +144,38 @@ impl TestNet {
 
     /// Adds a host called `label` with the next address on the bridge.
     pub fn host(&mut self, label: &str) -> Result<Host, NetError> {
-        let index = self.hosts.len() + 1;
-        let octet = u8::try_from(index + 1).map_err(|_| NetError::NoSubnet)?;
+        let (index, ip) = self.next_address()?;
         let host = Host {
             label: label.to_owned(),
             netns: names::netns(&self.tag, index),
-            ip: Ipv4Addr::new(self.subnet[0], self.subnet[1], self.subnet[2], octet),
+            ip,
             outer: names::veth(&self.tag, index),
+            emulator: None,
         };
         // Recorded first, so a failure half-way is still removed on drop.
         self.hosts.push(host.clone());
         run("ip", &["netns", "add", &host.netns])?;
         run("ip", &["link", "add", &host.outer, "type", "veth", "peer", "name", "eth0", "netns", &host.netns])?;
         run("ip", &["link", "set", &host.outer, "master", &self.bridge(), "up"])?;
+        self.configure(&host)?;
+        tracing::info!(host = label, ip = %host.ip, netns = host.netns, "Made a test host.");
+        Ok(host)
+    }
+
+    /// The next host's index and address.
+    fn next_address(&self) -> Result<(usize, Ipv4Addr), NetError> {
+        let index = self.hosts.len() + 1;
+        let octet = u8::try_from(index + 1).map_err(|_| NetError::NoSubnet)?;
+        Ok((index, Ipv4Addr::new(self.subnet[0], self.subnet[1], self.subnet[2], octet)))
+    }
+
+    /// Gives a new host's `eth0` (in its namespace, on the bridge) its
+    /// address, sets it and the loopback up, and readies its cuts.
+    fn configure(&self, host: &Host) -> Result<(), NetError> {
         run("ip", &["-n", &host.netns, "addr", "add", &format!("{}/24", host.ip), "dev", "eth0"])?;
         run("ip", &["-n", &host.netns, "link", "set", "eth0", "up"])?;
         run("ip", &["-n", &host.netns, "link", "set", "lo", "up"])?;
-        fault::prepare(&host)?;
-        tracing::info!(host = label, ip = %host.ip, netns = host.netns, "Made a test host.");
-        Ok(host)
+        fault::prepare(host)
     }
 
     /// Every host made so far.
@@ -157,6 +186,10 @@ impl TestNet {
 
 impl Drop for TestNet {
     fn drop(&mut self) {
+        // The emulator's devices go with it, before their namespaces.
+        if let Some(emulator) = &self.emulator {
+            emulator.stop();
+        }
         // The namespace's name goes with `netns del`, but a process still
         // inside keeps the namespace (and its veth end) alive: deleting the
         // outer end removes the pair whatever runs inside.

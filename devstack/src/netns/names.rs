@@ -29,6 +29,18 @@ pub(super) fn veth(tag: &str, index: usize) -> String {
     format!("{tag}v{index}")
 }
 
+/// The TAP device of emulated host `index` on the bridge: the tag, `t`
+/// and the index.
+pub(super) fn tap(tag: &str, index: usize) -> String {
+    format!("{tag}t{index}")
+}
+
+/// The TAP device of emulated host `index` that becomes its `eth0`, by
+/// this name until moved into its namespace: the tag, `u` and the index.
+pub(super) fn tap_inner(tag: &str, index: usize) -> String {
+    format!("{tag}u{index}")
+}
+
 /// The namespace of host `index` (no length limit; the index keeps it
 /// unique, whatever label the test gives the host).
 pub(super) fn netns(tag: &str, index: usize) -> String {
@@ -72,9 +84,11 @@ pub(super) fn remove_leftovers() {
             let _ = run("ip", &["netns", "del", netns]);
         }
     }
-    // `ip -o link show`: "3: NAME@PEER: <…" or "3: NAME: <…". Veths before
+    // `ip -o link show`: "3: NAME@PEER: <…" or "3: NAME: <…". Veths and
+    // TAP devices (`tun`: an emulator's, which go with its process unless
+    // made persistent, or caught between creation and a move) before
     // bridges, though deleting a bridge frees its ports anyway.
-    for kind in ["veth", "bridge"] {
+    for kind in ["veth", "tun", "bridge"] {
         for line in list(&["-o", "link", "show", "type", kind]).lines() {
             let Some(name) = line.split(": ").nth(1).and_then(|name| name.split('@').next()) else { continue };
             if stale(name) {
@@ -93,8 +107,10 @@ mod tests {
     fn names_fit_an_interface_and_name_their_process() {
         let largest = tag(4_194_304, 1_295);
         assert!(bridge(&largest).len() <= 15 && veth(&largest, 99).len() <= 15, "{largest}");
+        assert!(tap(&largest, 99).len() <= 15 && tap_inner(&largest, 99).len() <= 15, "{largest}");
         assert_eq!(owner(&veth(&tag(4_194_304, 7), 3)), Some(4_194_304));
         assert_eq!(owner(&netns(&tag(42, 0), 1)), Some(42));
+        assert_eq!(owner(&tap(&tag(42, 0), 1)), Some(42));
         assert_eq!(owner("eth0"), None);
         assert_eq!(owner("sknot-ours"), None);
         assert_eq!(owner("sknabc"), None);
