@@ -750,9 +750,10 @@ struct SchemaTag {
 }
 
 impl Envelope {
-    /// Wraps `event` in fresh metadata.
+    /// Wraps `event` in fresh metadata, emitted now by the platform's clock
+    /// ([`crate::clock`]).
     pub fn new(event: Event) -> Self {
-        Self { schema: SCHEMA_VERSION, event_id: Uuid::now_v7(), emitted_at: Utc::now(), event }
+        Self { schema: SCHEMA_VERSION, event_id: Uuid::now_v7(), emitted_at: crate::clock::now(), event }
     }
 
     /// Parses and validates one record.
@@ -1177,15 +1178,15 @@ impl VoucherUpdated {
 }
 
 impl OrderAccepted {
-    /// A new order of `user_id` for `voucher_id`, accepted now, under a
-    /// fresh id.
+    /// A new order of `user_id` for `voucher_id`, accepted now by the
+    /// platform's clock ([`crate::clock`]), under a fresh id.
     pub fn now(voucher_id: VoucherId, user_id: UserId, quantity: u32) -> Self {
         Self {
             order_id: OrderId::generate(),
             voucher_id,
             user_id,
             quantity,
-            accepted_at: Utc::now(),
+            accepted_at: crate::clock::now(),
             amount: 0,
             currency: None,
             idempotency_key: None,

@@ -2,11 +2,12 @@
 //!
 //! Nothing here talks to the network: ids, the versioned event schema, the
 //! order-decision rule, topic names, layered configuration, metric
-//! definitions and the shutdown signal. Infrastructure adapters live in their
+//! definitions, the platform's clock and the shutdown signal. Infrastructure adapters live in their
 //! own crates (`seckill-kafka`, `seckill-store`) and depend on this one.
 
 pub mod beacon;
 pub mod challenge;
+pub mod clock;
 pub mod config;
 pub mod decision;
 pub mod draw;

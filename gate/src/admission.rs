@@ -20,7 +20,6 @@
 
 use std::sync::Arc;
 
-use chrono::Utc;
 use seckill_core::event::{DrawWinUsed, Event, OrderAccepted, QueueEntryUsed};
 use seckill_core::{Envelope, OrderId, UserId, VoucherId};
 
@@ -94,7 +93,7 @@ impl Gate {
             voucher_id: voucher,
             user_id: user.clone(),
             quantity,
-            accepted_at: Utc::now(),
+            accepted_at: seckill_core::clock::now(),
             amount: 0,
             currency: None,
             idempotency_key: None,

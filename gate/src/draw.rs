@@ -134,7 +134,7 @@ impl Gate {
         let record = Envelope::new(Event::DrawEntered(DrawEntered {
             voucher_id: voucher,
             user_id: user.clone(),
-            entered_at: Utc::now(),
+            entered_at: seckill_core::clock::now(),
             seq: 1,
         }));
         let encoded = encoded_without(&record, &["seq"])?;

@@ -152,12 +152,18 @@ impl Gate {
     /// middle of its round trip (so within half of it): the ingress's
     /// server clock follows it, and the services' probes report it.
     pub async fn clock_offset(&self) -> redis::RedisResult<chrono::Duration> {
+        Ok(self.clock_reading().await?.0)
+    }
+
+    /// [`clock_offset`](Self::clock_offset), with the round trip it was
+    /// measured over (twice its error bound).
+    pub async fn clock_reading(&self) -> redis::RedisResult<(chrono::Duration, std::time::Duration)> {
         let sent = std::time::Instant::now();
         let local_before = Utc::now();
         let redis_time = self.server_time().await?;
         let round_trip = sent.elapsed();
         let local_mid = local_before + chrono::Duration::from_std(round_trip / 2).unwrap_or_default();
-        Ok(redis_time - local_mid)
+        Ok((redis_time - local_mid, round_trip))
     }
 
     /// What Redis holds for `voucher` now, every bucket together: stock,

@@ -325,7 +325,7 @@ impl Gate {
         let record = Envelope::new(Event::QueueJoined(QueueJoined {
             voucher_id: voucher,
             user_id: user.clone(),
-            joined_at: Utc::now(),
+            joined_at: seckill_core::clock::now(),
             pre_queue: true,
             seq: None,
             attempt: 1,

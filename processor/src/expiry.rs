@@ -21,7 +21,6 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use chrono::Utc;
 use futures::stream::{self, StreamExt};
 use prometheus::IntGaugeVec;
 use seckill_core::event::{Event, OrderRequest};
@@ -111,7 +110,8 @@ impl ExpirySweeper {
         requested: &mut HashMap<OrderId, Instant>,
         after: Option<HoldCursor>,
     ) -> Result<Option<HoldCursor>, String> {
-        let page = self.store.expired(Utc::now(), after, MAX_EXPIRED_PAGE).await.map_err(|e| e.to_string())?;
+        let page =
+            self.store.expired(seckill_core::clock::now(), after, MAX_EXPIRED_PAGE).await.map_err(|e| e.to_string())?;
         let next = if page.len() >= MAX_EXPIRED_PAGE { page.last().map(|hold| hold.cursor) } else { None };
         let now = Instant::now();
         // An order no longer due was decided: forget it (a page's orders,

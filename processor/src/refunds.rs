@@ -143,7 +143,7 @@ pub(crate) fn refunded(request: &RefundRequested, refund: Refund) -> Envelope {
         refund_id: refund.id,
         amount: refund.amount,
         currency: request.currency,
-        refunded_at: Utc::now(),
+        refunded_at: seckill_core::clock::now(),
     }))
 }
 

@@ -116,7 +116,7 @@ pub(crate) fn apply_input(
             }
             state.mark_update(update.voucher_id, update_id)?;
         }
-        StockInput::Order(order) => decide_order(state, order, Utc::now(), outcomes)?,
+        StockInput::Order(order) => decide_order(state, order, seckill_core::clock::now(), outcomes)?,
         StockInput::OrderAsDecided { order, decided_at } => decide_order(state, order, decided_at, outcomes)?,
         StockInput::Cancel(request) => {
             let (voucher, order) = (request.voucher_id, request.order_id);
@@ -215,11 +215,11 @@ fn follow_up(
     let (decided, level) = match &request {
         Request::Cancel(r) => {
             let mut level = state.level(voucher)?;
-            (decision::cancel(level.as_mut(), record, r, Utc::now()), level)
+            (decision::cancel(level.as_mut(), record, r, seckill_core::clock::now()), level)
         }
         Request::Confirm(r) => {
             let level = state.level(voucher)?;
-            (decision::confirm(level.as_ref(), record, r, Utc::now()), None)
+            (decision::confirm(level.as_ref(), record, r, seckill_core::clock::now()), None)
         }
         Request::Pay(p) => {
             let level = state.level(voucher)?;
@@ -270,7 +270,7 @@ fn follow_up(
                     order_id: order,
                     voucher_id: voucher,
                     reason: Some(CancelReason::Expired),
-                    requested_at: Utc::now(),
+                    requested_at: seckill_core::clock::now(),
                     settled_checkouts: None,
                 };
                 follow_up(state, record, Request::Cancel(expiry), outcomes)?;

@@ -1,13 +1,16 @@
-//! The server clock clients count down by.
+//! Keeping the platform's clock ([`seckill_core::clock`]) set to the Redis
+//! server's, in every service.
 //!
 //! `admit.lua` judges every sale window by the Redis server's clock
-//! (`TIME`), one clock for every ingress. This one follows it: the offset
-//! between this host's clock and Redis' is measured at start and every few
-//! seconds (half the round trip is the error bound), and `now()` is the
-//! local clock plus that offset. A countdown read from it ends when
-//! admission opens, whatever the client's or this host's clock says.
+//! (`TIME`), one clock for every ingress. The services stamp the other
+//! deadlines' times (an order's acceptance, a decision's `pay_by`, a claim,
+//! the expiry sweeper's now) and the countdowns clients read by the same
+//! clock: the offset between this host's clock and Redis's is measured at
+//! start and every few seconds (half the round trip is the error bound), and
+//! `seckill_core::clock::now()` is the local clock plus that offset. A
+//! measurement whose round trip took longer than [`MAX_ROUND_TRIP`] is
+//! dropped, so a busy moment does not move the clock by its delay.
 
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -16,30 +19,33 @@ use tokio_util::sync::CancellationToken;
 
 /// How often the offset is measured again: clocks drift slowly.
 const RESYNC_EVERY: Duration = Duration::from_secs(5);
+/// The longest round trip a measurement may take to be used: its error is
+/// at most half of it.
+pub const MAX_ROUND_TRIP: Duration = Duration::from_millis(50);
 
 /// This host's clock, set to the Redis server's.
 #[derive(Debug, Default)]
-pub(crate) struct ServerClock {
-    /// Redis time minus local time, in microseconds.
-    offset_us: AtomicI64,
-}
+pub struct ServerClock;
 
 impl ServerClock {
-    /// The admission clock's time now.
-    pub(crate) fn now(&self) -> DateTime<Utc> {
-        Utc::now() + chrono::Duration::microseconds(self.offset_us.load(Ordering::Relaxed))
+    /// The platform's time now.
+    pub fn now(&self) -> DateTime<Utc> {
+        seckill_core::clock::now()
     }
 
-    /// Measures the offset once.
-    pub(crate) async fn sync(&self, gate: &Gate) -> redis::RedisResult<()> {
-        let offset = gate.clock_offset().await?.num_microseconds().unwrap_or(0);
-        self.offset_us.store(offset, Ordering::Relaxed);
+    /// Measures the offset once; a measurement too slow to be exact keeps
+    /// the last one.
+    pub async fn sync(&self, gate: &Gate) -> redis::RedisResult<()> {
+        let (offset, round_trip) = gate.clock_reading().await?;
+        if round_trip <= MAX_ROUND_TRIP {
+            seckill_core::clock::set_offset(offset);
+        }
         Ok(())
     }
 
     /// Keeps the offset measured until `shutdown`; a failed measurement
     /// keeps the last one.
-    pub(crate) async fn follow(&self, gate: Gate, shutdown: CancellationToken) {
+    pub async fn follow(&self, gate: Gate, shutdown: CancellationToken) {
         loop {
             if let Err(error) = self.sync(&gate).await {
                 tracing::debug!(%error, "Could not read the Redis clock; keeping the last offset.");

@@ -9,6 +9,7 @@
 //!
 //! [`ViewReader`]: seckill_store::ViewReader
 
+mod clock;
 pub mod dashboards;
 pub mod error;
 mod ops;
@@ -18,6 +19,7 @@ mod query;
 mod remote_view;
 mod server;
 
+pub use clock::{ServerClock, MAX_ROUND_TRIP};
 pub use error::{recover, ApiError};
 pub use ops::{healthz, instrumented, metrics};
 pub use query::{page_limit, query_routes, voucher_routes, ListQuery};

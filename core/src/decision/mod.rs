@@ -245,7 +245,7 @@ pub fn refund_request(payment: &PaymentReceived, reason: RefundReason) -> Envelo
         amount: payment.amount,
         currency: payment.currency,
         reason,
-        requested_at: Utc::now(),
+        requested_at: crate::clock::now(),
     }))
 }
 

@@ -29,10 +29,9 @@ pub fn dependency_up(registry: &Registry, service: &str) -> IntGaugeVec {
 
 /// `seckill_clock_offset_seconds`: Redis's clock minus this service's, as
 /// the last Redis probe measured it (against the middle of its round trip,
-/// so within half of it). Sale windows, entries and wins are judged by
-/// Redis's clock; a hold's `pay_by`, its expiry and a claim's time by the
-/// processor's and the ingress's own: an offset here moves those deadlines
-/// by as much.
+/// so within half of it): the host's own clock. The service stamps by its
+/// clock set to Redis's (`crate::clock`), so the offset moves no deadline;
+/// it says the host's time source is wrong.
 pub fn clock_offset(registry: &Registry, service: &str) -> Gauge {
     register(
         registry,

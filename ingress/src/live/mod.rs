@@ -5,14 +5,15 @@
 //! refreshing for returned units. This module answers them from memory and
 //! pushes changes instead of making clients poll:
 //!
-//! * [`clock`]: the admission clock (Redis `TIME`), for countdowns;
 //! * [`vouchers`]: voucher pages with a staleness bound, `ETag` and `304`;
 //! * [`orders`]: order rows, updated from the log as it is written;
 //! * [`waiters`] and [`feeds`]: long-polls and streams woken by events;
 //! * [`follow`]: every ingress follows the sales and orders topics itself
 //!   (assign-and-seek, no consumer group), so each replica wakes its own
 //!   waiters and streams whichever one the deciding events reached first;
-//! * [`http`]: the routes, the sale page among them.
+//! * [`http`]: the routes, the sale page among them;
+//! * the admission clock (`seckill_web::ServerClock`, Redis `TIME`), for
+//!   countdowns.
 //!
 //! An order is readable by its owner from the `202` on, through any
 //! ingress: the admitting ingress writes it to Redis before answering (see
@@ -20,7 +21,6 @@
 //! neither in memory nor in the view finds it there.
 
 mod changes;
-mod clock;
 mod feeds;
 mod follow;
 pub(crate) mod http;
@@ -41,7 +41,6 @@ use seckill_kafka::FollowerHealth;
 use seckill_store::{OrderStatus, OrderView, StoreError, ViewReader};
 use tokio_util::sync::CancellationToken;
 
-pub(crate) use self::clock::ServerClock;
 use self::feeds::UserFeeds;
 pub(crate) use self::follow::{fetch_wait, follow};
 use self::orders::OrderCache;
@@ -50,6 +49,7 @@ pub(crate) use self::voucher_feeds::VoucherFeeds;
 pub(crate) use self::vouchers::VoucherCache;
 use self::waiters::Waiters;
 use crate::config::LiveConfig;
+pub(crate) use seckill_web::ServerClock;
 
 /// How recently the follower must have reported being caught up for
 /// memory to answer orders that may still change.
@@ -92,7 +92,7 @@ pub(crate) enum Source {
 
 impl Live {
     pub(crate) fn new(config: LiveConfig, gate: Gate, view: Arc<dyn ViewReader>, metrics: LiveMetrics) -> Self {
-        let clock = Arc::new(ServerClock::default());
+        let clock = Arc::new(ServerClock);
         let vouchers = VoucherCache::new(
             config.voucher_cache_capacity,
             Duration::from_millis(config.voucher_refresh_ms),

@@ -35,7 +35,7 @@ use seckill_gate::{Gate, SaleState, Timeline};
 use seckill_store::{StoreError, ViewReader, VoucherView};
 use serde::Serialize;
 
-use super::clock::ServerClock;
+use super::ServerClock;
 
 /// A finished answer, shared by every request until it is rebuilt.
 #[derive(Debug)]

@@ -12,7 +12,6 @@
 
 use std::sync::Arc;
 
-use chrono::Utc;
 use seckill_core::event::{CancelReason, Event, OrderRequest};
 use seckill_core::{Envelope, OrderId};
 use seckill_store::{OrderStatus, OrderView};
@@ -103,7 +102,8 @@ async fn handle(
         order_id,
         voucher_id: order.voucher_id,
         reason: None,
-        requested_at: Utc::now(),
+        // Judged against pay_by, set on the same clock by the processor.
+        requested_at: seckill_core::clock::now(),
         settled_checkouts: None,
     };
     let paid_with_money = order.status == OrderStatus::Paid && order.payment_id.is_some();

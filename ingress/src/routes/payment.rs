@@ -75,7 +75,9 @@ async fn handle(raw: String, caller: Caller, ingress: Arc<Ingress>) -> Result<wa
             format!("order {order_id} is free: claim it with POST /api/v1/orders/{order_id}/confirm"),
         ));
     };
-    if order.pay_by.is_some_and(|pay_by| Utc::now() >= pay_by) {
+    // pay_by is on the platform's clock (seckill_core::clock), as is the
+    // processor's expiry of the hold.
+    if order.pay_by.is_some_and(|pay_by| seckill_core::clock::now() >= pay_by) {
         return Err(conflict("payment_window_closed", format!("order {order_id} had to be paid by its pay_by")));
     }
 
@@ -91,7 +93,7 @@ async fn handle(raw: String, caller: Caller, ingress: Arc<Ingress>) -> Result<wa
         Ok(Some(voucher)) => voucher.title,
         _ => None,
     };
-    let now = Utc::now();
+    let now = seckill_core::clock::now();
     let quantity = order.quantity.max(1);
     let request = NewCheckout {
         unit_amount: order.amount / u64::from(quantity),

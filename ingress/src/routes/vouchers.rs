@@ -123,7 +123,7 @@ impl CreateVoucher {
         }
         Ok(Some(QueueSettings {
             // By default the room opens now (or at the start, if that passed).
-            opens_at: self.queue_opens_at.unwrap_or_else(|| Utc::now().min(self.begins_at)),
+            opens_at: self.queue_opens_at.unwrap_or_else(|| seckill_core::clock::now().min(self.begins_at)),
             factor_percent: (factor * 100.0).round() as u32,
             entry_rate: self.queue_entry_rate.unwrap_or(QueueSettings::DEFAULT_ENTRY_RATE),
             idle_seconds: self.queue_idle_seconds.unwrap_or(QueueSettings::DEFAULT_IDLE_SECONDS),
@@ -148,7 +148,7 @@ impl CreateVoucher {
             return Err(ApiError::invalid("a draw needs draw_at: when entries close and the draw is made"));
         };
         Ok(Some(DrawSettings {
-            entries_open_at: self.entries_open_at.unwrap_or_else(|| Utc::now().min(draw_at)),
+            entries_open_at: self.entries_open_at.unwrap_or_else(|| seckill_core::clock::now().min(draw_at)),
             draw_at,
             purchase_seconds: self.purchase_seconds.unwrap_or(DrawSettings::DEFAULT_PURCHASE_SECONDS),
             beacon: None,
