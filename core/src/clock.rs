@@ -16,12 +16,14 @@
 //! `seckill_clock_offset_seconds` and the `SeckillClockSkew` alert still
 //! report the host's own clock, which NTP should keep right.
 
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 
 use chrono::{DateTime, Duration, Utc};
 
 /// Redis's clock minus this host's, in microseconds.
 static OFFSET_US: AtomicI64 = AtomicI64::new(0);
+/// Whether an offset was ever set.
+static MEASURED: AtomicBool = AtomicBool::new(false);
 
 /// The platform's time now: this host's clock plus the measured offset.
 pub fn now() -> DateTime<Utc> {
@@ -31,6 +33,12 @@ pub fn now() -> DateTime<Utc> {
 /// Sets the offset to Redis's clock (Redis's minus this host's).
 pub fn set_offset(offset: Duration) {
     OFFSET_US.store(offset.num_microseconds().unwrap_or(0), Ordering::Relaxed);
+    MEASURED.store(true, Ordering::Relaxed);
+}
+
+/// Whether an offset was set: before, [`now`] is the host's clock.
+pub fn measured() -> bool {
+    MEASURED.load(Ordering::Relaxed)
 }
 
 /// The offset in use.

@@ -103,7 +103,7 @@ impl Gate {
                 // entering phase waits.
                 awaiting_beacon: field("beacon_wait").as_deref() == Some("1")
                     && field("phase").as_deref() == Some("entering")
-                    && Utc::now().timestamp_millis() >= draw_ms,
+                    && seckill_core::clock::now().timestamp_millis() >= draw_ms,
                 drawn_at: winners.and(drawn_at),
                 winners,
                 promoted: count("cursor").unwrap_or_default().saturating_sub(winners.unwrap_or(u64::MAX)),

@@ -114,7 +114,7 @@ pub(crate) fn paid_by(session: &CheckoutSession, order: OrderId) -> Paying {
     }
     // The charge's time decides; the moment it is learnt of is the latest
     // it can have been.
-    let now = chrono::Utc::now().timestamp();
+    let now = seckill_core::clock::now().timestamp();
     match payment_received(intent, now, PaymentSource::Reconciliation) {
         Some(payment) if payment.order_id == order => Paying::Paid(Box::new(payment)),
         _ => {

@@ -9,7 +9,8 @@
 //! start and every few seconds (half the round trip is the error bound), and
 //! `seckill_core::clock::now()` is the local clock plus that offset. A
 //! measurement whose round trip took longer than [`MAX_ROUND_TRIP`] is
-//! dropped, so a busy moment does not move the clock by its delay.
+//! dropped, so a busy moment does not move the clock by its delay, unless
+//! none was taken yet: any measurement is closer than the host's clock.
 
 use std::time::Duration;
 
@@ -34,10 +35,10 @@ impl ServerClock {
     }
 
     /// Measures the offset once; a measurement too slow to be exact keeps
-    /// the last one.
+    /// the last one, if there is one.
     pub async fn sync(&self, gate: &Gate) -> redis::RedisResult<()> {
         let (offset, round_trip) = gate.clock_reading().await?;
-        if round_trip <= MAX_ROUND_TRIP {
+        if round_trip <= MAX_ROUND_TRIP || !seckill_core::clock::measured() {
             seckill_core::clock::set_offset(offset);
         }
         Ok(())

@@ -14,6 +14,7 @@
 mod brokers;
 mod check;
 mod checkout;
+mod clock_skew;
 mod cluster;
 mod dev_run;
 mod load;
