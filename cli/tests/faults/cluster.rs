@@ -251,6 +251,25 @@ impl Cluster {
         format!("http://127.0.0.1:{}", self.port(service))
     }
 
+    /// The last `lines` warnings and errors in `service`'s log, for a
+    /// failure's message: what the service was retrying when it stuck.
+    pub fn log_warnings(&self, service: Service, lines: usize) -> String {
+        let server = match service {
+            Service::Ingress => &self.ingress,
+            Service::Processor => &self.processor,
+            Service::Projector => &self.projector,
+            Service::Payments => &self.payments,
+        };
+        let Some(server) = server else { return format!("({service:?} is not running)") };
+        let text = std::fs::read_to_string(server.log()).unwrap_or_default();
+        let kept: Vec<&str> = text.lines().filter(|line| line.contains("WARN") || line.contains("ERROR")).collect();
+        format!(
+            "{}, its last warnings:\n{}",
+            server.log().display(),
+            kept[kept.len().saturating_sub(lines)..].join("\n")
+        )
+    }
+
     fn slot(&mut self, service: Service) -> &mut Option<Server> {
         match service {
             Service::Ingress => &mut self.ingress,

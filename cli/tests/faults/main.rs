@@ -157,7 +157,8 @@ async fn recovered(cluster: &Cluster, fault: &str) -> Duration {
         }
         assert!(
             started.elapsed() < RECOVERY_BOUND,
-            "[{fault}] the outbox still holds {entries:?} after {RECOVERY_BOUND:?}"
+            "[{fault}] the outbox still holds {entries:?} after {RECOVERY_BOUND:?}; the ingress's log: {}",
+            cluster.log_warnings(Service::Ingress, 30)
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
