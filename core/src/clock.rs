@@ -40,8 +40,3 @@ pub fn set_offset(offset: Duration) {
 pub fn measured() -> bool {
     MEASURED.load(Ordering::Relaxed)
 }
-
-/// The offset in use.
-pub fn offset() -> Duration {
-    Duration::microseconds(OFFSET_US.load(Ordering::Relaxed))
-}
