@@ -7,8 +7,8 @@
 //! and its pauses), a decision's `decided_at` and so its `pay_by`, a claim's
 //! `requested_at` (against that `pay_by`), the expiry sweeper's "now". Each
 //! service stamps them with [`now`], its own clock plus the offset to Redis's
-//! it last measured (`seckill_web::ServerClock`, at start and every few
-//! seconds), so every deadline is judged on one clock whatever the hosts'
+//! it last measured (`seckill_web::ServerClock`: at start, then by the Redis
+//! probe every 2 s), so every deadline is judged on one clock whatever the hosts'
 //! clocks say, within the measurement's error (half a round trip to Redis).
 //!
 //! One offset for the process: the clock is the host's, and so is its

@@ -149,14 +149,9 @@ impl Gate {
     }
 
     /// Redis's clock minus this host's, measured by one `TIME` against the
-    /// middle of its round trip (so within half of it): the ingress's
-    /// server clock follows it, and the services' probes report it.
-    pub async fn clock_offset(&self) -> redis::RedisResult<chrono::Duration> {
-        Ok(self.clock_reading().await?.0)
-    }
-
-    /// [`clock_offset`](Self::clock_offset), with the round trip it was
-    /// measured over (twice its error bound).
+    /// middle of its round trip (so within half of it), with that round
+    /// trip: the platform's clock follows it (`seckill_core::clock`), and
+    /// the services' probes report it.
     pub async fn clock_reading(&self) -> redis::RedisResult<(chrono::Duration, std::time::Duration)> {
         let sent = std::time::Instant::now();
         let local_before = Utc::now();

@@ -197,12 +197,6 @@ impl App {
             Arc::clone(&live),
             live.closing.clone(),
         )));
-        let clock = {
-            let (live, gate) = (Arc::clone(&live), self.ingress.gate.clone());
-            tokio_util::task::AbortOnDropHandle::new(tokio::spawn(async move {
-                live.clock.follow(gate, live.closing.clone()).await;
-            }))
-        };
         let watch = tokio_util::task::AbortOnDropHandle::new(tokio::spawn(self.watch.run(live.closing.clone())));
         let rooms = tokio_util::task::AbortOnDropHandle::new(tokio::spawn(
             Arc::clone(&self.ingress.rooms).drive(live.closing.clone()),
@@ -228,7 +222,6 @@ impl App {
         live.closing.cancel();
         let _ = closing.await;
         let _ = follower.await;
-        let _ = clock.await;
         let _ = watch.await;
         let _ = rooms.await;
         let _ = challenge_key.await;

@@ -59,9 +59,6 @@ pub struct App {
     refunds: Option<(RefundWorker, BatchConsumer, PendingRefunds)>,
     /// Dependencies and the gate's stock, for the alert rules.
     watch: Watch,
-    /// Where the platform's clock is set from (Redis's `TIME`): decisions,
-    /// their `pay_by` and the sweeper's expiries are judged by it.
-    clock_gate: Gate,
     registry: Registry,
     http_metrics: HttpMetrics,
     http: HttpConfig,
@@ -80,7 +77,8 @@ impl App {
         // what it gave back would survive the master's loss.
         let gate = Gate::connect(&config.redis).await?.with_replica_acks(&config.redis).await?;
         // Decisions are stamped by the platform's clock, Redis's: set it
-        // before the first one (seckill_core::clock).
+        // before the first one (seckill_core::clock; the Redis probe keeps
+        // it set).
         if let Err(error) = ServerClock.sync(&gate).await {
             tracing::warn!(%error, "Could not read the Redis clock yet; stamping by this host's until it answers.");
         }
@@ -165,7 +163,6 @@ impl App {
             &[&topics.sales, &topics.orders],
         )?
         .with_lag_gauge(processor_metrics.gate_follower_lag.clone());
-        let clock_gate = gate.clone();
         let gate_follower = (GateFollower { gate, metrics: metrics.clone() }, follower_consumer);
         let pipeline = Pipeline {
             dead_letter: DeadLetter::new(producer.clone(), topics.dead_letters.clone(), "processor"),
@@ -184,7 +181,6 @@ impl App {
             sweeper,
             refunds,
             watch,
-            clock_gate,
             http_metrics: HttpMetrics::register(&registry, "processor"),
             http: config.http.clone(),
             registry,
@@ -223,7 +219,6 @@ impl App {
         let (follower, follower_consumer) = self.gate_follower;
         let follower = AbortOnDropHandle::new(tokio::spawn(follower.run(follower_consumer, shutdown.clone())));
         let watch = AbortOnDropHandle::new(tokio::spawn(self.watch.run(shutdown.clone())));
-        let clock = AbortOnDropHandle::new(tokio::spawn(ServerClock.follow(self.clock_gate, shutdown.clone())));
         let refunds = self.refunds.map(|(worker, consumer, pending)| {
             (
                 AbortOnDropHandle::new(tokio::spawn(worker.run(consumer, shutdown.clone()))),
@@ -238,7 +233,6 @@ impl App {
         let _ = sweeper.await;
         let _ = follower.await;
         let _ = watch.await;
-        let _ = clock.await;
         let _ = http.await;
         Ok(())
     }

@@ -39,13 +39,15 @@ impl Probe {
 
     /// Redis, through the gate's connection: its clock (`TIME`), whose
     /// offset from this service's clock goes into `clock_offset` (seconds,
-    /// Redis's minus ours, against the middle of the round trip).
+    /// Redis's minus ours, against the middle of the round trip) and sets
+    /// the platform's clock ([`crate::ServerClock::take`]).
     pub fn redis(gate: seckill_gate::Gate, clock_offset: prometheus::Gauge) -> Self {
         Self::new("redis", move || {
             let (gate, clock_offset) = (gate.clone(), clock_offset.clone());
             async move {
-                let Ok(offset) = gate.clock_offset().await else { return false };
+                let Ok((offset, round_trip)) = gate.clock_reading().await else { return false };
                 clock_offset.set(offset.as_seconds_f64());
+                crate::ServerClock::take(offset, round_trip);
                 true
             }
         })
