@@ -25,9 +25,10 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use reqwest::StatusCode;
 use seckill_core::challenge;
-use seckill_devstack::{compressed_rules, user_token, AlertWatch, Prometheus, TempDir};
+use seckill_devstack::user_token;
 use serde_json::{json, Value};
 
+use crate::alerts::Alerts;
 use crate::cluster::{Cluster, Service};
 use crate::load::Promised;
 use crate::sale::{create_voucher, create_voucher_from};
@@ -69,12 +70,12 @@ async fn skewed(service: Service, offset_ms: i64, fault: &str) {
     });
     let skewed_since = tokio::time::Instant::now();
     let offset = assert_offset(&cluster, service, -(offset_ms as f64) / 1000.0, fault).await;
-    let alert = SkewAlert::watch(&cluster).await;
+    let alerts = Alerts::watch(&cluster).await;
     let (mut cluster, vouchers, load) = under_load_on(cluster).await;
 
     let probes = deadlines_kept(&cluster, fault).await;
     println!("[{fault}] {service:?} measured {offset:+.2} s off Redis (its host's clock, for NTP health)");
-    let alerted = alert.fires_for(service, skewed_since, fault).await;
+    let alerted = skew_alert_fires_for(&alerts, service, skewed_since, fault).await;
     println!("[{fault}] SeckillClockSkew firing for the {service:?} alone, {alerted:?} after its skewed start");
 
     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -300,50 +301,17 @@ async fn assert_offset(cluster: &Cluster, service: Service, expected: f64, fault
     offset
 }
 
-/// A Prometheus of the test's own scraping the ingress and the processor
-/// under `prometheus/alerts.yml`, every duration divided by 12 (the
-/// alert's `for: 1m` is 5 s); stopped when dropped.
-struct SkewAlert {
-    watch: AlertWatch,
-    _prometheus: Prometheus,
-    _dir: TempDir,
-}
-
-impl SkewAlert {
-    async fn watch(cluster: &Cluster) -> Self {
-        let dir = TempDir::new().expect("dir");
-        let source = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../prometheus/alerts.yml");
-        let rules = compressed_rules(&source, dir.path(), 12).expect("rules compressed");
-        let targets: Vec<String> = [Service::Ingress, Service::Processor]
-            .into_iter()
-            .map(|service| cluster.url(service).trim_start_matches("http://").to_owned())
-            .collect();
-        let prometheus = tokio::task::block_in_place(|| {
-            Prometheus::start_with_rules(&dir.path().join("prometheus"), &targets, Some(&rules))
-        })
-        .expect("prometheus starts (run scripts/setup)");
-        let watch = AlertWatch::new(&prometheus.url());
-        watch.ready(Duration::from_secs(30)).await.expect("prometheus gets ready");
-        Self { watch, _prometheus: prometheus, _dir: dir }
+/// Requires `SeckillClockSkew` to fire for `skewed` and for no other
+/// service that measures its clock; how long after `since` (the skewed
+/// service's start) it fired.
+async fn skew_alert_fires_for(alerts: &Alerts, skewed: Service, since: tokio::time::Instant, fault: &str) -> Duration {
+    let name = |service: Service| format!("{service:?}").to_lowercase();
+    alerts.fires(fault, "SeckillClockSkew", &[("service", &name(skewed))], Duration::from_secs(40)).await;
+    let after = since.elapsed();
+    for other in [Service::Ingress, Service::Processor].into_iter().filter(|service| *service != skewed) {
+        alerts.quiet(fault, "SeckillClockSkew", &[("service", &name(other))]).await;
     }
-
-    /// Requires `SeckillClockSkew` to fire for `skewed` and for no other
-    /// service; how long after `since` (the skewed service's start) it fired.
-    async fn fires_for(&self, skewed: Service, since: tokio::time::Instant, fault: &str) -> Duration {
-        let name = |service: Service| format!("{service:?}").to_lowercase();
-        let labels = [("service", name(skewed))];
-        let labels: Vec<(&str, &str)> = labels.iter().map(|(key, value)| (*key, value.as_str())).collect();
-        self.watch
-            .firing("SeckillClockSkew", &labels, Duration::from_secs(40))
-            .await
-            .unwrap_or_else(|error| panic!("[{fault}] {error}"));
-        let after = since.elapsed();
-        for other in [Service::Ingress, Service::Processor].into_iter().filter(|service| *service != skewed) {
-            let states = self.watch.states("SeckillClockSkew", &[("service", &name(other))]).await.expect("alerts");
-            assert!(states.is_empty(), "[{fault}] SeckillClockSkew for {other:?}, whose clock is true: {states:?}");
-        }
-        after
-    }
+    after
 }
 
 /// `POST path` on the ingress as `user`, with `body` and a proof.

@@ -13,7 +13,6 @@
 
 #![allow(unreachable_pub)]
 
-mod alerts;
 mod buyers;
 mod emulated_link;
 mod hosts;
@@ -25,6 +24,9 @@ mod zombie;
 
 // The fault suite's platform, load and checker, shared rather than copied;
 // this lane uses only part of each.
+#[allow(dead_code)]
+#[path = "../faults/alerts.rs"]
+mod alerts;
 #[allow(dead_code)]
 #[path = "../faults/check.rs"]
 mod check;

@@ -1,8 +1,10 @@
-//! Operators hear about a partition: a Prometheus of the scenario's own
+//! Operators hear about a fault: a Prometheus of the scenario's own
 //! scrapes the platform's three services under `prometheus/alerts.yml`,
 //! its durations divided by [`COMPRESSION`] so that a `for: 30s` fires in
-//! seconds, and the scenario requires the alert its cut should raise to
-//! fire during the cut and to resolve after the heal.
+//! seconds, and the scenario requires the alert its fault should raise to
+//! fire during it (and, in the partitions lane, to resolve after the heal),
+//! for the services concerned and no other. Shared by the fault suite and
+//! the partitions lane (by path).
 
 use std::path::Path;
 use std::time::Duration;
@@ -35,21 +37,29 @@ impl Alerts {
             .into_iter()
             .map(|service| cluster.url(service).trim_start_matches("http://").to_owned())
             .collect();
-        let prometheus = Prometheus::start_with_rules(&dir.path().join("prometheus"), &targets, Some(&rules))
-            .expect("prometheus starts (run scripts/setup)");
+        let prometheus = tokio::task::block_in_place(|| {
+            Prometheus::start_with_rules(&dir.path().join("prometheus"), &targets, Some(&rules))
+        })
+        .expect("prometheus starts (run scripts/setup)");
         let watch = AlertWatch::new(&prometheus.url());
         watch.ready(Duration::from_secs(30)).await.expect("prometheus gets ready");
         Self { watch, _prometheus: prometheus, _dir: dir }
     }
 
-    /// Waits until `name` with `labels` fires, at most `within` (the
-    /// cut's length: an alert that fires only after the heal came too
-    /// late); how long it took.
+    /// Waits until `name` with `labels` fires, at most `within` (in the
+    /// partitions lane the cut's length: an alert that fires only after
+    /// the heal came too late); how long it took.
     pub async fn fires(&self, fault: &str, name: &str, labels: &[(&str, &str)], within: Duration) -> Duration {
         let (after, _) =
             self.watch.firing(name, labels, within).await.unwrap_or_else(|error| panic!("[{fault}] {error}"));
-        println!("[{fault}] alert {name} {labels:?} firing {after:?} into the cut");
+        println!("[{fault}] alert {name} {labels:?} firing {after:?} after it was awaited");
         after
+    }
+
+    /// Requires `name` with `labels` to be neither pending nor firing.
+    pub async fn quiet(&self, fault: &str, name: &str, labels: &[(&str, &str)]) {
+        let states = self.watch.states(name, labels).await.unwrap_or_else(|error| panic!("[{fault}] {error}"));
+        assert!(states.is_empty(), "[{fault}] {name} {labels:?} is active: {states:?}");
     }
 
     /// Waits until `name` with `labels` is no longer active.
