@@ -190,7 +190,7 @@ pub struct VoucherLog {
     expiry_settled: HashMap<OrderId, BTreeMap<Position, Vec<String>>>,
     /// Each order's checkout sessions (`CheckoutOpened`, on the sales topic
     /// as the requests are) by where each first appeared.
-    checkouts: HashMap<OrderId, BTreeMap<Position, String>>,
+    checkouts: HashMap<OrderId, HashMap<String, Position>>,
     /// Every payment the log mentions, by the provider's payment id.
     pub payments: BTreeMap<String, PaymentLog>,
     /// The payment ids each order's payments go by.
@@ -424,14 +424,10 @@ impl VoucherLog {
             // which expiry request the processor acted on.
             Event::CheckoutOpened(opened) => {
                 let sessions = self.checkouts.entry(opened.order_id).or_default();
-                if let Some(kept) = sessions.iter().find(|(_, id)| **id == opened.session_id).map(|(at, _)| *at) {
-                    if position < kept {
-                        sessions.remove(&kept);
-                        sessions.insert(position, opened.session_id.clone());
-                    }
-                } else {
-                    sessions.insert(position, opened.session_id.clone());
-                }
+                sessions
+                    .entry(opened.session_id.clone())
+                    .and_modify(|at| *at = (*at).min(position))
+                    .or_insert(position);
             }
             Event::PaymentReceived(received) => {
                 let payment = self.payment(&received.payment_id, received.order_id);
@@ -561,8 +557,10 @@ impl VoucherLog {
         let Some(settled) = self.expiry_settled.get(order_id).and_then(|requests| requests.get(&at)) else {
             return false;
         };
-        let sessions = self.checkouts.get(order_id).into_iter().flatten();
-        sessions.take(MAX_CHECKOUTS).filter(|(opened, _)| **opened < at).any(|(_, id)| !settled.contains(id))
+        let mut sessions: Vec<(Position, &String)> =
+            self.checkouts.get(order_id).into_iter().flatten().map(|(id, opened)| (*opened, id)).collect();
+        sessions.sort_unstable();
+        sessions.into_iter().take(MAX_CHECKOUTS).filter(|(opened, _)| *opened < at).any(|(_, id)| !settled.contains(id))
     }
 
     /// Where the first payment of `order_id` refunded as late was reported.
