@@ -36,15 +36,14 @@ async fn a_small_load_run_reports_every_answer_and_passing_invariants() {
         visibility_sample: 10,
     };
     let report = seckill_loadgen::run(&closed, &checks, false).await.expect("the closed-loop run completes");
-    println!("{report}");
     assert!(report.invariants.passed, "{report}");
-    assert_eq!(report.requests, 3_000);
-    assert_eq!(report.status_counts.values().sum::<u64>() + report.transport_errors, 3_000);
+    assert_eq!(report.requests, 3_000, "{report}");
+    assert_eq!(report.status_counts.values().sum::<u64>() + report.transport_errors, 3_000, "{report}");
     assert_eq!((report.invariants.created_units, report.admitted_orders), (100, 100), "{report}");
-    assert_eq!(report.invariants.remaining_agree, Some(true));
-    assert_eq!(report.final_statuses.get("CREATED"), Some(&100));
-    assert!(report.sold_out_after_s.is_some());
-    assert_eq!(report.latency.count, 3_000);
+    assert_eq!(report.invariants.remaining_agree, Some(true), "{report}");
+    assert_eq!(report.final_statuses.get("CREATED"), Some(&100), "{report}");
+    assert!(report.sold_out_after_s.is_some(), "{report}");
+    assert_eq!(report.latency.count, 3_000, "{report}");
     assert_eq!(report.visible.count, 10, "one admitted order in ten was watched until final: {report}");
 
     // Open loop, with retries: a user's repeats replay their first order.
@@ -58,10 +57,9 @@ async fn a_small_load_run_reports_every_answer_and_passing_invariants() {
         ..closed
     };
     let report = seckill_loadgen::run(&open, &checks, false).await.expect("the open-loop run completes");
-    println!("{report}");
     assert!(report.invariants.passed, "{report}");
     assert_eq!(report.status_counts.get(&202), Some(&1_000), "{report}");
-    assert_eq!(report.admitted_orders, 400, "one order per user, repeats replayed");
-    assert_eq!(report.invariants.persistent_remaining, Some(600));
-    assert!(report.sold_out_after_s.is_none());
+    assert_eq!(report.admitted_orders, 400, "one order per user, repeats replayed: {report}");
+    assert_eq!(report.invariants.persistent_remaining, Some(600), "{report}");
+    assert!(report.sold_out_after_s.is_none(), "{report}");
 }
