@@ -32,6 +32,10 @@
 -- KEYS[9]  solved zset   <prefix>:{t}:solved   challenge nonce -> its expiry (ms): proofs of work spent
 -- KEYS[10] pace hash     <prefix>:{t}:pace     "u:<user>" / "a:<address>" -> "<tokens>|<ms>": the
 --                                              per-user and per-address admission buckets
+-- KEYS[11] pending string <prefix>:{o:<order>}:pending  optional, on a single Redis only (on a cluster it
+--                                              is in another slot, and the caller writes it after the
+--                                              call): the admitted order's record, readable by order id
+--                                              from any ingress before the log has it
 -- ARGV[1]  user id
 -- ARGV[2]  quantity, an integer >= 1
 -- ARGV[3]  the order id to record when admitted
@@ -58,6 +62,7 @@
 -- ARGV[17] the client's address, "" when not known
 -- ARGV[18] requests per second one address may make on this voucher (0: no limit)
 -- ARGV[19] the address's bucket size
+-- ARGV[20] with KEYS[11] only: milliseconds the pending record lives
 --
 -- Returns a two-element array {code, detail}, both strings:
 --   {"admitted", remaining_after}          stock and the user's count were taken (or, for an order id
@@ -125,8 +130,14 @@
 -- ingress instance (on a cluster, the clock of the bucket's master: keep the
 -- masters' clocks synchronised). The bucket's keys share one hash tag, and
 -- so does its outbox on a cluster. The script builds no key names itself.
-if #KEYS ~= 10 or #ARGV ~= 19 then
-  return redis.error_reply("admit.lua: expects 10 KEYS and 19 ARGV")
+if not ((#KEYS == 10 and #ARGV == 19) or (#KEYS == 11 and #ARGV == 20)) then
+  return redis.error_reply("admit.lua: expects 10 KEYS and 19 ARGV, or 11 KEYS and 20 ARGV")
+end
+if KEYS[11] then
+  local ttl = tonumber(ARGV[20])
+  if not ttl or ttl < 1 or ttl ~= math.floor(ttl) then
+    return redis.error_reply("admit.lua: ARGV[20] must be a positive integer (ms)")
+  end
 end
 local quantity = tonumber(ARGV[2])
 if not quantity or quantity < 1 or quantity ~= math.floor(quantity) then
@@ -358,6 +369,11 @@ if price > 0 then
 end
 redis.call("HSET", KEYS[5], ARGV[3], ARGV[1] .. "|" .. ARGV[2])
 redis.call("XADD", KEYS[6], "*", "key", ARGV[6], "record", record)
+if KEYS[11] then
+  -- The record the log will have, amount included: one call fewer per order
+  -- than the caller's own SET after this one.
+  redis.call("SET", KEYS[11], record, "PX", ARGV[20])
+end
 redis.call("HINCRBY", KEYS[1], "remaining", -quantity)
 redis.call("HINCRBY", KEYS[2], ARGV[1], quantity)
 redis.call("HSET", KEYS[3], ARGV[1], ARGV[3])

@@ -26,6 +26,7 @@ use seckill_core::{Envelope, OrderId, UserId, VoucherId};
 use crate::borrowers::Borrowed;
 use crate::connection::through_moving_slots;
 use crate::gate::{encoded_without, unexpected};
+use crate::keys::pending_order_key;
 use crate::layout::Layout;
 use crate::replica_acks::Durable;
 use crate::{Admission, Gate, Rejection, RetryKey, Settlement};
@@ -285,6 +286,9 @@ impl Gate {
             .arg(pace.address.as_deref().unwrap_or_default())
             .arg(pace.address_per_second)
             .arg(pace.address_burst.max(1));
+        if let Some(ttl) = self.pending_ttl_ms.filter(|_| self.admission_writes_pending()) {
+            invocation.key(pending_order_key(&self.prefix, order.order_id)).arg(ttl);
+        }
         let reply: redis::RedisResult<((String, String), bool)> =
             self.invoke_acknowledged("admit", layout.slot(bucket), &invocation).await;
         // Only a call that wrote to the outbox, or may have (no answer: it

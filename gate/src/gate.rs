@@ -344,6 +344,9 @@ pub struct Gate {
     /// The wait for a replica's acknowledgement of admissions (None: the
     /// calls never wait).
     pub(crate) acks: Option<Arc<ReplicaAcks>>,
+    /// How long an admitted order's pending record lives, when `admit.lua`
+    /// writes it (see [`Gate::with_pending_records`]).
+    pub(crate) pending_ttl_ms: Option<u64>,
 }
 
 impl std::fmt::Debug for Gate {
@@ -387,6 +390,7 @@ impl Gate {
             hints: None,
             borrowers: Arc::new(Borrowers::default()),
             acks: None,
+            pending_ttl_ms: None,
         })
     }
 
@@ -401,6 +405,24 @@ impl Gate {
     pub fn with_ended_sale_ttl(mut self, ttl: std::time::Duration) -> Self {
         self.ended_sale_ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
         self
+    }
+
+    /// Has `admit.lua` write each order it admits as a pending record
+    /// living `ttl` (what [`Gate::pending`] reads by order id, from any
+    /// process, before the log has the order), in the admission's own call,
+    /// where the keys allow it: on a single Redis. On a cluster the record's
+    /// key is in another slot than the voucher's, and the caller writes it
+    /// after the call ([`Gate::remember_pending`]); see
+    /// [`Gate::admission_writes_pending`].
+    pub fn with_pending_records(mut self, ttl: std::time::Duration) -> Self {
+        self.pending_ttl_ms = Some(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1));
+        self
+    }
+
+    /// Whether an admission writes its order's pending record itself (else
+    /// the caller does, after it).
+    pub fn admission_writes_pending(&self) -> bool {
+        self.pending_ttl_ms.is_some() && !self.redis.is_cluster()
     }
 
     /// Records script latencies and transfers in `metrics` (and the replica

@@ -241,10 +241,19 @@ impl Gate {
         Ok(())
     }
 
-    /// The admitted order `order`, while its pending record lasts.
+    /// The admitted order `order`, while its pending record lasts: the
+    /// outbox's record (`admit.lua` writes it on a single Redis) or the
+    /// bare order ([`Gate::remember_pending`]).
     pub async fn pending(&self, order: OrderId) -> redis::RedisResult<Option<OrderAccepted>> {
         let raw: Option<Vec<u8>> =
             redis::cmd("GET").arg(pending_order_key(&self.prefix, order)).query_async(&mut self.redis.clone()).await?;
-        Ok(raw.and_then(|raw| serde_json::from_slice::<OrderAccepted>(&raw).ok()).filter(|o| o.order_id == order))
+        let accepted = raw.and_then(|raw| match seckill_core::Envelope::decode(&raw) {
+            Ok(envelope) => match envelope.event {
+                seckill_core::Event::OrderAccepted(accepted) => Some(accepted),
+                _ => None,
+            },
+            Err(_) => serde_json::from_slice::<OrderAccepted>(&raw).ok(),
+        });
+        Ok(accepted.filter(|o| o.order_id == order))
     }
 }

@@ -80,6 +80,8 @@ impl App {
             .with_metrics(metrics.clone())
             .with_outbox_limit(config.max_outbox_entries)
             .with_outbox_hints(hints.clone())
+            // Each admitted order readable by id from any ingress at once.
+            .with_pending_records(Duration::from_secs(config.live.pending_order_ttl_seconds))
             .with_replica_acks(&config.redis)
             .await?;
 

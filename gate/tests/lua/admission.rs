@@ -446,6 +446,47 @@ async fn a_priced_admission_fixes_the_amount_in_the_record(h: &Harness) {
     outbox.remove(&records).await.expect("removes");
 }
 
+async fn an_admitted_order_is_readable_by_id_at_once_from_the_admissions_own_record(h: &Harness) {
+    let gate = h.gate.clone().with_pending_records(Duration::from_secs(60));
+    let euro = seckill_core::money::Currency::parse("EUR").expect("valid");
+    let definition = seckill_core::event::VoucherCreated {
+        price: 250,
+        currency: Some(euro),
+        ..crate::definition(1, 2, open_window())
+    };
+    assert!(gate.load_voucher(&definition).await.expect("loads"));
+    let v = definition.voucher_id;
+    let (admitted, refused) = (OrderId::generate(), OrderId::generate());
+    let buyer = user("reads-at-once");
+    assert!(matches!(gate.admit(v, &buyer, 1, admitted, None).await.expect("admit"), Admission::Admitted { .. }));
+    let sold_out = gate.admit(v, &user("too-late"), 1, refused, None).await.expect("admit");
+    assert!(matches!(sold_out, Admission::Rejected(Rejection::SoldOut { .. })), "{sold_out:?}");
+
+    let key = seckill_gate::pending_order_key(&h.config.key_prefix, admitted);
+    if h.config.is_cluster() {
+        // The record's key is in another slot than the voucher's: the
+        // caller writes it after the call.
+        assert!(!gate.admission_writes_pending());
+        assert_eq!(gate.pending(admitted).await.expect("reads"), None);
+        return;
+    }
+    assert!(gate.admission_writes_pending());
+    let pending = gate.pending(admitted).await.expect("reads").expect("the admission wrote the record");
+    assert_eq!((pending.order_id, &pending.user_id, pending.voucher_id), (admitted, &buyer, v));
+    assert_eq!((pending.amount, pending.currency), (250, Some(euro)), "the amount Redis admitted at");
+    let ttl: i64 = redis::cmd("PTTL").arg(&key).query_async(&mut h.connection.clone()).await.expect("PTTL");
+    assert!((1..=60_000).contains(&ttl), "the record lives its time: {ttl} ms");
+    assert_eq!(gate.pending(refused).await.expect("reads"), None, "a refused order has none");
+    // Without the setting, the caller writes it (as on a cluster).
+    let other = voucher(&h.gate, 5, 1).await;
+    let unrecorded = OrderId::generate();
+    assert!(matches!(
+        h.gate.admit(other, &buyer, 1, unrecorded, None).await.expect("admit"),
+        Admission::Admitted { .. }
+    ));
+    assert_eq!(h.gate.pending(unrecorded).await.expect("reads"), None);
+}
+
 crate::on_single_and_cluster! {
     // SCRIPT FLUSH only on a Redis of the test's own: on the shared cluster
     // it would flush every other test's scripts too.
@@ -470,5 +511,6 @@ crate::on_single_and_cluster! {
         window_edges_follow_the_redis_clock_and_an_extended_end,
         an_admitted_order_is_in_the_outbox_and_a_full_outbox_admits_nothing,
         a_priced_admission_fixes_the_amount_in_the_record,
+        an_admitted_order_is_readable_by_id_at_once_from_the_admissions_own_record,
     ],
 }

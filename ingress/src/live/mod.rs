@@ -152,6 +152,10 @@ impl Live {
                 self.order_changed(row);
             }
         }
+        // A new order's record is the admission's own on a single Redis.
+        if !replayed && self.gate.admission_writes_pending() {
+            return Ok(());
+        }
         let ttl = Duration::from_secs(self.config.pending_order_ttl_seconds);
         self.gate.remember_pending(order, ttl, replayed).await
     }

@@ -310,6 +310,11 @@ async fn remember_sell_out(ingress: &Ingress, voucher: VoucherId) {
 
 /// `202 {"order_id", "status": "PENDING"}`, for new orders and replays alike.
 fn accepted_reply(order_id: OrderId) -> warp::reply::Response {
-    let body = serde_json::json!({ "order_id": order_id, "status": "PENDING" });
+    #[derive(serde::Serialize)]
+    struct Accepted {
+        order_id: OrderId,
+        status: &'static str,
+    }
+    let body = Accepted { order_id, status: "PENDING" };
     warp::reply::with_status(warp::reply::json(&body), StatusCode::ACCEPTED).into_response()
 }
