@@ -28,6 +28,12 @@ impl UserFeeds {
         self.channels.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// Whether `user` has a stream open: the changes of an order nobody
+    /// streams are not worth making (nearly every order of a sale).
+    pub(crate) fn watched(&self, user: &UserId) -> bool {
+        self.channels().contains_key(user)
+    }
+
     /// Sends `change` to the streams of `user`, if any is open.
     pub(crate) fn publish(&self, user: &UserId, change: Change) {
         if let Some(sender) = self.channels().get(user) {

@@ -164,9 +164,11 @@ impl Live {
     /// forward, tells its owner's streams and wakes its waiters.
     pub(crate) fn order_changed(&self, row: OrderView) {
         let Some(moved) = self.orders.merge(row) else { return };
-        let user = moved.after.user_id.clone();
-        for change in changes::changes_between(moved.before.as_ref(), &moved.after) {
-            self.feeds.publish(&user, change);
+        let user = &moved.after.user_id;
+        if self.feeds.watched(user) {
+            for change in changes::changes_between(moved.before.as_ref(), &moved.after) {
+                self.feeds.publish(user, change);
+            }
         }
         let woken = self.waiters.wake(moved.after.order_id);
         self.metrics.wakeups.inc_by(woken as u64);
