@@ -286,7 +286,7 @@ impl Gate {
             .arg(pace.address.as_deref().unwrap_or_default())
             .arg(pace.address_per_second)
             .arg(pace.address_burst.max(1));
-        if let Some(ttl) = self.pending_ttl_ms.filter(|_| self.admission_writes_pending()) {
+        if let Some(ttl) = self.pending_ttl_ms {
             invocation.key(pending_order_key(&self.prefix, order.order_id)).arg(ttl);
         }
         let reply: redis::RedisResult<((String, String), bool)> =

@@ -345,7 +345,7 @@ pub struct Gate {
     /// calls never wait).
     pub(crate) acks: Option<Arc<ReplicaAcks>>,
     /// How long an admitted order's pending record lives, when `admit.lua`
-    /// writes it (see [`Gate::with_pending_records`]).
+    /// writes it (see [`Gate::with_pending_records`]); None on a cluster.
     pub(crate) pending_ttl_ms: Option<u64>,
 }
 
@@ -415,14 +415,15 @@ impl Gate {
     /// after the call ([`Gate::remember_pending`]); see
     /// [`Gate::admission_writes_pending`].
     pub fn with_pending_records(mut self, ttl: std::time::Duration) -> Self {
-        self.pending_ttl_ms = Some(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1));
+        self.pending_ttl_ms =
+            (!self.redis.is_cluster()).then(|| u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1));
         self
     }
 
     /// Whether an admission writes its order's pending record itself (else
     /// the caller does, after it).
     pub fn admission_writes_pending(&self) -> bool {
-        self.pending_ttl_ms.is_some() && !self.redis.is_cluster()
+        self.pending_ttl_ms.is_some()
     }
 
     /// Records script latencies and transfers in `metrics` (and the replica

@@ -242,18 +242,12 @@ impl Gate {
     }
 
     /// The admitted order `order`, while its pending record lasts: the
-    /// outbox's record (`admit.lua` writes it on a single Redis) or the
-    /// bare order ([`Gate::remember_pending`]).
+    /// bare order ([`Gate::remember_pending`]) or the outbox's record
+    /// (`admit.lua` writes it on a single Redis), whose envelope fields sit
+    /// beside the order's and are passed over.
     pub async fn pending(&self, order: OrderId) -> redis::RedisResult<Option<OrderAccepted>> {
         let raw: Option<Vec<u8>> =
             redis::cmd("GET").arg(pending_order_key(&self.prefix, order)).query_async(&mut self.redis.clone()).await?;
-        let accepted = raw.and_then(|raw| match seckill_core::Envelope::decode(&raw) {
-            Ok(envelope) => match envelope.event {
-                seckill_core::Event::OrderAccepted(accepted) => Some(accepted),
-                _ => None,
-            },
-            Err(_) => serde_json::from_slice::<OrderAccepted>(&raw).ok(),
-        });
-        Ok(accepted.filter(|o| o.order_id == order))
+        Ok(raw.and_then(|raw| serde_json::from_slice::<OrderAccepted>(&raw).ok()).filter(|o| o.order_id == order))
     }
 }
